@@ -1,0 +1,97 @@
+//! gpubench's measured throughput against a bare tch loop doing the same work
+//! (same model, optimizer, data and device), printed side by side. The target
+//! is a ratio ≥ 0.98: per-step synchronization, loss reads and bookkeeping
+//! must not cost more than 2%.
+//!
+//! The two are interleaved (A B A B …) so that drift on a shared machine hits
+//! both alike; medians of the rounds are reported.
+//!
+//!   scripts/bench-overhead [-- --model resnet18 --image-size 64 --batch-size 8 --steps 10 --rounds 5 --cpu]
+use std::time::Instant;
+
+use clap::Parser;
+use gpubench::cli::{Cli, Command};
+use gpubench::data::{synthetic::Synthetic, DataSource};
+use gpubench::metrics::stats::percentile;
+use gpubench::strategy::{build_model, build_optimizer, loss_fn, single::Single};
+use gpubench::{config, device, runner};
+
+fn main() -> anyhow::Result<()> {
+    // `cargo bench` passes --bench; everything after `--` is ours.
+    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let rounds = take_opt(&mut args, "--rounds").map(|s| s.parse().expect("--rounds N")).unwrap_or(5usize);
+    let mut argv = vec!["gpubench".to_string(), "run".into(), "--quiet".into()];
+    if args.is_empty() {
+        args = "--model resnet18 --image-size 64 --batch-size 8 --steps 10 --warmup 2"
+            .split(' ')
+            .map(String::from)
+            .collect();
+    }
+    argv.extend(args);
+    let Command::Run(a) = Cli::try_parse_from(&argv)?.command else { unreachable!() };
+    let devices = device::resolve(a.gpus.as_deref(), a.cpu, true)?;
+    let cfg = config::validate(&a, devices)?;
+    let steps = match cfg.timed {
+        config::Length::Steps(n) => n,
+        config::Length::Time(_) => anyhow::bail!("use --steps for this benchmark"),
+    };
+    let warmup = match cfg.warmup {
+        config::Length::Steps(n) => n,
+        config::Length::Time(_) => 2,
+    };
+    let dev = cfg.devices.device(0);
+    println!(
+        "{} {}×{} batch {} on {:?}, {} timed steps after {} warm-up, {} rounds",
+        cfg.model.name(),
+        cfg.image_size,
+        cfg.image_size,
+        cfg.batch_per_device,
+        dev,
+        steps,
+        warmup,
+        rounds
+    );
+
+    let (mut g, mut b) = (vec![], vec![]);
+    for r in 0..rounds {
+        // gpubench: the runner and the single strategy, as `gpubench run` uses them.
+        let mut strat = Single::new(&cfg)?;
+        let mut data = Synthetic::new(cfg.batch_per_device, cfg.image_size, cfg.num_classes, dev, 1)?;
+        let m = runner::measure(&cfg, &mut strat, &mut data, &indicatif::ProgressBar::hidden());
+        let fig = runner::figures(&m.step_secs, cfg.global_batch(), 1).expect("timed steps");
+        g.push(fig.throughput_img_s);
+
+        // bare: the same work, one clock read pair around all timed steps.
+        let (vs, model) = build_model(&cfg, dev);
+        let mut opt = build_optimizer(&cfg, &vs)?;
+        let mut data = Synthetic::new(cfg.batch_per_device, cfg.image_size, cfg.num_classes, dev, 1)?;
+        let mut step = |data: &mut Synthetic| -> anyhow::Result<()> {
+            let batch = data.next_batch()?;
+            let loss = loss_fn(&model.forward_t(&batch.images, true), &batch.labels)?;
+            opt.zero_grad();
+            loss.backward();
+            opt.step();
+            Ok(())
+        };
+        for _ in 0..warmup {
+            step(&mut data)?;
+        }
+        cfg.devices.synchronize();
+        let t = Instant::now();
+        for _ in 0..steps {
+            step(&mut data)?;
+        }
+        cfg.devices.synchronize();
+        b.push((cfg.global_batch() as f64) * steps as f64 / t.elapsed().as_secs_f64());
+        println!("round {}: gpubench {:8.2} img/s   bare {:8.2} img/s   ratio {:.3}", r + 1, g[r], b[r], g[r] / b[r]);
+    }
+    let (gm, bm) = (percentile(&g, 50.0), percentile(&b, 50.0));
+    println!("median:  gpubench {gm:8.2} img/s   bare {bm:8.2} img/s   ratio {:.3} (target ≥ 0.98)", gm / bm);
+    Ok(())
+}
+
+fn take_opt(args: &mut Vec<String>, name: &str) -> Option<String> {
+    let i = args.iter().position(|a| a == name)?;
+    args.remove(i);
+    (i < args.len()).then(|| args.remove(i))
+}

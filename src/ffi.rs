@@ -1,0 +1,171 @@
+//! Bindings to src/shim/info.cpp: versions, CUDA device properties and the
+//! CUDA caching allocator's statistics, which tch does not expose.
+use anyhow::{anyhow, Result};
+use std::ffi::{c_char, c_int, c_long, CStr};
+
+extern "C" {
+    fn gb_free_error(e: *mut c_char);
+    fn gb_libtorch_version(buf: *mut c_char, len: usize);
+    fn gb_built_with_cuda() -> c_int;
+    fn gb_cuda_versions(cudart: *mut c_long, cudnn: *mut c_long, nccl: *mut u64);
+    fn gb_cuda_device_props(
+        dev: c_int,
+        name: *mut c_char,
+        name_len: usize,
+        pci: *mut c_char,
+        pci_len: usize,
+        total_mem: *mut u64,
+        major: *mut c_int,
+        minor: *mut c_int,
+        sm_count: *mut c_int,
+    ) -> *mut c_char;
+    fn gb_cuda_memory_stats(dev: c_int, out: *mut i64) -> *mut c_char;
+    fn gb_cuda_reset_peak_memory(dev: c_int) -> *mut c_char;
+}
+
+/// Turns a shim error pointer into a Result, freeing the message.
+pub(crate) fn check(err: *mut c_char) -> Result<()> {
+    if err.is_null() {
+        return Ok(());
+    }
+    // SAFETY: the shim returns either NULL or a malloc'd NUL-terminated string.
+    let msg = unsafe { CStr::from_ptr(err) }.to_string_lossy().into_owned();
+    unsafe { gb_free_error(err) };
+    Err(anyhow!(msg))
+}
+
+fn buf_to_string(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+pub fn libtorch_version() -> String {
+    let mut buf = [0u8; 64];
+    unsafe { gb_libtorch_version(buf.as_mut_ptr().cast(), buf.len()) };
+    buf_to_string(&buf)
+}
+
+pub fn built_with_cuda() -> bool {
+    unsafe { gb_built_with_cuda() != 0 }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CudaVersions {
+    /// e.g. 13000 for CUDA 13.0; 0 when CUDA is absent.
+    pub cudart: i64,
+    /// e.g. 91900 for cuDNN 9.19.0.
+    pub cudnn: i64,
+    /// NCCL's version, packed as major << 32 | minor << 16 | patch.
+    pub nccl: u64,
+}
+
+pub fn cuda_versions() -> CudaVersions {
+    let (mut a, mut b, mut c) = (0 as c_long, 0 as c_long, 0u64);
+    unsafe { gb_cuda_versions(&mut a, &mut b, &mut c) };
+    CudaVersions { cudart: a as i64, cudnn: b as i64, nccl: c }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeviceProps {
+    pub ordinal: usize,
+    pub name: String,
+    pub pci_bus_id: String,
+    pub total_memory_bytes: u64,
+    pub compute_capability: String,
+    pub multiprocessors: i32,
+}
+
+pub fn cuda_device_props(dev: usize) -> Result<DeviceProps> {
+    let mut name = [0u8; 256];
+    let mut pci = [0u8; 32];
+    let (mut mem, mut major, mut minor, mut sms) = (0u64, 0, 0, 0);
+    check(unsafe {
+        gb_cuda_device_props(
+            dev as c_int,
+            name.as_mut_ptr().cast(),
+            name.len(),
+            pci.as_mut_ptr().cast(),
+            pci.len(),
+            &mut mem,
+            &mut major,
+            &mut minor,
+            &mut sms,
+        )
+    })?;
+    Ok(DeviceProps {
+        ordinal: dev,
+        name: buf_to_string(&name),
+        pci_bus_id: buf_to_string(&pci),
+        total_memory_bytes: mem,
+        compute_capability: format!("{major}.{minor}"),
+        multiprocessors: sms,
+    })
+}
+
+/// Caching-allocator bytes on a CUDA device.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct AllocatorStats {
+    pub allocated: i64,
+    pub peak_allocated: i64,
+    pub reserved: i64,
+    pub peak_reserved: i64,
+}
+
+pub fn cuda_memory_stats(dev: usize) -> Result<AllocatorStats> {
+    let mut v = [0i64; 4];
+    check(unsafe { gb_cuda_memory_stats(dev as c_int, v.as_mut_ptr()) })?;
+    Ok(AllocatorStats { allocated: v[0], peak_allocated: v[1], reserved: v[2], peak_reserved: v[3] })
+}
+
+pub fn cuda_reset_peak_memory(dev: usize) -> Result<()> {
+    check(unsafe { gb_cuda_reset_peak_memory(dev as c_int) })
+}
+
+/// "13.0" from 13000.
+pub fn format_cuda_version(v: i64) -> String {
+    if v <= 0 {
+        "n/a".into()
+    } else {
+        format!("{}.{}", v / 1000, (v % 1000) / 10)
+    }
+}
+
+/// "9.19.0" from 91900 (cuDNN ≥ 9 encodes major*10000 + minor*100 + patch).
+pub fn format_cudnn_version(v: i64) -> String {
+    if v <= 0 {
+        "n/a".into()
+    } else if v >= 10000 {
+        format!("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100)
+    } else {
+        format!("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100)
+    }
+}
+
+/// "2.28.9" from libtorch's packed NCCL version (major << 32 | minor << 16 | patch).
+pub fn format_nccl_version(v: u64) -> String {
+    if v == 0 {
+        "n/a".into()
+    } else {
+        format!("{}.{}.{}", v >> 32, (v >> 16) & 0xffff, v & 0xffff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_formats() {
+        assert_eq!(format_cuda_version(13000), "13.0");
+        assert_eq!(format_cuda_version(12060), "12.6");
+        assert_eq!(format_cuda_version(0), "n/a");
+        assert_eq!(format_cudnn_version(91900), "9.19.0");
+        assert_eq!(format_cudnn_version(8907), "8.9.7");
+        assert_eq!(format_nccl_version((2 << 32) | (28 << 16) | 9), "2.28.9");
+    }
+
+    #[test]
+    fn libtorch_version_is_pinned() {
+        assert!(libtorch_version().starts_with("2.11.0"), "{}", libtorch_version());
+    }
+}

@@ -1,0 +1,2 @@
+//! Measurements and their statistics.
+pub mod stats;

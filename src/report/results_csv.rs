@@ -1,0 +1,355 @@
+//! The results file: CSV schema v1, one row per run, appended.
+//!
+//! Rows are appended with the file locked, each in a single write, so a crash
+//! or a concurrent writer cannot leave half a row. A file whose header differs
+//! from ours is refused, never mixed.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+
+use crate::error::usage;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One benchmark result. Field order is column order; the README documents
+/// every column.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    // run identity
+    pub schema_version: u32,
+    pub run_id: String,
+    pub timestamp: String,
+    pub gpubench_version: String,
+    pub host: String,
+    pub label: String,
+    // set-up
+    #[serde(rename = "impl")]
+    pub implementation: String,
+    pub strategy: String,
+    pub backend: String,
+    pub device_kind: String,
+    pub devices: String,
+    pub n_devices: u32,
+    pub device_name: String,
+    pub driver_version: String,
+    pub cuda_version: String,
+    pub libtorch_version: String,
+    // workload
+    pub model: String,
+    pub image_size: Option<u32>,
+    pub precision: String,
+    pub batch_per_device: Option<u32>,
+    pub global_batch: Option<u32>,
+    pub steps: Option<u32>,
+    pub warmup: Option<u32>,
+    pub data: String,
+    pub seed: Option<u64>,
+    pub threads: Option<u32>,
+    // results
+    pub throughput_img_s: Option<f64>,
+    pub throughput_per_device_img_s: Option<f64>,
+    pub step_ms_mean: Option<f64>,
+    pub step_ms_p50: Option<f64>,
+    pub step_ms_p90: Option<f64>,
+    pub step_ms_p99: Option<f64>,
+    pub step_ms_std: Option<f64>,
+    pub loss_first: Option<f64>,
+    pub loss_last: Option<f64>,
+    // outcome
+    pub status: String,
+    pub error: String,
+    pub note: String,
+    /// Citation for published reference rows; empty for measured rows.
+    pub source: String,
+}
+
+impl Row {
+    /// The header line of schema v1, as written to files.
+    pub fn header() -> String {
+        let mut w = csv::Writer::from_writer(vec![]);
+        w.serialize(Row::default()).expect("serializing a default row");
+        let bytes = w.into_inner().expect("flushing to a Vec");
+        let text = String::from_utf8(bytes).expect("CSV is UTF-8");
+        text.lines().next().unwrap_or_default().to_string()
+    }
+
+    /// The row as one CSV record, without header, ending in a newline.
+    pub fn to_record(&self) -> String {
+        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(vec![]);
+        w.serialize(self).expect("serializing a row");
+        String::from_utf8(w.into_inner().expect("flushing to a Vec")).expect("CSV is UTF-8")
+    }
+}
+
+fn first_line(path: &Path) -> Result<String> {
+    let f = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut line = String::new();
+    BufReader::new(f)
+        .read_line(&mut line)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
+fn header_mismatch(path: &Path) -> anyhow::Error {
+    usage(format!(
+        "{} has a different header than gpubench's CSV schema v{SCHEMA_VERSION}; \
+         write to a new file with --out (rows are never mixed across schemas)",
+        path.display()
+    ))
+}
+
+/// Checks, before any work is done, that a row can later be appended to `path`:
+/// its directory exists and is writable, and an existing file has our header.
+pub fn check_writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        return Err(usage(format!("--out {} is a directory; give a file name such as {}/results.csv", path.display(), path.display())));
+    }
+    if path.exists() {
+        let len = std::fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?.len();
+        if len > 0 && first_line(path)? != Row::header() {
+            return Err(header_mismatch(path));
+        }
+        OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| usage(format!("--out {} is not writable ({e}); choose another file", path.display())))?;
+        return Ok(());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(usage(format!(
+            "--out {}: directory {} does not exist; create it first (mkdir -p {})",
+            path.display(),
+            dir.display(),
+            dir.display()
+        )));
+    }
+    let probe = dir.join(format!(".gpubench-probe-{}", std::process::id()));
+    match File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(usage(format!(
+            "--out {}: directory {} is not writable ({e}); choose another location",
+            path.display(),
+            dir.display()
+        ))),
+    }
+}
+
+/// Appends rows to `path`, writing the header first if the file is new or
+/// empty. The file is locked for the duration, and the bytes go out in one write.
+pub fn append_rows(path: &Path, rows: &[Row]) -> Result<()> {
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .open(path)
+        .with_context(|| format!("cannot open {} for appending", path.display()))?;
+    f.lock().with_context(|| format!("cannot lock {}", path.display()))?;
+    let len = f.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
+    let mut buf = String::new();
+    if len == 0 {
+        buf.push_str(&Row::header());
+        buf.push('\n');
+    } else if first_line(path)? != Row::header() {
+        return Err(header_mismatch(path));
+    }
+    for r in rows {
+        buf.push_str(&r.to_record());
+    }
+    f.write_all(buf.as_bytes()).with_context(|| format!("cannot write to {}", path.display()))?;
+    f.sync_data().with_context(|| format!("cannot flush {}", path.display()))?;
+    Ok(())
+}
+
+/// Reads every row of a results file written by gpubench.
+pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
+    Ok(read_rows_with_lines(path)?.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Reads every row with the line it starts on, for messages about single rows.
+/// Every problem is a usage error (exit 2) on one line naming the file and,
+/// where there is one, the line: these files are inputs the user chose.
+pub fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
+    let p = path.display();
+    let bytes = std::fs::read(path).map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            _ => e.to_string(),
+        };
+        usage(format!("cannot read {p}: {why}"))
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(usage(format!("{p}: the file is empty; expected a gpubench results CSV with a header line")));
+    }
+    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(&bytes[..]);
+    let headers = rdr.headers().map_err(|e| csv_error(path, e))?.clone();
+    check_header(path, &headers, &mut rdr)?;
+
+    // A record that starts on the last line of a file lacking its final
+    // newline was cut off mid-write (gpubench always ends rows with one).
+    let last_line = bytes.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+    let unterminated = bytes.last() != Some(&b'\n');
+
+    let mut rows = vec![];
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| csv_error(path, e))?;
+        let line = rec.position().map_or(0, |pos| pos.line());
+        if rec.len() != headers.len() {
+            if unterminated && line == last_line {
+                return Err(usage(format!(
+                    "{p}:{line}: the last line is truncated ({} of {} columns, no final newline); \
+                     a run was probably interrupted while writing: delete that line",
+                    rec.len(),
+                    headers.len()
+                )));
+            }
+            return Err(usage(format!("{p}:{line}: {} columns, expected {}", rec.len(), headers.len())));
+        }
+        let row: Row = rec.deserialize(Some(&headers)).map_err(|e| {
+            let de = match e.kind() {
+                csv::ErrorKind::Deserialize { err, .. } => Some(err),
+                _ => None,
+            };
+            let col = de.and_then(|d| d.field()).and_then(|i| headers.get(i as usize));
+            let value = de.and_then(|d| d.field()).and_then(|i| rec.get(i as usize));
+            let what = match de.map(|d| d.kind()) {
+                Some(csv::DeserializeErrorKind::ParseInt(_)) => "is not a whole number".to_string(),
+                Some(csv::DeserializeErrorKind::ParseFloat(_)) => "is not a number".to_string(),
+                Some(csv::DeserializeErrorKind::ParseBool(_)) => "is not true/false".to_string(),
+                Some(other) => format!("cannot be read ({other})"),
+                None => format!("cannot be read ({e})"),
+            };
+            match (col, value) {
+                (Some(c), Some(v)) => usage(format!("{p}:{line}: column `{c}`: `{v}` {what}")),
+                _ => usage(format!("{p}:{line}: {e}")),
+            }
+        })?;
+        if row.schema_version != SCHEMA_VERSION {
+            return Err(usage(format!(
+                "{p}:{line}: schema_version is {}, but this gpubench reads schema v{SCHEMA_VERSION} only",
+                row.schema_version
+            )));
+        }
+        rows.push((line, row));
+    }
+    Ok(rows)
+}
+
+fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {
+    let line = e.position().map(|pos| pos.line());
+    let why = match e.kind() {
+        csv::ErrorKind::Utf8 { .. } => "not valid UTF-8 text".to_string(),
+        _ => e.to_string(),
+    };
+    match line {
+        Some(l) => usage(format!("{}:{l}: {why}", path.display())),
+        None => usage(format!("{}: {why}", path.display())),
+    }
+}
+
+/// Tells another gpubench schema (header starts with `schema_version`) from
+/// another tool's CSV, and names the first column that differs.
+fn check_header(path: &Path, headers: &csv::StringRecord, rdr: &mut csv::Reader<&[u8]>) -> Result<()> {
+    let ours = Row::header();
+    let ours: Vec<&str> = ours.split(',').collect();
+    if headers.iter().eq(ours.iter().copied()) {
+        return Ok(());
+    }
+    let p = path.display();
+    if headers.get(0) != Some("schema_version") {
+        let start: Vec<&str> = headers.iter().take(4).collect();
+        return Err(usage(format!(
+            "{p}:1: not a gpubench results file (header starts `{}`; expected `{}`)",
+            start.join(","),
+            ours[..4].join(",")
+        )));
+    }
+    let version = rdr
+        .records()
+        .next()
+        .and_then(|r| r.ok())
+        .and_then(|r| r.get(0).map(str::to_string))
+        .filter(|v| v.as_str() != SCHEMA_VERSION.to_string());
+    let diff = match headers.iter().zip(&ours).position(|(a, b)| a != *b) {
+        Some(i) => format!("column {} is `{}`, expected `{}`", i + 1, &headers[i], ours[i]),
+        None => format!("{} columns, expected {}", headers.len(), ours.len()),
+    };
+    let from = match version {
+        Some(v) => format!("written by gpubench CSV schema v{v}"),
+        None => "from another gpubench version".to_string(),
+    };
+    Err(usage(format!(
+        "{p}:1: header is {from} ({diff}); this gpubench reads schema v{SCHEMA_VERSION} only"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Row {
+        Row {
+            schema_version: SCHEMA_VERSION,
+            run_id: "abc".into(),
+            strategy: "single".into(),
+            model: "resnet18".into(),
+            label: "V100, \"box\"".into(),
+            throughput_img_s: Some(123.5),
+            loss_first: Some(6.9),
+            status: "ok".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn header_starts_with_identity_and_names_impl() {
+        let h = Row::header();
+        assert!(h.starts_with("schema_version,run_id,timestamp,gpubench_version,host,label,impl,strategy"));
+        assert!(h.ends_with("status,error,note,source"));
+    }
+
+    #[test]
+    fn append_creates_header_once_and_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.csv");
+        check_writable(&p).unwrap();
+        append_rows(&p, &[sample()]).unwrap();
+        append_rows(&p, &[sample()]).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text.matches("schema_version").count(), 1);
+        let rows = read_rows(&p).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0], sample());
+        assert_eq!(rows[1].throughput_img_s, Some(123.5));
+        assert_eq!(rows[1].step_ms_p50, None);
+    }
+
+    #[test]
+    fn foreign_header_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("other.csv");
+        std::fs::write(&p, "a,b\n1,2\n").unwrap();
+        let err = check_writable(&p).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert!(format!("{err}").contains("different header"));
+        assert!(append_rows(&p, &[sample()]).is_err());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n");
+    }
+
+    #[test]
+    fn missing_directory_is_a_usage_error() {
+        let err = check_writable(Path::new("/nonexistent-dir-gpubench/x.csv")).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert!(format!("{err}").contains("does not exist"));
+    }
+}

@@ -1,0 +1,381 @@
+//! The runner owns everything about measuring: warm-up, timing, device
+//! synchronization, divergence and failure handling, and turning the samples
+//! into a result row. Strategies only step.
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use crate::cli::RunArgs;
+use crate::config::{self, Length, RunConfig, StrategyKind};
+use crate::data::{synthetic::Synthetic, DataSource};
+use crate::device::{self, DeviceKind};
+use crate::metrics::stats::{summarize, Summary};
+use crate::report::results_csv::{self, Row, SCHEMA_VERSION};
+use crate::strategy::{dp::DataParallel, single::Single, Strategy};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Diverged,
+    Failed,
+    Oom,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Diverged => "diverged",
+            Self::Failed => "failed",
+            Self::Oom => "oom",
+        }
+    }
+}
+
+/// What one process measured.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Measurement {
+    /// Duration of every timed step, in seconds, in order.
+    pub step_secs: Vec<f64>,
+    /// Loss of every timed step.
+    pub losses: Vec<f64>,
+    pub warmup_steps: u64,
+    /// The loss of the first step, warm-up included (None if none ran).
+    pub loss_first: Option<f64>,
+    pub status: Option<Status>,
+    pub error: String,
+}
+
+/// Runs `f`, turning a panic from libtorch (tch panics on C++ errors) into an error.
+pub fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => Err(anyhow::anyhow!(crate::error::panic_message(&*p))),
+    }
+}
+
+/// Out-of-memory errors from the CUDA caching allocator or the CPU allocator.
+pub fn is_oom(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    m.contains("out of memory") || m.contains("can't allocate memory") || m.contains("cannot allocate memory")
+}
+
+fn failure(err: &anyhow::Error) -> (Status, String) {
+    let msg = crate::error::one_line(err);
+    (if is_oom(&msg) { Status::Oom } else { Status::Failed }, msg)
+}
+
+fn progress(cfg: &RunConfig) -> ProgressBar {
+    let visible = !cfg.quiet && !cfg.json && std::io::stderr().is_terminal();
+    if !visible {
+        return ProgressBar::hidden();
+    }
+    let pb = match cfg.timed {
+        Length::Steps(n) => ProgressBar::new(n),
+        Length::Time(d) => ProgressBar::new(d.as_millis() as u64),
+    };
+    pb.set_draw_target(ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {prefix} [{bar:30}] {msg} ({elapsed})")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    pb
+}
+
+/// Warm-up then timed steps. The device is synchronized before every clock
+/// read, so a step's time covers its finished work; warm-up steps are not timed.
+/// A failure after the run started is recorded in the measurement, not lost.
+pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSource, pb: &ProgressBar) -> Measurement {
+    let mut m = Measurement::default();
+    let global = cfg.global_batch() as f64;
+    let res = guarded(|| -> Result<()> {
+        pb.set_prefix("warm-up");
+        let t_warm = Instant::now();
+        let skip_warmup = cfg.warmup == Length::Steps(0);
+        while !skip_warmup {
+            let batch = data.next_batch()?;
+            let loss_t = strat.step(&batch)?;
+            m.warmup_steps += 1;
+            let stop = match cfg.warmup {
+                Length::Steps(k) => m.warmup_steps >= k,
+                Length::Time(d) => t_warm.elapsed() >= d,
+            };
+            let (loss, stop) = strat.agree(&loss_t, stop)?;
+            m.loss_first.get_or_insert(loss);
+            pb.tick();
+            if !loss.is_finite() {
+                m.status = Some(Status::Diverged);
+                m.error = format!("loss became {loss} during warm-up step {}", m.warmup_steps);
+                return Ok(());
+            }
+            if stop {
+                break;
+            }
+        }
+        strat.devices().synchronize();
+        pb.set_prefix("timed");
+        let t_run = Instant::now();
+        loop {
+            let t0 = Instant::now();
+            let batch = data.next_batch()?;
+            let loss_t = strat.step(&batch)?;
+            strat.devices().synchronize();
+            let dt = t0.elapsed().as_secs_f64();
+            m.step_secs.push(dt);
+            let n = m.step_secs.len();
+            let stop = match cfg.timed {
+                Length::Steps(k) => {
+                    pb.set_position(n as u64);
+                    n as u64 >= k
+                }
+                Length::Time(d) => {
+                    pb.set_position(t_run.elapsed().as_millis().min(d.as_millis()) as u64);
+                    t_run.elapsed() >= d
+                }
+            };
+            let (loss, stop) = strat.agree(&loss_t, stop)?;
+            m.losses.push(loss);
+            m.loss_first.get_or_insert(loss);
+            let elapsed: f64 = m.step_secs.iter().sum();
+            pb.set_message(format!("{:.1} img/s, loss {loss:.4}", global * n as f64 / elapsed));
+            if !loss.is_finite() {
+                m.status = Some(Status::Diverged);
+                m.error = format!("loss became {loss} at timed step {n}");
+                return Ok(());
+            }
+            if stop {
+                return Ok(());
+            }
+        }
+    });
+    pb.finish_and_clear();
+    match res {
+        Ok(()) => {
+            m.status.get_or_insert(Status::Ok);
+        }
+        Err(e) => {
+            let (s, msg) = failure(&e);
+            m.status = Some(s);
+            m.error = msg;
+        }
+    }
+    m
+}
+
+/// The figures a run reports, derived from its samples.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub throughput_img_s: f64,
+    pub throughput_per_device_img_s: f64,
+    /// Step time statistics in milliseconds.
+    pub step_ms: Summary,
+}
+
+pub fn figures(step_secs: &[f64], global_batch: i64, n_devices: usize) -> Option<Figures> {
+    if step_secs.is_empty() {
+        return None;
+    }
+    let total: f64 = step_secs.iter().sum();
+    let thr = global_batch as f64 * step_secs.len() as f64 / total;
+    let ms: Vec<f64> = step_secs.iter().map(|s| s * 1e3).collect();
+    Some(Figures { throughput_img_s: thr, throughput_per_device_img_s: thr / n_devices as f64, step_ms: summarize(&ms) })
+}
+
+/// Run identity and environment common to every row of this process.
+pub fn base_row(cfg: &RunConfig, strategy: StrategyKind, backend: &str) -> Row {
+    let now = std::time::SystemTime::now();
+    let nanos = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let cuda = cfg.devices.kind == DeviceKind::Cuda;
+    let v = crate::ffi::cuda_versions();
+    Row {
+        schema_version: SCHEMA_VERSION,
+        run_id: format!("{:x}-{:x}", nanos, std::process::id()),
+        timestamp: humantime::format_rfc3339_seconds(now).to_string(),
+        gpubench_version: env!("CARGO_PKG_VERSION").into(),
+        host: device::hostname(),
+        label: cfg.label.clone(),
+        implementation: "gpubench".into(),
+        strategy: strategy.name().into(),
+        backend: backend.into(),
+        device_kind: if cuda { "cuda" } else { "cpu" }.into(),
+        devices: cfg.devices.describe(),
+        n_devices: cfg.devices.len() as u32,
+        device_name: if cuda { device::device_name(cfg.devices.ordinals[0]) } else { device::cpu_model() },
+        driver_version: device::driver_version().unwrap_or_default(),
+        cuda_version: if cuda { crate::ffi::format_cuda_version(v.cudart) } else { String::new() },
+        libtorch_version: crate::ffi::libtorch_version(),
+        model: cfg.model.name().into(),
+        image_size: Some(cfg.image_size as u32),
+        precision: "fp32".into(),
+        batch_per_device: Some(cfg.batch_per_device as u32),
+        global_batch: Some(cfg.global_batch() as u32),
+        seed: Some(cfg.seed),
+        threads: Some(tch::get_num_threads() as u32),
+        data: cfg.data.clone(),
+        ..Default::default()
+    }
+}
+
+/// Fills a row's results and outcome from the measurement.
+pub fn fill_row(row: &mut Row, m: &Measurement, fig: Option<&Figures>) {
+    row.steps = Some(m.step_secs.len() as u32);
+    row.warmup = Some(m.warmup_steps as u32);
+    if let Some(f) = fig {
+        row.throughput_img_s = Some(f.throughput_img_s);
+        row.throughput_per_device_img_s = Some(f.throughput_per_device_img_s);
+        row.step_ms_mean = Some(f.step_ms.mean);
+        row.step_ms_p50 = Some(f.step_ms.p50);
+        row.step_ms_p90 = Some(f.step_ms.p90);
+        row.step_ms_p99 = Some(f.step_ms.p99);
+        row.step_ms_std = Some(f.step_ms.std);
+    }
+    row.loss_first = m.loss_first;
+    row.loss_last = m.losses.last().copied();
+    row.status = m.status.unwrap_or(Status::Failed).name().into();
+    row.error = m.error.clone();
+}
+
+#[derive(Serialize)]
+struct JsonSummary<'a> {
+    row: &'a Row,
+    step_ms: Vec<f64>,
+    losses: &'a [f64],
+}
+
+/// Prints the result and appends the row; returns the exit code (0 when ok).
+pub fn report(cfg: &RunConfig, row: &Row, m: &Measurement, fig: Option<&Figures>) -> Result<i32> {
+    if let Some(out) = &cfg.out {
+        results_csv::append_rows(out, std::slice::from_ref(row))?;
+    }
+    if cfg.json {
+        let s = JsonSummary { row, step_ms: m.step_secs.iter().map(|s| s * 1e3).collect(), losses: &m.losses };
+        println!("{}", serde_json::to_string_pretty(&s).context("serializing the summary")?);
+    } else if !cfg.quiet {
+        print!("{}", human_summary(row, fig));
+        if let Some(out) = &cfg.out {
+            println!("row appended to {}", out.display());
+        }
+    }
+    Ok(if row.status == "ok" { 0 } else { 1 })
+}
+
+pub fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
+    let mut s = String::new();
+    let opt = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
+    s += &format!(
+        "gpubench {} · {} · {} {}×{} · {} · {} ({})\n",
+        r.gpubench_version,
+        r.strategy,
+        r.model,
+        opt(r.image_size),
+        opt(r.image_size),
+        r.precision,
+        r.devices,
+        r.device_name
+    );
+    s += &format!(
+        "batch      {} per device × {} device(s) = {} global\n",
+        opt(r.batch_per_device),
+        r.n_devices,
+        opt(r.global_batch)
+    );
+    s += &format!("steps      {} timed after {} warm-up\n", opt(r.steps), opt(r.warmup));
+    if let Some(f) = fig {
+        s += &format!(
+            "throughput {:.1} img/s ({:.1} per device)\n",
+            f.throughput_img_s, f.throughput_per_device_img_s
+        );
+        let t = &f.step_ms;
+        s += &format!(
+            "step time  p50 {:.1} ms · mean {:.1} · p90 {:.1} · p99 {:.1} · std {:.1}\n",
+            t.p50, t.mean, t.p90, t.p99, t.std
+        );
+    }
+    if let (Some(a), Some(b)) = (r.loss_first, r.loss_last) {
+        s += &format!("loss       {a:.4} → {b:.4}\n");
+    }
+    s += &format!("status     {}", r.status);
+    if !r.error.is_empty() {
+        s += &format!(" ({})", r.error);
+    }
+    s.push('\n');
+    s
+}
+
+fn make_strategy(cfg: &RunConfig) -> Result<Box<dyn Strategy>> {
+    Ok(match cfg.strategy {
+        StrategyKind::Single => Box::new(Single::new(cfg)?),
+        StrategyKind::Dp => Box::new(DataParallel::new(cfg)?),
+        StrategyKind::Ddp => unreachable!("ddp runs through the launcher"),
+    })
+}
+
+/// `gpubench run`.
+pub fn run_command(a: RunArgs) -> Result<i32> {
+    if a.strategy == StrategyKind::Ddp {
+        return Err(crate::error::usage("TEMP ddp"));
+    }
+    let devices = device::resolve(a.gpus.as_deref(), a.cpu, a.quiet || a.json)?;
+    let cfg = config::validate(&a, devices)?;
+    if let Some(out) = &cfg.out {
+        results_csv::check_writable(out)?;
+    }
+    if let Some(t) = cfg.threads {
+        tch::set_num_threads(t as i32);
+    }
+    if !cfg.quiet && !cfg.json {
+        eprintln!(
+            "gpubench: {} on {}: batch {} per device × {} = {} global",
+            cfg.strategy.name(),
+            cfg.devices.describe(),
+            cfg.batch_per_device,
+            cfg.devices.len(),
+            cfg.global_batch()
+        );
+    }
+    let mut row = base_row(&cfg, cfg.strategy, "");
+    let setup = guarded(|| {
+        let strat = make_strategy(&cfg)?;
+        let data = Synthetic::new(strat.input_batch(), cfg.image_size, cfg.num_classes, strat.input_device(), cfg.seed ^ 0x5eed)?;
+        Ok((strat, data))
+    });
+    let (m, fig) = match setup {
+        Ok((mut strat, mut data)) => {
+            let pb = progress(&cfg);
+            let m = measure(&cfg, strat.as_mut(), &mut data, &pb);
+            let fig = figures(&m.step_secs, cfg.global_batch(), cfg.devices.len());
+            (m, fig)
+        }
+        Err(e) => {
+            let (s, msg) = failure(&e);
+            (Measurement { status: Some(s), error: msg, ..Default::default() }, None)
+        }
+    };
+    fill_row(&mut row, &m, fig.as_ref());
+    report(&cfg, &row, &m, fig.as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oom_messages_are_recognised() {
+        assert!(is_oom("CUDA out of memory. Tried to allocate 2.00 GiB"));
+        assert!(is_oom("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"));
+        assert!(!is_oom("shape mismatch"));
+    }
+
+    #[test]
+    fn throughput_from_samples() {
+        let f = figures(&[0.5, 0.5, 1.0], 8, 2).unwrap();
+        assert!((f.throughput_img_s - 12.0).abs() < 1e-9);
+        assert!((f.throughput_per_device_img_s - 6.0).abs() < 1e-9);
+        assert_eq!(f.step_ms.p50, 500.0);
+        assert!(figures(&[], 8, 1).is_none());
+    }
+}

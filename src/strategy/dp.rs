@@ -1,0 +1,194 @@
+//! DataParallel semantics, costs included: one process; the master (first
+//! device) holds the model, the optimizer and the whole input batch. Every step
+//! it refreshes the replicas from the master, scatters the batch, runs the
+//! replicas' forwards on their own threads, gathers the outputs onto the
+//! master, computes the loss there, runs one backward through all replicas,
+//! sums the replicas' gradients into the master's and steps the optimizer on
+//! the master alone.
+//!
+//! BatchNorm: as in torch.nn.DataParallel, each replica normalises over its
+//! own chunk, and the running statistics that survive are the master's
+//! (the other replicas' are overwritten by the next refresh).
+use anyhow::{anyhow, Result};
+use tch::{nn, Device, Kind, Tensor};
+
+use super::{build_model, build_optimizer, loss_fn, Strategy};
+use crate::config::RunConfig;
+use crate::data::Batch;
+use crate::device::{DeviceKind, Devices};
+use crate::model::Model;
+
+struct Replica {
+    vs: nn::VarStore,
+    model: Model,
+    /// Trainable variables in creation order, matching the master's.
+    params: Vec<Tensor>,
+    device: Device,
+}
+
+pub struct DataParallel {
+    devices: Devices,
+    /// Replica 0 is the master's own model, as in PyTorch.
+    replicas: Vec<Replica>,
+    opt: nn::Optimizer,
+    global_batch: i64,
+    /// Intra-op threads per replica thread on the CPU, so that N replicas do
+    /// not oversubscribe the cores; None on CUDA.
+    threads_per_replica: Option<i32>,
+    non_blocking: bool,
+}
+
+impl DataParallel {
+    pub fn new(cfg: &RunConfig) -> Result<Self> {
+        let devices = cfg.devices.clone();
+        let mut replicas = Vec::with_capacity(devices.len());
+        for i in 0..devices.len() {
+            let device = devices.device(i);
+            let (vs, model) = build_model(cfg, device);
+            let params = vs.trainable_variables();
+            replicas.push(Replica { vs, model, params, device });
+        }
+        let opt = build_optimizer(cfg, &replicas[0].vs)?;
+        let threads_per_replica = (devices.kind == DeviceKind::Cpu).then(|| {
+            let total = cfg.threads.unwrap_or_else(crate::device::cpu_cores);
+            (total / devices.len()).max(1) as i32
+        });
+        let non_blocking = devices.kind == DeviceKind::Cuda;
+        Ok(DataParallel { devices, replicas, opt, global_batch: cfg.global_batch(), threads_per_replica, non_blocking })
+    }
+
+    /// Intra-op threads each replica's forward uses (CPU only).
+    pub fn threads_per_replica(&self) -> Option<i32> {
+        self.threads_per_replica
+    }
+
+    /// Copies the master's parameters and buffers onto every other replica,
+    /// as DataParallel's replicate() does on every forward.
+    fn replicate(&mut self) -> Result<()> {
+        let (master, rest) = self.replicas.split_first_mut().expect("at least one replica");
+        for r in rest {
+            r.vs.copy(&master.vs)?;
+        }
+        Ok(())
+    }
+
+    /// Splits the batch along dim 0 into one equal chunk per replica, each
+    /// copied to its replica's device.
+    fn scatter(&self, images: &Tensor) -> Result<Vec<Tensor>> {
+        let n = self.replicas.len() as i64;
+        let chunks = images.f_chunk(n, 0)?;
+        if chunks.len() != self.replicas.len() {
+            return Err(anyhow!("cannot split a batch of {} into {n} chunks", images.size()[0]));
+        }
+        chunks
+            .iter()
+            .zip(&self.replicas)
+            .map(|(c, r)| Ok(c.f_to_device_(r.device, Kind::Float, self.non_blocking, false)?))
+            .collect()
+    }
+
+    /// Runs every replica's forward on its own thread and returns the outputs
+    /// in replica order. A failing replica's error (e.g. out of memory) is
+    /// returned, naming the device.
+    fn parallel_forward(&mut self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        let threads = self.threads_per_replica;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .replicas
+                .iter_mut()
+                .zip(inputs)
+                .map(|(r, x)| {
+                    let model = &mut r.model;
+                    let device = r.device;
+                    s.spawn(move || {
+                        if let Some(t) = threads {
+                            tch::set_num_threads(t);
+                        }
+                        (device, std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.forward_t(&x, true))))
+                    })
+                })
+                .collect();
+            let mut outs = Vec::with_capacity(handles.len());
+            for h in handles {
+                let (device, res) = h.join().map_err(|_| anyhow!("a replica thread died"))?;
+                match res {
+                    Ok(t) => outs.push(t),
+                    Err(p) => {
+                        return Err(anyhow!("replica on {device:?}: {}", crate::error::panic_message(&*p)));
+                    }
+                }
+            }
+            Ok(outs)
+        })
+    }
+
+    /// Sums every other replica's gradients into the master's, on the master.
+    fn reduce_gradients(&mut self) -> Result<()> {
+        let (master, rest) = self.replicas.split_first_mut().expect("at least one replica");
+        let dev = master.device;
+        tch::no_grad(|| -> Result<()> {
+            for r in rest.iter() {
+                for (mp, rp) in master.params.iter().zip(&r.params) {
+                    let rg = rp.grad();
+                    if !rg.defined() {
+                        continue;
+                    }
+                    let mut mg = mp.grad();
+                    if mg.defined() {
+                        let _ = mg.f_add_(&rg.f_to_device_(dev, rg.kind(), self.non_blocking, false)?)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn zero_replica_grads(&mut self) -> Result<()> {
+        tch::no_grad(|| -> Result<()> {
+            for r in self.replicas.iter().skip(1) {
+                for p in &r.params {
+                    let mut g = p.grad();
+                    if g.defined() {
+                        let _ = g.f_zero_()?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Strategy for DataParallel {
+    fn input_device(&self) -> Device {
+        self.replicas[0].device
+    }
+
+    fn input_batch(&self) -> i64 {
+        self.global_batch
+    }
+
+    fn step(&mut self, batch: &Batch) -> Result<Tensor> {
+        self.replicate()?;
+        let inputs = self.scatter(&batch.images)?;
+        let outputs = self.parallel_forward(inputs)?;
+        let master = self.replicas[0].device;
+        let gathered: Vec<Tensor> =
+            outputs.iter().map(|o| o.f_to_device_(master, o.kind(), false, false)).collect::<Result<_, _>>()?;
+        let logits = Tensor::f_cat(&gathered, 0)?;
+        let loss = loss_fn(&logits, &batch.labels)?;
+        self.opt.zero_grad();
+        self.zero_replica_grads()?;
+        loss.f_backward()?;
+        self.reduce_gradients()?;
+        self.opt.step();
+        Ok(loss)
+    }
+
+    fn devices(&self) -> &Devices {
+        &self.devices
+    }
+
+    fn var_store(&self) -> &nn::VarStore {
+        &self.replicas[0].vs
+    }
+}

@@ -1,0 +1,60 @@
+//! Parallel strategies. The runner owns warm-up, timing, synchronization and
+//! sampling; a strategy holds only the parallelism: where the model lives,
+//! how a global batch becomes gradients, and how the optimizer steps.
+pub mod dp;
+pub mod single;
+
+use anyhow::Result;
+use tch::nn::{self, OptimizerConfig};
+use tch::{Device, Tensor};
+
+use crate::config::RunConfig;
+use crate::data::Batch;
+use crate::device::Devices;
+use crate::model::{self, Model};
+
+pub trait Strategy {
+    /// Where the runner must place each step's input.
+    fn input_device(&self) -> Device;
+    /// Images per step in that input: the per-device batch for single and
+    /// ddp, the global batch for dp (DataParallel's input lives on the master).
+    fn input_batch(&self) -> i64;
+    /// One training step on `batch`; returns the loss that was minimised.
+    fn step(&mut self, batch: &Batch) -> Result<Tensor>;
+    /// The devices this process drives, for synchronization and metrics.
+    fn devices(&self) -> &Devices;
+    /// The communication backend, for the `backend` column ("" when none).
+    fn backend(&self) -> String {
+        String::new()
+    }
+    /// Turns a step's loss and this process's "should we stop?" into the
+    /// values every process acts on. Single and dp just read the loss; ddp
+    /// averages the loss over ranks and takes rank 0's decision, so that all
+    /// ranks stop at the same step (a rank that stopped alone would leave the
+    /// others waiting in an all-reduce). Called outside the timed region.
+    fn agree(&mut self, loss: &Tensor, stop: bool) -> Result<(f64, bool)> {
+        Ok((loss.f_double_value(&[])?, stop))
+    }
+    /// The master's (or this rank's) parameters, for tests and for saving.
+    fn var_store(&self) -> &nn::VarStore;
+}
+
+/// Builds the model on `device` with the run's seed, so every replica and rank
+/// starts from the same weights.
+pub fn build_model(cfg: &RunConfig, device: Device) -> (nn::VarStore, Model) {
+    tch::manual_seed(cfg.seed as i64);
+    let vs = nn::VarStore::new(device);
+    let m = model::build(&vs.root(), cfg.model, cfg.num_classes);
+    (vs, m)
+}
+
+/// SGD with momentum and weight decay, as in the ResNet ImageNet recipe.
+pub fn build_optimizer(cfg: &RunConfig, vs: &nn::VarStore) -> Result<nn::Optimizer> {
+    let sgd = nn::Sgd { momentum: cfg.momentum, dampening: 0.0, wd: cfg.weight_decay, nesterov: false };
+    Ok(sgd.build(vs, cfg.lr)?)
+}
+
+/// Mean cross-entropy of logits against integer labels.
+pub fn loss_fn(logits: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    Ok(logits.f_cross_entropy_loss::<Tensor>(labels, None, tch::Reduction::Mean, -100, 0.0)?)
+}

@@ -1,0 +1,165 @@
+//! The real binary on the CPU: a training run's row, and every bad input
+//! giving one clear line and the right exit code.
+mod common;
+use common::*;
+
+#[test]
+fn tiny_cnn_run_writes_a_sane_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.csv");
+    let o = gpubench(&[
+        "run", "--cpu", "--model", "tinycnn", "--image-size", "32", "--batch-size", "4", "--steps", "6",
+        "--warmup", "2", "--num-classes", "10", "--label", "test box", "--out", out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("4 per device × 1 device(s) = 4 global"), "{}", stdout(&o));
+    let rows = read_csv(&out);
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r["status"], "ok");
+    assert_eq!(r["strategy"], "single");
+    assert_eq!(r["impl"], "gpubench");
+    assert_eq!(r["label"], "test box");
+    assert_eq!(r["model"], "tinycnn");
+    assert_eq!(r["steps"], "6");
+    assert_eq!(r["warmup"], "2");
+    assert_eq!(r["global_batch"], "4");
+    assert_eq!(r["device_kind"], "cpu");
+    assert!(r["libtorch_version"].starts_with("2.11.0"));
+    assert!(num(r, "throughput_img_s") > 0.0);
+    assert!((num(r, "throughput_per_device_img_s") - num(r, "throughput_img_s")).abs() < 1e-9);
+    assert!(num(r, "step_ms_p50") > 0.0 && num(r, "step_ms_p99") >= num(r, "step_ms_p50"));
+    assert!(num(r, "loss_first").is_finite() && num(r, "loss_last").is_finite());
+    // throughput = global batch × steps / total step time
+    let implied = 4.0 * 1000.0 / num(r, "step_ms_mean");
+    assert!((implied / num(r, "throughput_img_s") - 1.0).abs() < 1e-6);
+
+    // A second run appends under the same header.
+    let o = gpubench(&[
+        "run", "--cpu", "--model", "tinycnn", "--image-size", "32", "--batch-size", "2", "--steps", "2",
+        "--warmup", "0", "--quiet", "--out", out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty());
+    assert_eq!(read_csv(&out).len(), 2);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.matches("schema_version").count(), 1);
+}
+
+#[test]
+fn resnet18_small_images_json_summary() {
+    let o = gpubench(&[
+        "run", "--cpu", "--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--steps", "3",
+        "--warmup", "1", "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON on stdout");
+    assert_eq!(v["row"]["status"], "ok");
+    assert_eq!(v["row"]["model"], "resnet18");
+    assert_eq!(v["step_ms"].as_array().unwrap().len(), 3);
+    assert!(v["row"]["throughput_img_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn duration_based_run() {
+    let o = gpubench(&[
+        "run", "--cpu", "--model", "tinycnn", "--image-size", "16", "--batch-size", "2", "--duration", "300ms",
+        "--warmup-time", "50ms", "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let steps: f64 = v["step_ms"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).sum();
+    assert!(steps >= 300.0, "timed {steps} ms");
+}
+
+#[test]
+fn divergence_is_recorded_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d.csv");
+    let o = gpubench(&[
+        "run", "--cpu", "--model", "tinycnn", "--image-size", "16", "--batch-size", "4", "--steps", "20",
+        "--warmup", "0", "--lr", "1e30", "--out", out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let rows = read_csv(&out);
+    assert_eq!(rows[0]["status"], "diverged");
+    assert!(rows[0]["error"].contains("loss became"));
+}
+
+#[test]
+fn info_works_without_a_gpu() {
+    let o = gpubench(&["info"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(s.contains("libtorch         2.11.0"), "{s}");
+    assert!(s.contains("CUDA available"));
+    let o = gpubench(&["info", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["cpu_cores"].as_u64().unwrap() >= 1);
+    assert!(v["libtorch_version"].as_str().unwrap().starts_with("2.11.0"));
+}
+
+#[test]
+fn bad_inputs_give_one_line_and_exit_2() {
+    let base = ["run", "--cpu", "--model", "tinycnn", "--image-size", "16", "--steps", "1", "--warmup", "0"];
+    let with = |extra: &[&str]| -> Vec<String> { base.iter().chain(extra).map(|s| s.to_string()).collect() };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["run".into(), "--strategy".into(), "nope".into()], "nope"),
+        (vec!["run".into(), "--model".into(), "resnet9".into()], "resnet9"),
+        (with(&["--batch-size", "0"]), "--batch-size"),
+        (with(&["--steps", "0"]), "--steps"),
+        (vec!["run".into(), "--cpu".into(), "--model".into(), "resnet18".into(), "--image-size".into(), "16".into()], "too small"),
+        (with(&["--duration", "soon"]), "not a duration"),
+        (with(&["--warmup-time", "5 parsecs"]), "not a duration"),
+        (with(&["--out", "/nonexistent-gpubench-dir/r.csv"]), "does not exist"),
+        (with(&["--cpu", "0"]), "--cpu"),
+        (vec!["run".into(), "--strategy".into(), "single".into(), "--cpu".into(), "2".into()], "dp or ddp"),
+        (vec!["frobnicate".into()], "frobnicate"),
+    ];
+    for (args, needle) in cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_usage_error(&a, needle);
+    }
+}
+
+#[test]
+fn gpu_list_errors_on_a_machine_without_cuda() {
+    if gpubench::device::cuda_device_count() > 0 {
+        eprintln!("skipped: this machine has CUDA; the no-CUDA message cannot be checked here");
+        return;
+    }
+    assert_usage_error(&["run", "--gpus", "0"], "CUDA is not available");
+    assert_usage_error(&["run", "--gpus", ""], "--gpus is empty");
+    assert_usage_error(&["run", "--gpus", "0,x"], "not a device ordinal");
+    assert_usage_error(&["run", "--gpus", "0", "--cpu"], "cannot be used with");
+}
+
+#[test]
+fn foreign_results_file_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("other.csv");
+    std::fs::write(&out, "time,value\n1,2\n").unwrap();
+    assert_usage_error(
+        &["run", "--cpu", "--model", "tinycnn", "--image-size", "16", "--steps", "1", "--out", out.to_str().unwrap()],
+        "different header",
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "time,value\n1,2\n");
+}
+
+#[test]
+fn unwritable_out_directory_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("ro");
+    std::fs::create_dir(&sub).unwrap();
+    let mut perm = std::fs::metadata(&sub).unwrap().permissions();
+    use std::os::unix::fs::PermissionsExt;
+    perm.set_mode(0o555);
+    std::fs::set_permissions(&sub, perm).unwrap();
+    // root can write anywhere; the check is only meaningful for other users.
+    if std::fs::File::create(sub.join("probe")).is_ok() {
+        eprintln!("skipped: running as root, directory permissions do not apply");
+        return;
+    }
+    let out = sub.join("r.csv");
+    assert_usage_error(&["run", "--cpu", "--model", "tinycnn", "--out", out.to_str().unwrap()], "not writable");
+}
