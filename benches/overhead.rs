@@ -13,7 +13,7 @@ use clap::Parser;
 use gpubench::cli::{Cli, Command};
 use gpubench::data::{synthetic::Synthetic, DataSource};
 use gpubench::metrics::stats::percentile;
-use gpubench::strategy::{build_model, build_optimizer, loss_fn, single::Single};
+use gpubench::strategy::{build_model, build_optimizer, dp::DataParallel, loss_fn, single::Single, Strategy};
 use gpubench::{config, device, runner};
 
 fn main() -> anyhow::Result<()> {
@@ -52,14 +52,18 @@ fn main() -> anyhow::Result<()> {
         rounds
     );
 
-    let (mut g, mut b) = (vec![], vec![]);
+    let (mut g, mut b, mut d) = (vec![], vec![], vec![]);
+    let run = |strat: &mut dyn Strategy| -> anyhow::Result<f64> {
+        let mut data = Synthetic::new(strat.input_batch(), cfg.image_size, cfg.num_classes, dev, 1)?;
+        let m = runner::measure(&cfg, strat, &mut data, &indicatif::ProgressBar::hidden());
+        Ok(runner::figures(&m.step_secs, cfg.global_batch(), 1).expect("timed steps").throughput_img_s)
+    };
     for r in 0..rounds {
         // gpubench: the runner and the single strategy, as `gpubench run` uses them.
-        let mut strat = Single::new(&cfg)?;
-        let mut data = Synthetic::new(cfg.batch_per_device, cfg.image_size, cfg.num_classes, dev, 1)?;
-        let m = runner::measure(&cfg, &mut strat, &mut data, &indicatif::ProgressBar::hidden());
-        let fig = runner::figures(&m.step_secs, cfg.global_batch(), 1).expect("timed steps");
-        g.push(fig.throughput_img_s);
+        g.push(run(&mut Single::new(&cfg)?)?);
+        // dp on one device: replication, scatter and gather degenerate to
+        // copies onto the same device; it should equal single.
+        d.push(run(&mut DataParallel::new(&cfg)?)?);
 
         // bare: the same work, one clock read pair around all timed steps.
         let (vs, model) = build_model(&cfg, dev);
@@ -83,10 +87,19 @@ fn main() -> anyhow::Result<()> {
         }
         cfg.devices.synchronize();
         b.push((cfg.global_batch() as f64) * steps as f64 / t.elapsed().as_secs_f64());
-        println!("round {}: gpubench {:8.2} img/s   bare {:8.2} img/s   ratio {:.3}", r + 1, g[r], b[r], g[r] / b[r]);
+        println!(
+            "round {}: bare {:8.2} img/s   gpubench single {:8.2} ({:.3})   dp×1 {:8.2} ({:.3} of single)",
+            r + 1,
+            b[r],
+            g[r],
+            g[r] / b[r],
+            d[r],
+            d[r] / g[r]
+        );
     }
-    let (gm, bm) = (percentile(&g, 50.0), percentile(&b, 50.0));
-    println!("median:  gpubench {gm:8.2} img/s   bare {bm:8.2} img/s   ratio {:.3} (target ≥ 0.98)", gm / bm);
+    let (gm, bm, dm) = (percentile(&g, 50.0), percentile(&b, 50.0), percentile(&d, 50.0));
+    println!("median:  bare {bm:8.2} img/s   gpubench single {gm:8.2} img/s   dp×1 {dm:8.2} img/s");
+    println!("ratio:   single/bare {:.3} (target ≥ 0.98)   dp×1/single {:.3} (target ≥ 0.97)", gm / bm, dm / gm);
     Ok(())
 }
 

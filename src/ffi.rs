@@ -5,6 +5,7 @@ use std::ffi::{c_char, c_int, c_long, CStr};
 
 extern "C" {
     fn gb_free_error(e: *mut c_char);
+    fn gb_init_logging();
     fn gb_libtorch_version(buf: *mut c_char, len: usize);
     fn gb_built_with_cuda() -> c_int;
     fn gb_cuda_versions(cudart: *mut c_long, cudnn: *mut c_long, nccl: *mut u64);
@@ -37,6 +38,16 @@ pub(crate) fn check(err: *mut c_char) -> Result<()> {
 fn buf_to_string(buf: &[u8]) -> String {
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// libtorch's own log level: TORCH_CPP_LOG_LEVEL if set, else FATAL, since
+/// every error libtorch raises reaches the user as gpubench's one-line error.
+pub fn init_logging() {
+    if std::env::var_os("TORCH_CPP_LOG_LEVEL").is_none() {
+        // Called first thing in main, before any other thread exists.
+        std::env::set_var("TORCH_CPP_LOG_LEVEL", "FATAL");
+    }
+    unsafe { gb_init_logging() };
 }
 
 pub fn libtorch_version() -> String {

@@ -30,7 +30,7 @@ pub fn collect() -> Info {
     let process_groups = ["gloo", "nccl"]
         .iter()
         .map(|b| {
-            let r: Result<()> = Err(anyhow::anyhow!("TEMP {b}"));
+            let r = probe_backend(b, n > 0);
             (b.to_string(), r.map(|_| "ok".to_string()).unwrap_or_else(|e| crate::error::one_line(&e)))
         })
         .collect();
@@ -49,6 +49,19 @@ pub fn collect() -> Info {
         intra_op_threads: tch::get_num_threads(),
         process_groups,
     }
+}
+
+/// Creates a one-rank process group of `backend` on a loopback store, which
+/// is what a ddp run needs first; the error says why it cannot be.
+pub fn probe_backend(backend: &str, cuda: bool) -> Result<()> {
+    use crate::dist::{Backend, ProcessGroup, Store};
+    let be: Backend = backend.parse()?;
+    let timeout = std::time::Duration::from_secs(10);
+    let port = crate::launcher::free_port()?;
+    let store = Store::new("127.0.0.1", port, 0, 1, true, timeout)?;
+    let dev = (be == Backend::Nccl && cuda).then_some(0);
+    ProcessGroup::new(&store, be, 0, 1, dev, timeout)?;
+    Ok(())
 }
 
 pub fn run(json: bool) -> Result<()> {

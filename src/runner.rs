@@ -68,7 +68,7 @@ fn failure(err: &anyhow::Error) -> (Status, String) {
     (if is_oom(&msg) { Status::Oom } else { Status::Failed }, msg)
 }
 
-fn progress(cfg: &RunConfig) -> ProgressBar {
+pub fn progress(cfg: &RunConfig) -> ProgressBar {
     let visible = !cfg.quiet && !cfg.json && std::io::stderr().is_terminal();
     if !visible {
         return ProgressBar::hidden();
@@ -306,6 +306,20 @@ pub fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
     s
 }
 
+/// Which device was dp's master, and how CPU threads were split.
+fn dp_note(cfg: &RunConfig) -> String {
+    let master = match cfg.devices.kind {
+        DeviceKind::Cuda => format!("cuda:{}", cfg.devices.ordinals[0]),
+        DeviceKind::Cpu => "cpu:0".into(),
+    };
+    let mut note = format!("master {master}; {} replicas", cfg.devices.len());
+    if cfg.devices.kind == DeviceKind::Cpu {
+        let total = cfg.threads.unwrap_or_else(device::cpu_cores);
+        note += &format!("; {} intra-op threads per replica", (total / cfg.devices.len()).max(1));
+    }
+    note
+}
+
 fn make_strategy(cfg: &RunConfig) -> Result<Box<dyn Strategy>> {
     Ok(match cfg.strategy {
         StrategyKind::Single => Box::new(Single::new(cfg)?),
@@ -317,7 +331,7 @@ fn make_strategy(cfg: &RunConfig) -> Result<Box<dyn Strategy>> {
 /// `gpubench run`.
 pub fn run_command(a: RunArgs) -> Result<i32> {
     if a.strategy == StrategyKind::Ddp {
-        return Err(crate::error::usage("TEMP ddp"));
+        return crate::launcher::run(a);
     }
     let devices = device::resolve(a.gpus.as_deref(), a.cpu, a.quiet || a.json)?;
     let cfg = config::validate(&a, devices)?;
@@ -338,6 +352,9 @@ pub fn run_command(a: RunArgs) -> Result<i32> {
         );
     }
     let mut row = base_row(&cfg, cfg.strategy, "");
+    if cfg.strategy == StrategyKind::Dp {
+        row.note = dp_note(&cfg);
+    }
     let setup = guarded(|| {
         let strat = make_strategy(&cfg)?;
         let data = Synthetic::new(strat.input_batch(), cfg.image_size, cfg.num_classes, strat.input_device(), cfg.seed ^ 0x5eed)?;

@@ -163,3 +163,22 @@ fn unwritable_out_directory_is_refused_before_the_run() {
     let out = sub.join("r.csv");
     assert_usage_error(&["run", "--cpu", "--model", "tinycnn", "--out", out.to_str().unwrap()], "not writable");
 }
+
+#[test]
+fn dp_on_two_cpu_replicas_writes_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dp.csv");
+    let o = gpubench(&[
+        "run", "--strategy", "dp", "--cpu", "2", "--model", "tinycnn", "--image-size", "16", "--batch-size", "3",
+        "--steps", "3", "--warmup", "1", "--out", out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("3 per device × 2 device(s) = 6 global"), "{}", stdout(&o));
+    let r = &read_csv(&out)[0];
+    assert_eq!(r["strategy"], "dp");
+    assert_eq!(r["n_devices"], "2");
+    assert_eq!(r["devices"], "cpu×2");
+    assert_eq!(r["global_batch"], "6");
+    assert!(r["note"].contains("master cpu:0"), "{}", r["note"]);
+    assert!(num(r, "throughput_img_s") > 0.0);
+}

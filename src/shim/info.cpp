@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/headeronly/version.h>
+#include <c10/util/Logging.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,10 @@ std::uint64_t version();  // exported by libtorch_cuda
 extern "C" {
 
 void gb_free_error(char* e) { std::free(e); }
+
+// Applies TORCH_CPP_LOG_LEVEL, as `import torch` does; libtorch alone never
+// reads it, and its c10d warnings would otherwise print stack traces.
+void gb_init_logging() { c10::initLogging(); }
 
 void gb_libtorch_version(char* buf, size_t len) { std::snprintf(buf, len, "%s", TORCH_VERSION); }
 

@@ -1,6 +1,7 @@
 //! Parallel strategies. The runner owns warm-up, timing, synchronization and
 //! sampling; a strategy holds only the parallelism: where the model lives,
 //! how a global batch becomes gradients, and how the optimizer steps.
+pub mod ddp;
 pub mod dp;
 pub mod single;
 
