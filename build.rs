@@ -93,10 +93,8 @@ fn cuda_includes(torch_root: &Path) -> Option<Vec<PathBuf>> {
         return Some(env::split_paths(&v).collect());
     }
     let nvidia = torch_root.parent()?.join("nvidia");
-    let dirs: Vec<PathBuf> = ["cu13/include", "cu13/include/cccl", "nccl/include"]
-        .iter()
-        .map(|d| nvidia.join(d))
-        .collect();
+    let dirs: Vec<PathBuf> =
+        ["cu13/include", "cu13/include/cccl", "nccl/include"].iter().map(|d| nvidia.join(d)).collect();
     let ok = dirs[0].join("cuda_runtime_api.h").exists()
         && dirs[0].join("crt/host_config.h").exists()
         && dirs[2].join("nccl.h").exists();

@@ -170,7 +170,9 @@ pub fn driver_version() -> Option<String> {
     let t = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
     // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun ..."
     let line = t.lines().next()?;
-    line.split_whitespace().find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.')).map(str::to_string)
+    line.split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
+        .map(str::to_string)
 }
 
 pub fn hostname() -> String {

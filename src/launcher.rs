@@ -37,11 +37,9 @@ pub struct DistEnv {
 fn var(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<usize>> {
     match get(name) {
         None => Ok(None),
-        Some(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| usage(format!("environment variable {name}={v:?} is not a whole number; unset it or fix the launcher"))),
+        Some(v) => v.trim().parse().map(Some).map_err(|_| {
+            usage(format!("environment variable {name}={v:?} is not a whole number; unset it or fix the launcher"))
+        }),
     }
 }
 
@@ -63,10 +61,7 @@ impl DistEnv {
             .or_else(|| a.ddp.master_addr.clone())
             .ok_or_else(|| usage("MASTER_ADDR is not set: export MASTER_ADDR=<rank 0's host> or pass --master-addr"))?;
         let master_port = match get("MASTER_PORT") {
-            Some(p) => p
-                .trim()
-                .parse()
-                .map_err(|_| usage(format!("MASTER_PORT={p:?} is not a port number")))?,
+            Some(p) => p.trim().parse().map_err(|_| usage(format!("MASTER_PORT={p:?} is not a port number")))?,
             None => a.ddp.master_port.unwrap_or(DEFAULT_PORT),
         };
         Ok(Some(DistEnv {
@@ -100,10 +95,7 @@ fn launch(a: RunArgs) -> Result<i32> {
     let devices = device::resolve(a.gpus.as_deref(), a.cpu, a.quiet || a.json)?;
     let cfg = config::validate(&a, devices)?;
     if a.ddp.nnodes == 0 || a.ddp.node_rank >= a.ddp.nnodes {
-        return Err(usage(format!(
-            "--node-rank {} must be below --nnodes {}",
-            a.ddp.node_rank, a.ddp.nnodes
-        )));
+        return Err(usage(format!("--node-rank {} must be below --nnodes {}", a.ddp.node_rank, a.ddp.nnodes)));
     }
     if a.ddp.nnodes > 1 && (a.ddp.master_addr.is_none() || a.ddp.master_port.is_none()) {
         return Err(usage("a multi-node run needs --master-addr HOST and --master-port PORT, the same on every node"));
@@ -263,7 +255,13 @@ mod tests {
 
     #[test]
     fn torchrun_variables() {
-        let e = env(&[("RANK", "3"), ("WORLD_SIZE", "8"), ("LOCAL_RANK", "1"), ("MASTER_ADDR", "node0"), ("MASTER_PORT", "1234")]);
+        let e = env(&[
+            ("RANK", "3"),
+            ("WORLD_SIZE", "8"),
+            ("LOCAL_RANK", "1"),
+            ("MASTER_ADDR", "node0"),
+            ("MASTER_PORT", "1234"),
+        ]);
         let d = DistEnv::detect(&args(&[]), &e).unwrap().unwrap();
         assert_eq!((d.rank, d.world_size, d.local_rank, d.master_port), (3, 8, 1, 1234));
         assert_eq!(d.master_addr, "node0");

@@ -182,7 +182,11 @@ pub fn figures(step_secs: &[f64], global_batch: i64, n_devices: usize) -> Option
     let total: f64 = step_secs.iter().sum();
     let thr = global_batch as f64 * step_secs.len() as f64 / total;
     let ms: Vec<f64> = step_secs.iter().map(|s| s * 1e3).collect();
-    Some(Figures { throughput_img_s: thr, throughput_per_device_img_s: thr / n_devices as f64, step_ms: summarize(&ms) })
+    Some(Figures {
+        throughput_img_s: thr,
+        throughput_per_device_img_s: thr / n_devices as f64,
+        step_ms: summarize(&ms),
+    })
 }
 
 /// Run identity and environment common to every row of this process.
@@ -285,10 +289,7 @@ pub fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
     );
     s += &format!("steps      {} timed after {} warm-up\n", opt(r.steps), opt(r.warmup));
     if let Some(f) = fig {
-        s += &format!(
-            "throughput {:.1} img/s ({:.1} per device)\n",
-            f.throughput_img_s, f.throughput_per_device_img_s
-        );
+        s += &format!("throughput {:.1} img/s ({:.1} per device)\n", f.throughput_img_s, f.throughput_per_device_img_s);
         let t = &f.step_ms;
         s += &format!(
             "step time  p50 {:.1} ms · mean {:.1} · p90 {:.1} · p99 {:.1} · std {:.1}\n",
@@ -357,7 +358,13 @@ pub fn run_command(a: RunArgs) -> Result<i32> {
     }
     let setup = guarded(|| {
         let strat = make_strategy(&cfg)?;
-        let data = Synthetic::new(strat.input_batch(), cfg.image_size, cfg.num_classes, strat.input_device(), cfg.seed ^ 0x5eed)?;
+        let data = Synthetic::new(
+            strat.input_batch(),
+            cfg.image_size,
+            cfg.num_classes,
+            strat.input_device(),
+            cfg.seed ^ 0x5eed,
+        )?;
         Ok((strat, data))
     });
     let (m, fig) = match setup {

@@ -41,10 +41,7 @@ fn two_ranks_equal_one_process_on_the_global_batch() {
     let batches: Vec<_> = (0..3).map(|_| data.next_batch().unwrap()).collect();
     let chunks: Vec<Vec<(Tensor, Tensor)>> = (0..2)
         .map(|r| {
-            batches
-                .iter()
-                .map(|b| (b.images.narrow(0, 4 * r, 4).copy(), b.labels.narrow(0, 4 * r, 4).copy()))
-                .collect()
+            batches.iter().map(|b| (b.images.narrow(0, 4 * r, 4).copy(), b.labels.narrow(0, 4 * r, 4).copy())).collect()
         })
         .collect();
     let port = gpubench::launcher::free_port().unwrap();
@@ -60,7 +57,7 @@ fn two_ranks_equal_one_process_on_the_global_batch() {
                 let mut ddp = Ddp::new(&dcfg, Devices::cpu(1), pg, &a.ddp).unwrap();
                 let init = params(&ddp);
                 for (x, y) in my {
-                    ddp.step(&gpubench::data::Batch { images: x, labels: y }).unwrap();
+                    let _loss = ddp.step(&gpubench::data::Batch { images: x, labels: y }).unwrap();
                 }
                 let p = params(&ddp);
                 drop(ddp);
@@ -80,7 +77,7 @@ fn two_ranks_equal_one_process_on_the_global_batch() {
         }
     });
     for b in &batches {
-        single.step(b).unwrap();
+        let _loss = single.step(b).unwrap();
     }
     let e = max_rel(&results[0].1, &params(&single));
     assert!(e < 1e-5, "parameters after 3 steps differ by {e:e} relative");
@@ -91,8 +88,23 @@ fn resnet18_two_ranks_row_is_sane() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ddp.csv");
     let o = gpubench(&[
-        "run", "--strategy", "ddp", "--cpu", "2", "--model", "resnet18", "--image-size", "32", "--batch-size", "2",
-        "--steps", "3", "--warmup", "1", "--out", out.to_str().unwrap(),
+        "run",
+        "--strategy",
+        "ddp",
+        "--cpu",
+        "2",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = &read_csv(&out)[0];
@@ -128,8 +140,22 @@ fn killed_worker_fails_the_run_in_bounded_time_and_leaves_no_process() {
     let out = dir.path().join("k.csv");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpubench"))
         .args([
-            "run", "--strategy", "ddp", "--cpu", "2", "--model", "tinycnn", "--image-size", "16", "--batch-size", "2",
-            "--duration", "120s", "--quiet", "--out", out.to_str().unwrap(),
+            "run",
+            "--strategy",
+            "ddp",
+            "--cpu",
+            "2",
+            "--model",
+            "tinycnn",
+            "--image-size",
+            "16",
+            "--batch-size",
+            "2",
+            "--duration",
+            "120s",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
         ])
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -167,8 +193,28 @@ fn two_launchers_with_nnodes_2_form_one_job() {
     let out = dir.path().join("nodes.csv");
     let port = gpubench::launcher::free_port().unwrap().to_string();
     let common = [
-        "run", "--strategy", "ddp", "--cpu", "1", "--model", "tinycnn", "--image-size", "16", "--batch-size", "2",
-        "--steps", "3", "--warmup", "1", "--quiet", "--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", &port,
+        "run",
+        "--strategy",
+        "ddp",
+        "--cpu",
+        "1",
+        "--model",
+        "tinycnn",
+        "--image-size",
+        "16",
+        "--batch-size",
+        "2",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--quiet",
+        "--nnodes",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        &port,
     ];
     let spawn = |node: &str, extra: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_gpubench"))

@@ -8,8 +8,24 @@ fn tiny_cnn_run_writes_a_sane_row() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.csv");
     let o = gpubench(&[
-        "run", "--cpu", "--model", "tinycnn", "--image-size", "32", "--batch-size", "4", "--steps", "6",
-        "--warmup", "2", "--num-classes", "10", "--label", "test box", "--out", out.to_str().unwrap(),
+        "run",
+        "--cpu",
+        "--model",
+        "tinycnn",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "4",
+        "--steps",
+        "6",
+        "--warmup",
+        "2",
+        "--num-classes",
+        "10",
+        "--label",
+        "test box",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("4 per device × 1 device(s) = 4 global"), "{}", stdout(&o));
@@ -36,8 +52,21 @@ fn tiny_cnn_run_writes_a_sane_row() {
 
     // A second run appends under the same header.
     let o = gpubench(&[
-        "run", "--cpu", "--model", "tinycnn", "--image-size", "32", "--batch-size", "2", "--steps", "2",
-        "--warmup", "0", "--quiet", "--out", out.to_str().unwrap(),
+        "run",
+        "--cpu",
+        "--model",
+        "tinycnn",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--steps",
+        "2",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).is_empty());
@@ -49,8 +78,19 @@ fn tiny_cnn_run_writes_a_sane_row() {
 #[test]
 fn resnet18_small_images_json_summary() {
     let o = gpubench(&[
-        "run", "--cpu", "--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--steps", "3",
-        "--warmup", "1", "--json",
+        "run",
+        "--cpu",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--json",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON on stdout");
@@ -63,8 +103,19 @@ fn resnet18_small_images_json_summary() {
 #[test]
 fn duration_based_run() {
     let o = gpubench(&[
-        "run", "--cpu", "--model", "tinycnn", "--image-size", "16", "--batch-size", "2", "--duration", "300ms",
-        "--warmup-time", "50ms", "--json",
+        "run",
+        "--cpu",
+        "--model",
+        "tinycnn",
+        "--image-size",
+        "16",
+        "--batch-size",
+        "2",
+        "--duration",
+        "300ms",
+        "--warmup-time",
+        "50ms",
+        "--json",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
@@ -77,8 +128,22 @@ fn divergence_is_recorded_not_lost() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("d.csv");
     let o = gpubench(&[
-        "run", "--cpu", "--model", "tinycnn", "--image-size", "16", "--batch-size", "4", "--steps", "20",
-        "--warmup", "0", "--lr", "1e30", "--out", out.to_str().unwrap(),
+        "run",
+        "--cpu",
+        "--model",
+        "tinycnn",
+        "--image-size",
+        "16",
+        "--batch-size",
+        "4",
+        "--steps",
+        "20",
+        "--warmup",
+        "0",
+        "--lr",
+        "1e30",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let rows = read_csv(&out);
@@ -108,7 +173,10 @@ fn bad_inputs_give_one_line_and_exit_2() {
         (vec!["run".into(), "--model".into(), "resnet9".into()], "resnet9"),
         (with(&["--batch-size", "0"]), "--batch-size"),
         (with(&["--steps", "0"]), "--steps"),
-        (vec!["run".into(), "--cpu".into(), "--model".into(), "resnet18".into(), "--image-size".into(), "16".into()], "too small"),
+        (
+            vec!["run".into(), "--cpu".into(), "--model".into(), "resnet18".into(), "--image-size".into(), "16".into()],
+            "too small",
+        ),
         (with(&["--duration", "soon"]), "not a duration"),
         (with(&["--warmup-time", "5 parsecs"]), "not a duration"),
         (with(&["--out", "/nonexistent-gpubench-dir/r.csv"]), "does not exist"),
@@ -169,8 +237,23 @@ fn dp_on_two_cpu_replicas_writes_its_row() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("dp.csv");
     let o = gpubench(&[
-        "run", "--strategy", "dp", "--cpu", "2", "--model", "tinycnn", "--image-size", "16", "--batch-size", "3",
-        "--steps", "3", "--warmup", "1", "--out", out.to_str().unwrap(),
+        "run",
+        "--strategy",
+        "dp",
+        "--cpu",
+        "2",
+        "--model",
+        "tinycnn",
+        "--image-size",
+        "16",
+        "--batch-size",
+        "3",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("3 per device × 2 device(s) = 6 global"), "{}", stdout(&o));

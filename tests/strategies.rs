@@ -35,7 +35,11 @@ fn max_rel(a: &[Tensor], b: &[Tensor]) -> f64 {
         .map(|(x, y)| {
             let d = (x - y).norm().double_value(&[]);
             let n = y.norm().double_value(&[]);
-            if n == 0.0 { d } else { d / n }
+            if n == 0.0 {
+                d
+            } else {
+                d / n
+            }
         })
         .fold(0.0, f64::max)
 }
@@ -79,7 +83,10 @@ fn dp_four_replicas_equals_single_on_the_global_batch() {
 
 #[test]
 fn dp_resnet18_train_mode_loss_falls_on_a_fixed_batch() {
-    let c = cfg("--strategy dp --model resnet18 --image-size 32 --batch-size 4 --num-classes 10 --lr 0.05", Devices::cpu(2));
+    let c = cfg(
+        "--strategy dp --model resnet18 --image-size 32 --batch-size 4 --num-classes 10 --lr 0.05",
+        Devices::cpu(2),
+    );
     let mut dp = DataParallel::new(&c).unwrap();
     let b = Synthetic::new(8, 32, 10, tch::Device::Cpu, 5).unwrap().next_batch().unwrap();
     let losses: Vec<f64> = (0..24).map(|_| dp.step(&b).unwrap().double_value(&[])).collect();

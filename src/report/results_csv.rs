@@ -87,9 +87,7 @@ impl Row {
 fn first_line(path: &Path) -> Result<String> {
     let f = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut line = String::new();
-    BufReader::new(f)
-        .read_line(&mut line)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    BufReader::new(f).read_line(&mut line).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(line.trim_end_matches(['\r', '\n']).to_string())
 }
 
@@ -105,7 +103,11 @@ fn header_mismatch(path: &Path) -> anyhow::Error {
 /// its directory exists and is writable, and an existing file has our header.
 pub fn check_writable(path: &Path) -> Result<()> {
     if path.is_dir() {
-        return Err(usage(format!("--out {} is a directory; give a file name such as {}/results.csv", path.display(), path.display())));
+        return Err(usage(format!(
+            "--out {} is a directory; give a file name such as {}/results.csv",
+            path.display(),
+            path.display()
+        )));
     }
     if path.exists() {
         let len = std::fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?.len();
@@ -288,9 +290,7 @@ fn check_header(path: &Path, headers: &csv::StringRecord, rdr: &mut csv::Reader<
         Some(v) => format!("written by gpubench CSV schema v{v}"),
         None => "from another gpubench version".to_string(),
     };
-    Err(usage(format!(
-        "{p}:1: header is {from} ({diff}); this gpubench reads schema v{SCHEMA_VERSION} only"
-    )))
+    Err(usage(format!("{p}:1: header is {from} ({diff}); this gpubench reads schema v{SCHEMA_VERSION} only")))
 }
 
 #[cfg(test)]

@@ -175,7 +175,10 @@ fn rank_device(a: &RunArgs, env: &DistEnv) -> Result<Devices> {
     if let Some(list) = &a.gpus {
         let ords = device::parse_gpu_list(list)?;
         let o = *ords.get(env.local_rank).ok_or_else(|| {
-            usage(format!("LOCAL_RANK {} has no device in --gpus {list}; list one device per local rank", env.local_rank))
+            usage(format!(
+                "LOCAL_RANK {} has no device in --gpus {list}; list one device per local rank",
+                env.local_rank
+            ))
         })?;
         let all = device::resolve(Some(list), None, true)?;
         debug_assert!(all.ordinals.contains(&o));
@@ -221,8 +224,8 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
         tch::set_num_threads(t as i32);
     }
 
-    let store = Store::new(&env.master_addr, env.master_port, env.rank, env.world_size, is0, timeout)
-        .context("rendezvous")?;
+    let store =
+        Store::new(&env.master_addr, env.master_port, env.rank, env.world_size, is0, timeout).context("rendezvous")?;
     let be = if backend == BackendKind::Nccl { Backend::Nccl } else { Backend::Gloo };
     let cuda_dev = (mine.kind == DeviceKind::Cuda).then(|| mine.ordinals[0]);
     let pg = ProcessGroup::new(&store, be, env.rank, env.world_size, cuda_dev, timeout)?;
@@ -239,11 +242,7 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
         Ok((strat, data))
     });
     let (mut strat, mut data) = setup?;
-    let pb = if is0 && !cfg.quiet && !cfg.json {
-        runner::progress(&cfg)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let pb = if is0 && !cfg.quiet && !cfg.json { runner::progress(&cfg) } else { indicatif::ProgressBar::hidden() };
     let m = runner::measure(&cfg, &mut strat, &mut data, &pb);
     let reducer = strat.reducer_stats().ok().map(|s| ReducerStatsLite {
         forward_compute_ms: s.avg_forward_compute_ms,
@@ -270,7 +269,8 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
     }
     let mut reports = vec![];
     for r in 0..env.world_size {
-        let bytes = store.get(&format!("gpubench/result/{r}")).with_context(|| format!("waiting for rank {r}'s result"))?;
+        let bytes =
+            store.get(&format!("gpubench/result/{r}")).with_context(|| format!("waiting for rank {r}'s result"))?;
         reports.push(serde_json::from_slice::<RankReport>(&bytes).with_context(|| format!("rank {r}'s result"))?);
     }
     let (m, reducer) = combine(&reports);
@@ -284,7 +284,9 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
         }
         row.device_name = device::device_name(mine.ordinals[0]);
     }
-    let nnodes = (env.world_size / std::env::var("LOCAL_WORLD_SIZE").ok().and_then(|v| v.parse().ok()).unwrap_or(env.world_size)).max(1);
+    let nnodes = (env.world_size
+        / std::env::var("LOCAL_WORLD_SIZE").ok().and_then(|v| v.parse().ok()).unwrap_or(env.world_size))
+    .max(1);
     if nnodes > 1 {
         row.devices = format!("{} ×{nnodes} nodes", row.devices);
     }
@@ -322,8 +324,7 @@ fn fmt_ms(v: Option<f64>) -> String {
 /// global mean (already agreed); the worst status wins, naming its rank.
 pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>) {
     let n = reports.iter().map(|r| r.step_secs.len()).min().unwrap_or(0);
-    let step_secs: Vec<f64> =
-        (0..n).map(|i| reports.iter().map(|r| r.step_secs[i]).fold(0.0, f64::max)).collect();
+    let step_secs: Vec<f64> = (0..n).map(|i| reports.iter().map(|r| r.step_secs[i]).fold(0.0, f64::max)).collect();
     let r0 = &reports[0];
     let bad = reports.iter().find(|r| r.status != "ok");
     let (status, error) = match bad {
@@ -347,4 +348,3 @@ pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>
     };
     (m, r0.reducer.clone())
 }
-
