@@ -869,15 +869,33 @@ mod tests {
     fn nccl_group_without_gpu_is_an_error() {
         let store = Store::new("127.0.0.1", free_port(), 0, 1, true, TIMEOUT).unwrap();
         let res = ProcessGroup::new(&store, Backend::Nccl, 0, 1, Some(0), TIMEOUT);
-        if tch::Cuda::device_count() == 0 {
+        if tch::Cuda::device_count() == 0 || !cfg!(gpubench_cuda) {
             let msg = format!("{:#}", res.err().expect("NCCL without a GPU must fail"));
             assert!(msg.contains("NCCL"), "{msg}");
         } else {
-            // On a GPU machine: a one-rank NCCL group works.
+            // On a GPU machine (not run on the GPU-less development machine):
+            // a one-rank NCCL group and a Reducer over CUDA parameters.
             let pg = res.unwrap();
-            let mut t = Tensor::ones([4], (Kind::Float, Device::Cuda(0)));
+            let cuda = Device::Cuda(0);
+            let mut t = Tensor::ones([4], (Kind::Float, cuda));
             pg.allreduce_sum(&mut t).unwrap();
             assert_eq!(values(&t), vec![1.0; 4]);
+            let vs = tch::nn::VarStore::new(cuda);
+            let w = vs.root().var_copy("w", &pattern(&[3, 4], 0.0).to_device(cuda));
+            let mut reducer = Reducer::new(&pg, std::slice::from_ref(&w), &[], &ReducerOptions::default()).unwrap();
+            let x = pattern(&[5, 4], 1.0).to_device(cuda);
+            for it in 1..=2u64 {
+                reducer.prepare_forward().unwrap();
+                let out = x.matmul(&w.tr());
+                reducer.prepare_backward(&[&out]).unwrap();
+                out.sum(Kind::Float).backward();
+                let s = reducer.stats().unwrap();
+                assert_eq!((s.iteration, s.timed), (it, true), "{s:?}");
+                // d(sum(x w^T))/dw = column sums of x, repeated per output row.
+                let want = x.sum_dim_intlist(0, false, Kind::Float).repeat([3, 1]);
+                assert_eq!(values(&w.grad()), values(&want));
+                zero_grads_in_place(std::slice::from_ref(&w));
+            }
         }
         // A failed group creation leaves the store usable.
         store.set("k", b"v").unwrap();

@@ -119,8 +119,11 @@ fn duration_based_run() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let steps: f64 = v["step_ms"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).sum();
-    assert!(steps >= 300.0, "timed {steps} ms");
+    let steps = v["step_ms"].as_array().unwrap();
+    let timed: f64 = steps.iter().map(|x| x.as_f64().unwrap()).sum();
+    // The window's wall time reaches the duration; the steps themselves fill
+    // nearly all of it (the loss read between steps is not timed).
+    assert!(timed >= 0.8 * 300.0 && steps.len() > 1, "timed {timed} ms in {} steps", steps.len());
 }
 
 #[test]
