@@ -38,9 +38,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
-#include <sstream>
+#include <tuple>
+#include <unordered_map>
 #include <stdexcept>
 #include <string>
 #include <vector>
