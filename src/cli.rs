@@ -25,6 +25,12 @@ pub enum Command {
     /// Run the ResNet training loop under one strategy and record its speed.
     Run(Box<RunArgs>),
     // report subcommands
+    /// Summarize result files: a table by hardware and config, and charts.
+    Report(crate::report::commands::ReportArgs),
+    /// Put result sets side by side (machines, dates, published figures).
+    Compare(crate::report::commands::CompareArgs),
+    /// CI gate: exit 1 when the current results regressed against a baseline.
+    Check(crate::report::commands::CheckArgs),
 }
 
 #[derive(Args, Debug)]
@@ -39,6 +45,16 @@ pub struct RunArgs {
     /// Parallel strategy.
     #[arg(long, value_enum, default_value_t = StrategyKind::Single)]
     pub strategy: StrategyKind,
+    /// Implementation: gpubench itself, or PyTorch's own (the Python reference,
+    /// run with set-up's torch venv) for a side-by-side row with impl=pytorch.
+    #[arg(long = "impl", value_enum, default_value_t = crate::reference::Impl::Gpubench)]
+    pub implementation: crate::reference::Impl,
+    /// Write the model's initial weights and the data seed to FILE (safetensors).
+    #[arg(long, value_name = "FILE")]
+    pub save_init: Option<PathBuf>,
+    /// Start from the weights and data seed in FILE (written by --save-init).
+    #[arg(long, value_name = "FILE")]
+    pub init_from: Option<PathBuf>,
     /// CUDA device ordinals, comma-separated (e.g. 0,1,2,3). Default: GPU 0 if
     /// there is one, else the CPU.
     #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
@@ -96,6 +112,30 @@ pub struct RunArgs {
     /// No progress bar and no summary (the row is still written).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Numeric precision: fp32, tf32 (TF32 matmuls and convolutions on CUDA),
+    /// fp16 (autocast + dynamic loss scaling) or bf16 (autocast).
+    #[arg(long, value_enum, default_value_t = crate::strategy::precision::Precision::Fp32)]
+    pub precision: crate::strategy::precision::Precision,
+    /// NHWC (channels-last) memory format for the model and its inputs.
+    #[arg(long)]
+    pub channels_last: bool,
+    /// cuDNN autotuning: on or off (fixed input shapes benefit; the first
+    /// steps are slower while it tunes, so warm up long enough).
+    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off)]
+    pub cudnn_benchmark: bool,
+    /// Deterministic algorithms (plus the seed) for reproducible losses.
+    #[arg(long)]
+    pub deterministic: bool,
+    /// Time each step's phases (data wait, forward, backward, optimizer). Adds
+    /// a device sync after every phase, which perturbs the step time.
+    #[arg(long)]
+    pub breakdown: bool,
+    /// How often to sample device telemetry (NVML) and the process.
+    #[arg(long, default_value = "100ms", value_name = "DURATION")]
+    pub sample_interval: String,
+    /// Write the full sampled timeline (every device, every field) to this CSV.
+    #[arg(long, value_name = "FILE.csv")]
+    pub telemetry: Option<PathBuf>,
 
     #[command(flatten)]
     pub ddp: DdpArgs,
@@ -133,6 +173,14 @@ pub struct DdpArgs {
     pub dist_timeout: String,
 }
 
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" | "1" => Ok(true),
+        "off" | "false" | "0" => Ok(false),
+        _ => Err(format!("{s:?} is neither on nor off")),
+    }
+}
+
 /// Parses the command line and runs the subcommand; returns the exit code.
 pub fn run() -> Result<i32> {
     let cli = match Cli::try_parse() {
@@ -142,6 +190,9 @@ pub fn run() -> Result<i32> {
     match cli.command {
         Command::Info(a) => crate::info::run(a.json).map(|_| 0),
         Command::Run(a) => crate::runner::run_command(*a),
+        Command::Report(a) => crate::report::commands::run_report(&a),
+        Command::Compare(a) => crate::report::commands::run_compare(&a),
+        Command::Check(a) => crate::report::commands::run_check(&a),
     }
 }
 

@@ -113,6 +113,13 @@ pub struct RunConfig {
     pub out: Option<PathBuf>,
     pub json: bool,
     pub quiet: bool,
+    pub precision: crate::strategy::precision::Precision,
+    pub channels_last: bool,
+    pub cudnn_benchmark: bool,
+    pub deterministic: bool,
+    pub breakdown: bool,
+    pub sample_interval: Duration,
+    pub telemetry: Option<PathBuf>,
 }
 
 impl RunConfig {
@@ -176,6 +183,13 @@ pub fn validate(a: &RunArgs, devices: Devices) -> Result<RunConfig> {
             return Err(usage(format!("{flag} must be a finite number ≥ 0")));
         }
     }
+    {
+        use crate::strategy::precision::Precision;
+        let cpu = devices.kind == crate::device::DeviceKind::Cpu;
+        if cpu && a.precision == Precision::Tf32 {
+            return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
+        }
+    }
     let n = devices.len() as i64;
     let global = a.batch_size * n;
     Ok(RunConfig {
@@ -197,5 +211,12 @@ pub fn validate(a: &RunArgs, devices: Devices) -> Result<RunConfig> {
         out: a.out.clone(),
         json: a.json,
         quiet: a.quiet,
+        precision: a.precision,
+        channels_last: a.channels_last,
+        cudnn_benchmark: a.cudnn_benchmark,
+        deterministic: a.deterministic,
+        breakdown: a.breakdown,
+        sample_interval: parse_duration("--sample-interval", &a.sample_interval)?,
+        telemetry: a.telemetry.clone(),
     })
 }

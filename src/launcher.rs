@@ -102,9 +102,7 @@ fn launch(a: RunArgs) -> Result<i32> {
     }
     config::parse_duration("--dist-timeout", &a.ddp.dist_timeout)?;
     if a.ddp.node_rank == 0 {
-        if let Some(out) = &cfg.out {
-            results_csv::check_writable(out)?;
-        }
+        crate::runner::check_outputs(&cfg)?;
     }
     let local = cfg.devices.len();
     let world = local * a.ddp.nnodes;

@@ -14,6 +14,7 @@ pub mod info;
 pub mod launcher;
 pub mod metrics;
 pub mod model;
+pub mod reference;
 pub mod report;
 pub mod runner;
 pub mod strategy;

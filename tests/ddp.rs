@@ -116,7 +116,13 @@ fn resnet18_two_ranks_row_is_sane() {
     assert_eq!(r["status"], "ok");
     assert!(num(r, "throughput_img_s") > 0.0);
     assert!(num(r, "loss_last").is_finite());
-    assert!(r["note"].contains("reducer avg ms"), "{}", r["note"]);
+    // The Reducer's own statistics, and one per-device row per rank.
+    assert!(num(r, "ddp_backward_comm_ms") > 0.0 && num(r, "ddp_backward_compute_ms") > 0.0);
+    assert!(num(r, "ddp_buckets") >= 1.0);
+    let devs = read_csv(&dir.path().join("ddp.devices.csv"));
+    assert_eq!(devs.len(), 2);
+    assert_eq!(devs[1]["role"], "rank 1");
+    assert_eq!(devs[0]["run_id"], r["run_id"]);
     assert_eq!(read_csv(&out).len(), 1, "only rank 0 writes the row");
 }
 

@@ -268,3 +268,77 @@ fn dp_on_two_cpu_replicas_writes_its_row() {
     assert!(r["note"].contains("master cpu:0"), "{}", r["note"]);
     assert!(num(r, "throughput_img_s") > 0.0);
 }
+
+#[test]
+fn metrics_breakdown_devices_csv_and_telemetry() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.csv");
+    let tel = dir.path().join("tel.csv");
+    let o = gpubench(&[
+        "run", "--cpu", "--model", "tinycnn", "--image-size", "32", "--batch-size", "4", "--steps", "8", "--warmup",
+        "1", "--breakdown", "--sample-interval", "10ms", "--out", out.to_str().unwrap(), "--telemetry",
+        tel.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("breakdown  forward"), "{}", stdout(&o));
+    let r = &read_csv(&out)[0];
+    // CPU runs report the process in place of device metrics.
+    assert!(num(r, "cpu_util_pct") > 0.0);
+    assert!(num(r, "peak_rss_mb") > 1.0);
+    assert_eq!(r["util_mean_pct"], "");
+    let parts = num(r, "forward_ms") + num(r, "backward_ms") + num(r, "optimizer_ms") + num(r, "data_wait_ms");
+    assert!(parts <= num(r, "step_ms_mean") * 1.05, "{parts} vs {}", num(r, "step_ms_mean"));
+    assert!(num(r, "data_wait_share") >= 0.0 && num(r, "data_wait_share") < 1.0);
+    let devs = read_csv(&dir.path().join("m.devices.csv"));
+    assert_eq!(devs.len(), 1);
+    assert_eq!(devs[0]["run_id"], r["run_id"]);
+    assert_eq!(devs[0]["device"], "cpu");
+    let t = read_csv(&tel);
+    assert!(t.len() >= 2, "{} samples", t.len());
+    assert!(t.iter().all(|s| s["run_id"] == r["run_id"]));
+}
+
+fn json_run(args: &[&str]) -> serde_json::Value {
+    let o = gpubench(args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).expect("JSON on stdout")
+}
+
+#[test]
+fn bf16_and_fp16_cpu_runs_train_and_say_so() {
+    for p in ["bf16", "fp16"] {
+        let v = json_run(&[
+            "run", "--cpu", "--model", "resnet18", "--image-size", "32", "--batch-size", "4", "--steps", "3",
+            "--warmup", "1", "--precision", p, "--channels-last", "--json",
+        ]);
+        let r = &v["row"];
+        assert_eq!(r["precision"], p);
+        assert_eq!(r["channels_last"], true);
+        assert_eq!(r["status"], "ok");
+        assert!(r["loss_last"].as_f64().unwrap().is_finite());
+        assert!(r["skipped_steps"].as_u64().is_some(), "{r}");
+    }
+}
+
+#[test]
+fn deterministic_runs_give_bit_identical_losses() {
+    let args = [
+        "run", "--cpu", "--model", "resnet18", "--image-size", "32", "--batch-size", "4", "--steps", "4", "--warmup",
+        "1", "--deterministic", "--seed", "7", "--threads", "2", "--json",
+    ];
+    let a = json_run(&args);
+    let b = json_run(&args);
+    assert_eq!(a["row"]["deterministic"], true);
+    let (la, lb) = (a["losses"].as_array().unwrap(), b["losses"].as_array().unwrap());
+    assert_eq!(la.len(), 4);
+    // compare the exact f64 bits, not approximately
+    let bits = |v: &Vec<serde_json::Value>| v.iter().map(|x| x.as_f64().unwrap().to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(la), bits(lb));
+}
+
+#[test]
+fn precision_bad_inputs() {
+    assert_usage_error(&["run", "--cpu", "--precision", "fp8"], "fp8");
+    assert_usage_error(&["run", "--cpu", "--model", "tinycnn", "--precision", "tf32"], "tf32");
+    assert_usage_error(&["run", "--cpu", "--cudnn-benchmark", "maybe"], "maybe");
+}

@@ -29,6 +29,16 @@ impl Synthetic {
     }
 }
 
+impl Synthetic {
+    /// Lays the images out as NHWC (for `--channels-last`), once, up front.
+    pub fn to_channels_last(&self) -> Result<()> {
+        for (x, _) in &self.batches {
+            crate::strategy::precision::to_channels_last(x)?;
+        }
+        Ok(())
+    }
+}
+
 impl DataSource for Synthetic {
     fn next_batch(&mut self) -> Result<Batch> {
         let (x, y) = &self.batches[self.next];

@@ -41,6 +41,9 @@ pub struct Row {
     pub model: String,
     pub image_size: Option<u32>,
     pub precision: String,
+    pub channels_last: Option<bool>,
+    pub cudnn_benchmark: Option<bool>,
+    pub deterministic: Option<bool>,
     pub batch_per_device: Option<u32>,
     pub global_batch: Option<u32>,
     pub steps: Option<u32>,
@@ -58,6 +61,33 @@ pub struct Row {
     pub step_ms_std: Option<f64>,
     pub loss_first: Option<f64>,
     pub loss_last: Option<f64>,
+    /// fp16 steps skipped by the loss scaler (non-finite gradients).
+    pub skipped_steps: Option<u64>,
+    // per-device summary over the timed window (README: "Per-device metrics")
+    pub peak_mem_alloc_mb: Option<f64>,
+    pub peak_mem_reserved_mb: Option<f64>,
+    pub nvml_mem_peak_mb: Option<f64>,
+    pub util_mean_pct: Option<f64>,
+    pub util_p95_pct: Option<f64>,
+    pub power_mean_w: Option<f64>,
+    pub mem_imbalance: Option<f64>,
+    pub util_spread_pct: Option<f64>,
+    pub master_mem_excess_pct: Option<f64>,
+    pub master_util_excess_pct: Option<f64>,
+    pub cpu_util_pct: Option<f64>,
+    pub peak_rss_mb: Option<f64>,
+    // time breakdown per step (forward/backward/optimizer only with --breakdown)
+    pub data_wait_ms: Option<f64>,
+    pub data_wait_share: Option<f64>,
+    pub forward_ms: Option<f64>,
+    pub backward_ms: Option<f64>,
+    pub optimizer_ms: Option<f64>,
+    // ddp: the Reducer's own averaged runtime statistics
+    pub ddp_forward_compute_ms: Option<f64>,
+    pub ddp_backward_compute_ms: Option<f64>,
+    pub ddp_backward_comm_ms: Option<f64>,
+    pub ddp_overlap_ms: Option<f64>,
+    pub ddp_buckets: Option<u32>,
     // outcome
     pub status: String,
     pub error: String,
@@ -180,6 +210,12 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
 /// Reads every row with the line it starts on, for messages about single rows.
 /// Every problem is a usage error (exit 2) on one line naming the file and,
 /// where there is one, the line: these files are inputs the user chose.
+///
+/// Columns are matched by name. A file from an earlier gpubench, whose v1
+/// header lacks columns added since, reads with those columns empty, so a
+/// committed baseline or last month's results stay comparable; a column this
+/// gpubench does not know is refused. (Appending stays exact: see
+/// `check_writable`.)
 pub fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
     let p = path.display();
     let bytes = std::fs::read(path).map_err(|e| {
@@ -196,6 +232,9 @@ pub fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
     let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(&bytes[..]);
     let headers = rdr.headers().map_err(|e| csv_error(path, e))?.clone();
     check_header(path, &headers, &mut rdr)?;
+    let ours_text = Row::header();
+    let ours = csv::StringRecord::from(ours_text.split(',').collect::<Vec<_>>());
+    let from_file: Vec<Option<usize>> = ours.iter().map(|c| headers.iter().position(|h| h == c)).collect();
 
     // A record that starts on the last line of a file lacking its final
     // newline was cut off mid-write (gpubench always ends rows with one).
@@ -217,12 +256,13 @@ pub fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
             }
             return Err(usage(format!("{p}:{line}: {} columns, expected {}", rec.len(), headers.len())));
         }
-        let row: Row = rec.deserialize(Some(&headers)).map_err(|e| {
+        let rec: csv::StringRecord = from_file.iter().map(|i| i.and_then(|i| rec.get(i)).unwrap_or("")).collect();
+        let row: Row = rec.deserialize(Some(&ours)).map_err(|e| {
             let de = match e.kind() {
                 csv::ErrorKind::Deserialize { err, .. } => Some(err),
                 _ => None,
             };
-            let col = de.and_then(|d| d.field()).and_then(|i| headers.get(i as usize));
+            let col = de.and_then(|d| d.field()).and_then(|i| ours.get(i as usize));
             let value = de.and_then(|d| d.field()).and_then(|i| rec.get(i as usize));
             let what = match de.map(|d| d.kind()) {
                 Some(csv::DeserializeErrorKind::ParseInt(_)) => "is not a whole number".to_string(),
@@ -259,12 +299,14 @@ fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {
     }
 }
 
-/// Tells another gpubench schema (header starts with `schema_version`) from
-/// another tool's CSV, and names the first column that differs.
+/// Accepts our header or a subset of its columns (an earlier v1 file). Tells
+/// another gpubench schema (header starts with `schema_version`) from another
+/// tool's CSV, and names the first column this gpubench does not know.
 fn check_header(path: &Path, headers: &csv::StringRecord, rdr: &mut csv::Reader<&[u8]>) -> Result<()> {
     let ours = Row::header();
     let ours: Vec<&str> = ours.split(',').collect();
-    if headers.iter().eq(ours.iter().copied()) {
+    let unknown = headers.iter().position(|h| !ours.contains(&h));
+    if headers.get(0) == Some("schema_version") && unknown.is_none() {
         return Ok(());
     }
     let p = path.display();
@@ -282,13 +324,11 @@ fn check_header(path: &Path, headers: &csv::StringRecord, rdr: &mut csv::Reader<
         .and_then(|r| r.ok())
         .and_then(|r| r.get(0).map(str::to_string))
         .filter(|v| v.as_str() != SCHEMA_VERSION.to_string());
-    let diff = match headers.iter().zip(&ours).position(|(a, b)| a != *b) {
-        Some(i) => format!("column {} is `{}`, expected `{}`", i + 1, &headers[i], ours[i]),
-        None => format!("{} columns, expected {}", headers.len(), ours.len()),
-    };
+    let i = unknown.unwrap_or(0);
+    let diff = format!("column {} `{}` is unknown to this gpubench", i + 1, &headers[i]);
     let from = match version {
         Some(v) => format!("written by gpubench CSV schema v{v}"),
-        None => "from another gpubench version".to_string(),
+        None => "from a newer gpubench".to_string(),
     };
     Err(usage(format!("{p}:1: header is {from} ({diff}); this gpubench reads schema v{SCHEMA_VERSION} only")))
 }
@@ -351,5 +391,91 @@ mod tests {
         let err = check_writable(Path::new("/nonexistent-dir-gpubench/x.csv")).unwrap_err();
         assert_eq!(crate::error::exit_code(&err), 2);
         assert!(format!("{err}").contains("does not exist"));
+    }
+
+    /// Writes `text` to a file and returns read_rows' one-line error for it.
+    fn read_err(name: &str, text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        let err = read_rows(&p).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2, "{err}");
+        let msg = crate::error::one_line(&err);
+        assert!(msg.contains(name), "{msg}");
+        msg.replace(&format!("{}/", dir.path().display()), "")
+    }
+
+    fn file_of(rows: &[Row]) -> String {
+        let mut s = Row::header() + "\n";
+        for r in rows {
+            s.push_str(&r.to_record());
+        }
+        s
+    }
+
+    #[test]
+    fn bad_inputs_name_file_line_and_problem() {
+        assert_eq!(
+            read_err("e.csv", ""),
+            "e.csv: the file is empty; expected a gpubench results CSV with a header line"
+        );
+        assert_eq!(
+            read_err("o.csv", "model,batch,img_s\nresnet50,64,1\n"),
+            "o.csv:1: not a gpubench results file (header starts `model,batch,img_s`; \
+             expected `schema_version,run_id,timestamp,gpubench_version`)"
+        );
+        let v2 = Row::header().replace(",n_devices,", ",world_size,n_devices,");
+        assert_eq!(
+            read_err("v2.csv", &format!("{v2}\n2,x\n")),
+            "v2.csv:1: header is written by gpubench CSV schema v2 (column 12 `world_size` is unknown to this \
+             gpubench); this gpubench reads schema v1 only"
+        );
+        let text = file_of(&[sample(), sample()]).replace(",123.5,", ",fast,");
+        assert_eq!(read_err("t.csv", &text), "t.csv:2: column `throughput_img_s`: `fast` is not a number");
+        let text = file_of(&[sample(), sample()]);
+        let cut = &text[..text.len() - 12];
+        assert!(read_err("c.csv", cut).starts_with("c.csv:3: the last line is truncated ("));
+        let mut short = file_of(&[sample()]);
+        short.push_str("1,x\n");
+        let n = Row::header().split(',').count();
+        assert_eq!(read_err("s.csv", &short), format!("s.csv:3: 2 columns, expected {n}"));
+        let text = file_of(&[Row { schema_version: 7, ..sample() }]);
+        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schema v1 only");
+    }
+
+    #[test]
+    fn an_earlier_v1_file_with_fewer_columns_reads_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.csv");
+        // columns in another order, most missing: what an earlier gpubench wrote
+        std::fs::write(&p, "schema_version,strategy,throughput_img_s,status,n_devices\n1,ddp,812.5,ok,4\n").unwrap();
+        let rows = read_rows(&p).unwrap();
+        assert_eq!((rows[0].strategy.as_str(), rows[0].n_devices), ("ddp", 4));
+        assert_eq!((rows[0].throughput_img_s, rows[0].step_ms_p50), (Some(812.5), None));
+        // a column this gpubench does not know is refused, naming it
+        std::fs::write(&p, "schema_version,strategy,warp_factor\n1,ddp,9\n").unwrap();
+        let err = read_rows(&p).unwrap_err().to_string();
+        assert!(err.contains("column 3 `warp_factor` is unknown to this gpubench"), "{err}");
+        assert!(err.contains("from a newer gpubench"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_a_usage_error() {
+        let err = read_rows(Path::new("/nonexistent-gpubench/r.csv")).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert_eq!(err.to_string(), "cannot read /nonexistent-gpubench/r.csv: no such file");
+    }
+
+    #[test]
+    fn empty_optional_columns_read_as_none_and_lines_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ref.csv");
+        let r = Row { throughput_img_s: Some(51.9), loss_first: None, source: "a paper".into(), ..sample() };
+        // no final newline: a hand-written file, complete, is accepted
+        std::fs::write(&p, file_of(&[sample(), r.clone()]).trim_end()).unwrap();
+        let rows = read_rows_with_lines(&p).unwrap();
+        assert_eq!(rows.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(rows[1].1, r);
+        assert_eq!(rows[1].1.step_ms_p50, None);
     }
 }

@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use tch::{nn, Device, Kind, Tensor};
 
-use super::{build_model, build_optimizer, loss_fn, Strategy};
+use super::precision::{autocast, Amp};
+use super::{build_model, build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
 use crate::cli::RunArgs;
 use crate::config::{self, BackendKind, RunConfig, StrategyKind};
 use crate::data::synthetic::Synthetic;
@@ -18,8 +19,8 @@ use crate::device::{self, DeviceKind, Devices};
 use crate::dist::{Backend, ProcessGroup, Reducer, ReducerOptions, ReducerStats, Store};
 use crate::error::usage;
 use crate::launcher::DistEnv;
+use crate::metrics::devices::DeviceMetrics;
 use crate::model::Model;
-use crate::report::results_csv;
 use crate::runner::{self, Measurement, Status};
 
 pub struct Ddp {
@@ -35,6 +36,7 @@ pub struct Ddp {
     world: usize,
     rank: usize,
     grad_as_bucket_view: bool,
+    amp: Amp,
 }
 
 /// NCCL on CUDA, Gloo on the CPU, unless `--backend` says otherwise.
@@ -84,6 +86,7 @@ impl Ddp {
             world,
             rank,
             grad_as_bucket_view: a.gradient_as_bucket_view,
+            amp: Amp::new(cfg.precision),
         })
     }
 
@@ -101,7 +104,7 @@ impl Strategy for Ddp {
         self.batch
     }
 
-    fn step(&mut self, batch: &crate::data::Batch) -> Result<Tensor> {
+    fn step_timed(&mut self, batch: &crate::data::Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
         if self.grad_as_bucket_view {
             // Gradients are views into the Reducer's buckets: zero them in
             // place (tch's zero_grad would try to detach them and fail).
@@ -110,11 +113,22 @@ impl Strategy for Ddp {
             self.opt.zero_grad();
         }
         self.reducer.prepare_forward()?;
-        let logits = self.model.forward_t(&batch.images, true);
-        let loss = loss_fn(&logits, &batch.labels)?;
+        let dev = self.device.device(0);
+        let (logits, loss) = autocast(self.amp.precision, dev, || -> Result<(Tensor, Tensor)> {
+            let logits = self.model.forward_t(&batch.images, true);
+            let loss = loss_fn(&logits, &batch.labels)?;
+            Ok((logits, loss))
+        })??;
         self.reducer.prepare_backward(&[&logits])?;
-        loss.f_backward()?;
-        self.opt.step();
+        clock.mark(Phase::Forward);
+        // fp16: the Reducer averages the scaled gradients; every rank then
+        // unscales the same averaged values and so skips the same steps.
+        self.amp.scaled(&loss)?.f_backward()?;
+        clock.mark(Phase::Backward);
+        if self.amp.should_step(&self.params)? {
+            self.opt.step();
+        }
+        clock.mark(Phase::Optimizer);
         Ok(loss)
     }
 
@@ -127,6 +141,10 @@ impl Strategy for Ddp {
         self.pg.allreduce_sum(&mut t)?;
         let v: Vec<f64> = Vec::<f64>::try_from(t.to_device(Device::Cpu))?;
         Ok((v[0], v[1] > 0.5))
+    }
+
+    fn skipped_steps(&self) -> u64 {
+        self.amp.skipped_steps()
     }
 
     fn devices(&self) -> &Devices {
@@ -154,6 +172,10 @@ pub struct RankReport {
     pub status: String,
     pub error: String,
     pub reducer: Option<ReducerStatsLite>,
+    pub data_wait_secs: Vec<f64>,
+    pub phase_secs: Option<[Vec<f64>; 3]>,
+    /// This rank's device (allocator peaks, NVML, its process's CPU and RSS).
+    pub devices: Vec<DeviceMetrics>,
 }
 
 /// The Reducer's averaged runtime statistics (DDP logging's avg_* counters).
@@ -211,9 +233,7 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
     }
     let timeout = config::parse_duration("--dist-timeout", &a.ddp.dist_timeout)?;
     if is0 && !env.ours {
-        if let Some(out) = &cfg.out {
-            results_csv::check_writable(out)?;
-        }
+        runner::check_outputs(&cfg)?;
     }
     if mine.kind == DeviceKind::Cpu {
         // Split the cores among this node's ranks so they do not oversubscribe.
@@ -229,8 +249,19 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
     let be = if backend == BackendKind::Nccl { Backend::Nccl } else { Backend::Gloo };
     let cuda_dev = (mine.kind == DeviceKind::Cuda).then(|| mine.ordinals[0]);
     let pg = ProcessGroup::new(&store, be, env.rank, env.world_size, cuda_dev, timeout)?;
+    // One run id for the whole job, chosen by rank 0, so every rank's
+    // telemetry joins the row.
+    let run_id = if is0 {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let id = runner::new_run_id(nanos);
+        store.set("gpubench/run_id", id.as_bytes())?;
+        id
+    } else {
+        String::from_utf8_lossy(&store.get("gpubench/run_id")?).into_owned()
+    };
 
     let setup = runner::guarded(|| {
+        runner::apply_knobs(&cfg)?;
         let strat = Ddp::new(&cfg, mine.clone(), pg, &a.ddp)?;
         let data = Synthetic::new(
             cfg.batch_per_device,
@@ -239,11 +270,20 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
             mine.device(0),
             (cfg.seed ^ 0x5eed).wrapping_add(7919 * env.rank as u64),
         )?;
+        if cfg.channels_last {
+            data.to_channels_last()?;
+        }
         Ok((strat, data))
     });
     let (mut strat, mut data) = setup?;
     let pb = if is0 && !cfg.quiet && !cfg.json { runner::progress(&cfg) } else { indicatif::ProgressBar::hidden() };
+    let monitor = runner::start_monitor(&cfg, &mine);
     let m = runner::measure(&cfg, &mut strat, &mut data, &pb);
+    let skipped = strat.skipped_steps();
+    let (mut my_devs, samples) = monitor.finish(&mine, &[format!("rank {}", env.rank)], m.window);
+    if mine.kind == DeviceKind::Cpu {
+        my_devs.iter_mut().for_each(|d| d.device = format!("cpu:rank{}", env.rank));
+    }
     let reducer = strat.reducer_stats().ok().map(|s| ReducerStatsLite {
         forward_compute_ms: s.avg_forward_compute_ms,
         backward_compute_ms: s.avg_backward_compute_ms,
@@ -261,7 +301,16 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
         status: m.status.unwrap_or(Status::Failed).name().into(),
         error: m.error.clone(),
         reducer,
+        data_wait_secs: m.data_wait_secs.clone(),
+        phase_secs: m.phase_secs.clone(),
+        devices: my_devs,
     };
+    if let Some(t) = &cfg.telemetry {
+        // Each rank samples its own device; rank r appends to FILE.rank<r>.csv
+        // beside FILE (rank 0 to FILE itself) so that ranks never interleave.
+        let path = if is0 { t.clone() } else { t.with_extension(format!("rank{}.csv", env.rank)) };
+        crate::report::long_csv::append_telemetry(&path, &run_id, &samples)?;
+    }
     store.set(&format!("gpubench/result/{}", env.rank), &serde_json::to_vec(&report)?)?;
     if !is0 {
         // Keep the store's server (rank 0) up until every rank has reported.
@@ -273,9 +322,10 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
             store.get(&format!("gpubench/result/{r}")).with_context(|| format!("waiting for rank {r}'s result"))?;
         reports.push(serde_json::from_slice::<RankReport>(&bytes).with_context(|| format!("rank {r}'s result"))?);
     }
-    let (m, reducer) = combine(&reports);
+    let (m, reducer, devs) = combine(&reports);
     let fig = runner::figures(&m.step_secs, cfg.global_batch(), env.world_size);
     let mut row = runner::base_row(&cfg, StrategyKind::Ddp, backend.name());
+    row.run_id = run_id;
     if mine.kind == DeviceKind::Cuda && env.ours {
         if let Some(list) = &a.gpus {
             row.devices = format!("cuda:{list}");
@@ -291,17 +341,18 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
         row.devices = format!("{} ×{nnodes} nodes", row.devices);
     }
     runner::fill_row(&mut row, &m, fig.as_ref());
+    row.skipped_steps = Some(skipped);
+    runner::fill_metrics(&mut row, &devs, None, &m);
     if let Some(r) = reducer {
-        row.note = format!(
-            "reducer avg ms: forward {} backward {} comm {} overlap {}; {} buckets",
-            fmt_ms(r.forward_compute_ms),
-            fmt_ms(r.backward_compute_ms),
-            fmt_ms(r.backward_comm_ms),
-            fmt_ms(r.backward_overlap_ms),
-            r.buckets
-        );
+        row.ddp_forward_compute_ms = r.forward_compute_ms;
+        row.ddp_backward_compute_ms = r.backward_compute_ms;
+        row.ddp_backward_comm_ms = r.backward_comm_ms;
+        row.ddp_overlap_ms = r.backward_overlap_ms;
+        row.ddp_buckets = Some(r.buckets as u32);
     }
-    runner::report(&cfg, &row, &m, fig.as_ref())
+    // Rank 0's telemetry went to the file already; the others' beside it.
+    let cfg = RunConfig { telemetry: None, ..cfg };
+    runner::report(&cfg, &row, &m, fig.as_ref(), &devs, &[])
 }
 
 /// Workers of our launcher exit when it goes away (SIGTERM, SIGKILL), so that
@@ -316,13 +367,9 @@ fn watch_parent() {
     });
 }
 
-fn fmt_ms(v: Option<f64>) -> String {
-    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "n/a".into())
-}
-
 /// Combines ranks: a step takes as long as its slowest rank; the loss is the
 /// global mean (already agreed); the worst status wins, naming its rank.
-pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>) {
+pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>, Vec<DeviceMetrics>) {
     let n = reports.iter().map(|r| r.step_secs.len()).min().unwrap_or(0);
     let step_secs: Vec<f64> = (0..n).map(|i| reports.iter().map(|r| r.step_secs[i]).fold(0.0, f64::max)).collect();
     let r0 = &reports[0];
@@ -345,6 +392,10 @@ pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>
         loss_first: r0.loss_first,
         status: Some(status),
         error,
+        // Rank 0's view: its wait for data and its phases.
+        data_wait_secs: r0.data_wait_secs.clone(),
+        phase_secs: r0.phase_secs.clone(),
+        window: None,
     };
-    (m, r0.reducer.clone())
+    (m, r0.reducer.clone(), reports.iter().flat_map(|r| r.devices.clone()).collect())
 }

@@ -12,7 +12,8 @@
 use anyhow::{anyhow, Result};
 use tch::{nn, Device, Kind, Tensor};
 
-use super::{build_model, build_optimizer, loss_fn, Strategy};
+use super::precision::{autocast, Amp};
+use super::{build_model, build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::data::Batch;
 use crate::device::{DeviceKind, Devices};
@@ -36,6 +37,7 @@ pub struct DataParallel {
     /// not oversubscribe the cores; None on CUDA.
     threads_per_replica: Option<i32>,
     non_blocking: bool,
+    amp: Amp,
 }
 
 impl DataParallel {
@@ -54,7 +56,15 @@ impl DataParallel {
             (total / devices.len()).max(1) as i32
         });
         let non_blocking = devices.kind == DeviceKind::Cuda;
-        Ok(DataParallel { devices, replicas, opt, global_batch: cfg.global_batch(), threads_per_replica, non_blocking })
+        Ok(DataParallel {
+            devices,
+            replicas,
+            opt,
+            global_batch: cfg.global_batch(),
+            threads_per_replica,
+            non_blocking,
+            amp: Amp::new(cfg.precision),
+        })
     }
 
     /// Intra-op threads each replica's forward uses (CPU only).
@@ -92,6 +102,7 @@ impl DataParallel {
     /// returned, naming the device.
     fn parallel_forward(&mut self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
         let threads = self.threads_per_replica;
+        let precision = self.amp.precision;
         std::thread::scope(|s| {
             let handles: Vec<_> = self
                 .replicas
@@ -104,7 +115,11 @@ impl DataParallel {
                         if let Some(t) = threads {
                             tch::set_num_threads(t);
                         }
-                        (device, std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.forward_t(&x, true))))
+                        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            // autocast state is per thread: each replica enters it.
+                            autocast(precision, device, || model.forward_t(&x, true))
+                        }));
+                        (device, out)
                     })
                 })
                 .collect();
@@ -112,7 +127,7 @@ impl DataParallel {
             for h in handles {
                 let (device, res) = h.join().map_err(|_| anyhow!("a replica thread died"))?;
                 match res {
-                    Ok(t) => outs.push(t),
+                    Ok(t) => outs.push(t?),
                     Err(p) => {
                         return Err(anyhow!("replica on {device:?}: {}", crate::error::panic_message(&*p)));
                     }
@@ -167,7 +182,7 @@ impl Strategy for DataParallel {
         self.global_batch
     }
 
-    fn step(&mut self, batch: &Batch) -> Result<Tensor> {
+    fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
         self.replicate()?;
         let inputs = self.scatter(&batch.images)?;
         let outputs = self.parallel_forward(inputs)?;
@@ -175,13 +190,22 @@ impl Strategy for DataParallel {
         let gathered: Vec<Tensor> =
             outputs.iter().map(|o| o.f_to_device_(master, o.kind(), false, false)).collect::<Result<_, _>>()?;
         let logits = Tensor::f_cat(&gathered, 0)?;
-        let loss = loss_fn(&logits, &batch.labels)?;
+        let loss = autocast(self.amp.precision, master, || loss_fn(&logits, &batch.labels))??;
+        clock.mark(Phase::Forward);
         self.opt.zero_grad();
         self.zero_replica_grads()?;
-        loss.f_backward()?;
+        self.amp.scaled(&loss)?.f_backward()?;
         self.reduce_gradients()?;
-        self.opt.step();
+        clock.mark(Phase::Backward);
+        if self.amp.should_step(&self.replicas[0].params)? {
+            self.opt.step();
+        }
+        clock.mark(Phase::Optimizer);
         Ok(loss)
+    }
+
+    fn skipped_steps(&self) -> u64 {
+        self.amp.skipped_steps()
     }
 
     fn devices(&self) -> &Devices {

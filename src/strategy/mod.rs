@@ -3,6 +3,7 @@
 //! how a global batch becomes gradients, and how the optimizer steps.
 pub mod ddp;
 pub mod dp;
+pub mod precision;
 pub mod single;
 
 use anyhow::Result;
@@ -21,7 +22,13 @@ pub trait Strategy {
     /// ddp, the global batch for dp (DataParallel's input lives on the master).
     fn input_batch(&self) -> i64;
     /// One training step on `batch`; returns the loss that was minimised.
-    fn step(&mut self, batch: &Batch) -> Result<Tensor>;
+    /// `clock` is told when each phase ends (forward, backward, optimizer);
+    /// the runner decides whether that costs a device sync (`--breakdown`).
+    fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor>;
+    /// A step with no phase timing.
+    fn step(&mut self, batch: &Batch) -> Result<Tensor> {
+        self.step_timed(batch, &mut NoClock)
+    }
     /// The devices this process drives, for synchronization and metrics.
     fn devices(&self) -> &Devices;
     /// The communication backend, for the `backend` column ("" when none).
@@ -36,8 +43,37 @@ pub trait Strategy {
     fn agree(&mut self, loss: &Tensor, stop: bool) -> Result<(f64, bool)> {
         Ok((loss.f_double_value(&[])?, stop))
     }
+    /// fp16 steps skipped for non-finite gradients (loss scaling).
+    fn skipped_steps(&self) -> u64 {
+        0
+    }
     /// The master's (or this rank's) parameters, for tests and for saving.
     fn var_store(&self) -> &nn::VarStore;
+}
+
+/// The phases of a training step, for `--breakdown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Everything up to the loss: for dp also replicate, scatter and gather;
+    /// for ddp also the Reducer's forward preparation and buffer broadcast.
+    Forward,
+    /// Zeroing gradients and backward: for dp also the gradient sum on the
+    /// master; for ddp including the all-reduce overlapped with it.
+    Backward,
+    /// The optimizer step.
+    Optimizer,
+}
+
+/// Told by a strategy when each phase of a step ends.
+pub trait PhaseClock {
+    fn mark(&mut self, phase: Phase);
+}
+
+/// For runs without `--breakdown`: marks cost nothing.
+pub struct NoClock;
+
+impl PhaseClock for NoClock {
+    fn mark(&mut self, _: Phase) {}
 }
 
 /// Builds the model on `device` with the run's seed, so every replica and rank
@@ -46,6 +82,12 @@ pub fn build_model(cfg: &RunConfig, device: Device) -> (nn::VarStore, Model) {
     tch::manual_seed(cfg.seed as i64);
     let vs = nn::VarStore::new(device);
     let m = model::build(&vs.root(), cfg.model, cfg.num_classes);
+    if cfg.channels_last {
+        for v in vs.variables().values() {
+            // Only 4-D weights (convolutions) change layout.
+            let _ = precision::to_channels_last(v);
+        }
+    }
     (vs, m)
 }
 

@@ -2,7 +2,8 @@
 use anyhow::Result;
 use tch::{nn, Device, Tensor};
 
-use super::{build_model, build_optimizer, loss_fn, Strategy};
+use super::precision::{autocast, Amp};
+use super::{build_model, build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::data::Batch;
 use crate::device::Devices;
@@ -14,6 +15,8 @@ pub struct Single {
     model: Model,
     opt: nn::Optimizer,
     batch: i64,
+    amp: Amp,
+    params: Vec<Tensor>,
 }
 
 impl Single {
@@ -21,7 +24,8 @@ impl Single {
         let devices = cfg.devices.clone();
         let (vs, model) = build_model(cfg, devices.device(0));
         let opt = build_optimizer(cfg, &vs)?;
-        Ok(Single { devices, vs, model, opt, batch: cfg.batch_per_device })
+        let params = vs.trainable_variables();
+        Ok(Single { devices, vs, model, opt, batch: cfg.batch_per_device, amp: Amp::new(cfg.precision), params })
     }
 }
 
@@ -34,13 +38,22 @@ impl Strategy for Single {
         self.batch
     }
 
-    fn step(&mut self, batch: &Batch) -> Result<Tensor> {
-        let logits = self.model.forward_t(&batch.images, true);
-        let loss = loss_fn(&logits, &batch.labels)?;
+    fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
+        let dev = self.devices.device(0);
+        let loss = autocast(self.amp.precision, dev, || loss_fn(&self.model.forward_t(&batch.images, true), &batch.labels))??;
+        clock.mark(Phase::Forward);
         self.opt.zero_grad();
-        loss.f_backward()?;
-        self.opt.step();
+        self.amp.scaled(&loss)?.f_backward()?;
+        clock.mark(Phase::Backward);
+        if self.amp.should_step(&self.params)? {
+            self.opt.step();
+        }
+        clock.mark(Phase::Optimizer);
         Ok(loss)
+    }
+
+    fn skipped_steps(&self) -> u64 {
+        self.amp.skipped_steps()
     }
 
     fn devices(&self) -> &Devices {

@@ -1,0 +1,626 @@
+#!/usr/bin/env python3
+"""gpubench's PyTorch reference: the same training loop, written in PyTorch Python.
+
+`gpubench run --impl pytorch ...` runs this file (embedded in the binary) with
+the torch venv that scripts/setup made, and turns the JSON it writes into a
+row of gpubench's CSV schema with impl=pytorch. It can also be run by hand:
+
+    python pytorch_bench.py --model resnet18 --image-size 64 --batch-size 8 --steps 5
+    python -m torch.distributed.run --standalone --nproc-per-node 2 pytorch_bench.py --strategy ddp ...
+
+Everything here mirrors gpubench (src/runner.rs, src/strategy, src/data):
+
+- models: torchvision's ResNet-18/34/50/101/152 layout (v1.5: the stride of a
+  bottleneck sits on its 3x3 convolution) and gpubench's BatchNorm-free
+  `tinycnn`; parameter names equal gpubench's (and torchvision's);
+- data: torch.manual_seed(data_seed), then 4 batches, each randn(b,3,s,s) then
+  randint(num_classes,(b,)), made on the input device and rotated; ddp rank r
+  uses data_seed + 7919*r (mod 2**64);
+- optimizer: SGD(momentum, dampening 0, weight decay, no Nesterov), grads set
+  to None by zero_grad (libtorch's C++ default, which gpubench uses);
+- step: forward and cross-entropy (mean) under autocast for fp16/bf16,
+  zero_grad, backward (scaled by torch.amp.GradScaler for fp16), step;
+- precision knobs as gpubench sets them: fp32 turns TF32 off for matmuls and
+  cuDNN (PyTorch's own default leaves it on for convolutions), tf32 turns it
+  on; --channels-last, --cudnn-benchmark, --deterministic;
+- timing: warm-up (steps or seconds) untimed; each timed step is clocked from
+  taking the batch to a device synchronize after the optimizer step; the loss
+  is read (and, under ddp, averaged over ranks with rank 0's stop decision)
+  outside the timed region; a ddp step lasts as long as its slowest rank;
+- strategies: single, torch.nn.DataParallel (CUDA only: on the CPU PyTorch's
+  DataParallel just calls the module, so it is refused), and
+  DistributedDataParallel under torch.distributed.run (gloo on the CPU, NCCL
+  on CUDA).
+
+With --init FILE (a safetensors file written by `gpubench run --save-init`)
+the model starts from gpubench's weights and the file's data seed, so both
+implementations start identical.
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import time
+import warnings
+
+# torch warns at import when numpy is absent; nothing here needs numpy.
+warnings.filterwarnings("ignore", message=".*NumPy.*")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+DISTINCT_BATCHES = 4
+RANK_SEED_STRIDE = 7919
+U64 = 1 << 64
+
+
+# ---------------------------------------------------------------- models
+
+
+def conv3x3(c_in, c_out, stride=1):
+    return nn.Conv2d(c_in, c_out, kernel_size=3, stride=stride, padding=1, bias=False)
+
+
+def conv1x1(c_in, c_out, stride=1):
+    return nn.Conv2d(c_in, c_out, kernel_size=1, stride=stride, bias=False)
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, c_in, width, stride):
+        super().__init__()
+        c_out = width * self.expansion
+        self.conv1 = conv3x3(c_in, width, stride)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = conv3x3(width, c_out)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.downsample = None
+        if stride != 1 or c_in != c_out:
+            self.downsample = nn.Sequential(conv1x1(c_in, c_out, stride), nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        shortcut = x if self.downsample is None else self.downsample(x)
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        y += shortcut
+        return self.relu(y)
+
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, c_in, width, stride):
+        super().__init__()
+        c_out = width * self.expansion
+        self.conv1 = conv1x1(c_in, width)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = conv3x3(width, width, stride)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = conv1x1(width, c_out)
+        self.bn3 = nn.BatchNorm2d(c_out)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = None
+        if stride != 1 or c_in != c_out:
+            self.downsample = nn.Sequential(conv1x1(c_in, c_out, stride), nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        shortcut = x if self.downsample is None else self.downsample(x)
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        y += shortcut
+        return self.relu(y)
+
+
+class ResNet(nn.Module):
+    def __init__(self, block, counts, num_classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        c_in = 64
+        stages = []
+        for i, (width, n) in enumerate(zip((64, 128, 256, 512), counts)):
+            blocks = []
+            for j in range(n):
+                stride = 2 if (i > 0 and j == 0) else 1
+                blocks.append(block(c_in, width, stride))
+                c_in = width * block.expansion
+            stages.append(nn.Sequential(*blocks))
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512 * block.expansion, num_classes)
+        # torchvision's initialisation (used only without --init).
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class TinyCNN(nn.Module):
+    """gpubench's BatchNorm-free test model (src/model.rs)."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, kernel_size=3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, kernel_size=3, stride=2, padding=1)
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x):
+        x = F.relu(self.conv2(F.relu(self.conv1(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+RESNETS = {
+    "resnet18": (BasicBlock, (2, 2, 2, 2)),
+    "resnet34": (BasicBlock, (3, 4, 6, 3)),
+    "resnet50": (Bottleneck, (3, 4, 6, 3)),
+    "resnet101": (Bottleneck, (3, 4, 23, 3)),
+    "resnet152": (Bottleneck, (3, 8, 36, 3)),
+}
+MODELS = sorted(RESNETS) + ["tinycnn"]
+
+
+def build_model(name, num_classes):
+    if name == "tinycnn":
+        return TinyCNN(num_classes)
+    block, counts = RESNETS[name]
+    return ResNet(block, counts, num_classes)
+
+
+# ------------------------------------------------------- gpubench's init file
+
+SAFETENSORS_DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}
+
+
+def read_init(path):
+    """Reads a safetensors file: ({name: tensor}, metadata dict)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError(f"{path} is not a safetensors file (too short)")
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n].decode("utf-8"))
+    meta = header.pop("__metadata__", {}) or {}
+    data = raw[8 + n :]
+    tensors = {}
+    for name, info in header.items():
+        dtype = SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"{path}: tensor {name} has unsupported dtype {info['dtype']}")
+        lo, hi = info["data_offsets"]
+        t = torch.frombuffer(bytearray(data[lo:hi]), dtype=dtype) if hi > lo else torch.empty(0, dtype=dtype)
+        tensors[name] = t.reshape(info["shape"]).clone()
+    return tensors, meta
+
+
+def load_init(model, tensors, path):
+    """Copies the file's weights into the model; every parameter and buffer
+    (bar BatchNorm's num_batches_tracked, which gpubench does not keep) must be
+    there with its shape."""
+    state = model.state_dict()
+    expected = {k for k in state if not k.endswith("num_batches_tracked")}
+    missing = sorted(expected - set(tensors))
+    extra = sorted(set(tensors) - expected)
+    if missing or extra:
+        raise ValueError(f"{path} does not fit this model: missing {missing[:3]}, unexpected {extra[:3]}")
+    with torch.no_grad():
+        for k in expected:
+            if tuple(state[k].shape) != tuple(tensors[k].shape):
+                raise ValueError(f"{path}: {k} has shape {list(tensors[k].shape)}, model wants {list(state[k].shape)}")
+            state[k].copy_(tensors[k])
+
+
+# ---------------------------------------------------------------- the loop
+
+
+class Synthetic:
+    def __init__(self, batch, image_size, num_classes, device, seed, channels_last=False):
+        torch.manual_seed(seed % U64)
+        self.batches = []
+        for _ in range(DISTINCT_BATCHES):
+            x = torch.randn(batch, 3, image_size, image_size, device=device)
+            y = torch.randint(num_classes, (batch,), dtype=torch.int64, device=device)
+            self.batches.append((x, y))
+        if channels_last:
+            self.batches = [(x.contiguous(memory_format=torch.channels_last), y) for x, y in self.batches]
+        self.next = 0
+
+    def next_batch(self):
+        b = self.batches[self.next]
+        self.next = (self.next + 1) % len(self.batches)
+        return b
+
+
+def is_oom(msg):
+    m = msg.lower()
+    return "out of memory" in m or "can't allocate memory" in m or "cannot allocate memory" in m
+
+
+def one_line(e):
+    s = str(e).strip().splitlines()
+    return s[0].strip() if s else type(e).__name__
+
+
+def measure(args, step, agree, data, sync):
+    """Warm-up then timed steps, as gpubench's runner::measure."""
+    m = {"step_secs": [], "losses": [], "warmup_steps": 0, "loss_first": None, "status": None, "error": ""}
+    try:
+        t_warm = time.perf_counter()
+        skip = args.warmup_time is None and args.warmup == 0
+        while not skip:
+            x, y = data.next_batch()
+            loss_t = step(x, y)
+            m["warmup_steps"] += 1
+            if args.warmup_time is None:
+                stop = m["warmup_steps"] >= args.warmup
+            else:
+                stop = time.perf_counter() - t_warm >= args.warmup_time
+            loss, stop = agree(loss_t, stop)
+            if m["loss_first"] is None:
+                m["loss_first"] = loss
+            if not math.isfinite(loss):
+                m["status"] = "diverged"
+                m["error"] = f"loss became {loss} during warm-up step {m['warmup_steps']}"
+                return m
+            if stop:
+                break
+        sync()
+        t_run = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            x, y = data.next_batch()
+            loss_t = step(x, y)
+            sync()
+            dt = time.perf_counter() - t0
+            m["step_secs"].append(dt)
+            n = len(m["step_secs"])
+            if args.duration is None:
+                stop = n >= args.steps
+            else:
+                stop = time.perf_counter() - t_run >= args.duration
+            loss, stop = agree(loss_t, stop)
+            m["losses"].append(loss)
+            if m["loss_first"] is None:
+                m["loss_first"] = loss
+            if not math.isfinite(loss):
+                m["status"] = "diverged"
+                m["error"] = f"loss became {loss} at timed step {n}"
+                return m
+            if stop:
+                break
+        m["status"] = "ok"
+    except Exception as e:  # a failure after the run started is recorded, not lost
+        msg = one_line(e)
+        m["status"] = "oom" if is_oom(msg) else "failed"
+        m["error"] = msg
+    return m
+
+
+def default_threads():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def make_sync(device):
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def device_name(device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.machine()
+
+
+def build(args, device):
+    """The model (on `device`, from --init when given) and its optimizer."""
+    torch.manual_seed(args.seed % U64)
+    model = build_model(args.model, args.num_classes)
+    if args.init_tensors is not None:
+        load_init(model, args.init_tensors, args.init)
+    model = model.to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    lr = args.lr if args.lr is not None else 0.1 * args.global_batch / 256.0
+    opt = torch.optim.SGD(
+        model.parameters(),
+        lr=lr,
+        momentum=args.momentum,
+        dampening=0.0,
+        weight_decay=args.weight_decay,
+        nesterov=False,
+    )
+    return model, opt
+
+
+AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+INIT_SCALE = 2.0**16
+
+
+def apply_globals(args):
+    """gpubench's process-wide settings (src/strategy/precision.rs)."""
+    tf32 = args.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark and not args.deterministic
+    if args.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.deterministic = True
+        torch.use_deterministic_algorithms(True)
+
+
+def make_step(model, opt, args, device):
+    amp = AMP_DTYPES.get(args.precision)
+    # GradScaler's defaults, the initial scale named so that skips can be counted.
+    scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE) if args.precision == "fp16" else None
+    args.scaler = scaler
+
+    def step(x, y):
+        with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
+            loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        return loss
+
+    return step
+
+
+def skipped_steps(scaler, m):
+    """Steps GradScaler skipped (non-finite gradients), read after the run so
+    that no sync enters the timed steps: each skip halves the scale, and below
+    growth_interval steps it never grows. None when that cannot be told."""
+    if scaler is None:
+        return 0
+    steps = m["warmup_steps"] + len(m["step_secs"])
+    if steps >= scaler.get_growth_interval():
+        return None
+    return max(0, round(math.log2(INIT_SCALE / scaler.get_scale())))
+
+
+def local_agree(loss_t, stop):
+    return loss_t.item(), stop
+
+
+def summary(args, device, m, **extra):
+    out = {
+        "impl": "pytorch",
+        "torch_version": torch.__version__,
+        "python_version": sys.version.split()[0],
+        "strategy": args.strategy,
+        "device_name": device_name(device),
+        "threads": torch.get_num_threads(),
+        "global_batch": args.global_batch,
+        "data_seed": args.data_seed,
+        "skipped_steps": skipped_steps(getattr(args, "scaler", None), m),
+    }
+    out.update(m)
+    out.update(extra)
+    return out
+
+
+def run_local(args):
+    """single, or torch.nn.DataParallel over --gpus."""
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    if args.device == "cuda":
+        ids = args.gpu_ids or [0]
+        device = torch.device("cuda", ids[0])
+    else:
+        ids = []
+        device = torch.device("cpu")
+    if args.strategy == "dp":
+        if device.type != "cuda":
+            raise SystemExit(
+                "error: PyTorch's DataParallel has no CPU replicas (on the CPU it just calls the module); "
+                "use --strategy single, or dp on CUDA devices"
+            )
+        args.global_batch = args.batch_size * len(ids)
+    else:
+        args.global_batch = args.batch_size
+    try:
+        apply_globals(args)
+        model, opt = build(args, device)
+        if args.strategy == "dp":
+            model = nn.DataParallel(model, device_ids=ids, output_device=ids[0])
+        model.train()
+        data = Synthetic(
+            args.global_batch, args.image_size, args.num_classes, device, args.data_seed, args.channels_last
+        )
+    except Exception as e:
+        msg = one_line(e)
+        m = {"step_secs": [], "losses": [], "warmup_steps": 0, "loss_first": None}
+        m.update(status="oom" if is_oom(msg) else "failed", error=msg)
+        return summary(args, device, m, world_size=1, backend="")
+    m = measure(args, make_step(model, opt, args, device), local_agree, data, make_sync(device))
+    return summary(args, device, m, world_size=1, backend="")
+
+
+def run_ddp(args):
+    """One DistributedDataParallel rank, started by torch.distributed.run."""
+    import datetime
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if args.device == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        if args.threads is not None:
+            torch.set_num_threads(args.threads)
+    else:
+        device = torch.device("cpu")
+        # Split the cores among this node's ranks, as gpubench does.
+        total = args.threads if args.threads is not None else default_threads()
+        torch.set_num_threads(max(1, total // max(1, local_world)))
+    backend = args.backend or ("nccl" if device.type == "cuda" else "gloo")
+    timeout = datetime.timedelta(seconds=args.dist_timeout)
+    kw = {"device_id": device} if device.type == "cuda" else {}
+    dist.init_process_group(backend=backend, timeout=timeout, **kw)
+    args.global_batch = args.batch_size * world
+    apply_globals(args)
+    model, opt = build(args, device)
+    model.train()
+    ddp = DDP(
+        model,
+        device_ids=[local_rank] if device.type == "cuda" else None,
+        bucket_cap_mb=args.bucket_cap_mb,
+        find_unused_parameters=args.find_unused_parameters,
+        gradient_as_bucket_view=args.gradient_as_bucket_view,
+        broadcast_buffers=not args.no_broadcast_buffers,
+    )
+    seed = (args.data_seed + RANK_SEED_STRIDE * rank) % U64
+    data = Synthetic(args.batch_size, args.image_size, args.num_classes, device, seed, args.channels_last)
+
+    def agree(loss_t, stop):
+        flag = 1.0 if (rank == 0 and stop) else 0.0
+        t = torch.tensor([loss_t.item() / world, flag], dtype=torch.float64, device=device)
+        dist.all_reduce(t)
+        v = t.tolist()
+        return v[0], v[1] > 0.5
+
+    m = measure(args, make_step(ddp, opt, args, device), agree, data, make_sync(device))
+    combined = combine_ranks(m, rank, world, device)
+    dist.destroy_process_group()
+    if rank != 0:
+        return None
+    return summary(args, device, combined, world_size=world, backend=backend)
+
+
+STATUS_CODES = ["ok", "diverged", "oom", "failed"]
+MESSAGE_BYTES = 1024
+
+
+def combine_ranks(m, rank, world, device):
+    """Rank 0's measurement with every rank's outcome folded in, as gpubench
+    combines ranks: a step lasts as long as its slowest rank; the loss is the
+    agreed mean; the first rank that did not finish names the outcome. Plain
+    tensor collectives (all_gather_object needs numpy, which torch lacks here)."""
+    import torch.distributed as dist
+
+    n = torch.tensor([len(m["step_secs"])], dtype=torch.int64, device=device)
+    dist.all_reduce(n, op=dist.ReduceOp.MIN)
+    k = int(n.item())
+    steps = torch.tensor(m["step_secs"][:k] or [0.0], dtype=torch.float64, device=device)
+    dist.all_reduce(steps, op=dist.ReduceOp.MAX)
+    code = STATUS_CODES.index(m["status"]) if m["status"] in STATUS_CODES else len(STATUS_CODES) - 1
+    msg = (bytes([code]) + m["error"].encode("utf-8"))[:MESSAGE_BYTES]
+    mine = torch.zeros(MESSAGE_BYTES + 2, dtype=torch.uint8)
+    mine[0] = len(msg) // 256
+    mine[1] = len(msg) % 256
+    mine[2 : 2 + len(msg)] = torch.tensor(list(msg), dtype=torch.uint8)
+    mine = mine.to(device)
+    outcomes = [torch.zeros_like(mine) for _ in range(world)]
+    dist.all_gather(outcomes, mine)
+    out = dict(m, step_secs=steps.tolist()[:k])
+    for r, t in enumerate(outcomes):
+        b = bytes(t.cpu().tolist())
+        length = b[0] * 256 + b[1]
+        body = b[2 : 2 + length]
+        status = STATUS_CODES[body[0]]
+        if status != "ok":
+            out["status"] = status
+            out["error"] = f"rank {r}: " + body[1:].decode("utf-8", "replace")
+            break
+    return out
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="gpubench's training loop in PyTorch (the reference implementation)")
+    p.add_argument("--strategy", choices=["single", "dp", "ddp"], default="single")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available")
+    p.add_argument("--gpus", default=None, help="CUDA ordinals for dp, comma-separated")
+    p.add_argument("--model", choices=MODELS, default="resnet50")
+    p.add_argument("--num-classes", type=int, default=1000)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--batch-size", type=int, default=64, help="per device")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--duration", type=float, default=None, help="seconds (instead of --steps)")
+    p.add_argument("--warmup-time", type=float, default=None, help="seconds (instead of --warmup)")
+    p.add_argument("--lr", type=float, default=None, help="default 0.1 * global batch / 256")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=1e-4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-seed", type=int, default=None, help="default seed ^ 0x5eed (or the --init file's)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16"], default="fp32")
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--cudnn-benchmark", action="store_true")
+    p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--init", default=None, help="safetensors file from gpubench run --save-init")
+    p.add_argument("--backend", choices=["gloo", "nccl"], default=None)
+    p.add_argument("--bucket-cap-mb", type=float, default=25.0)
+    p.add_argument("--gradient-as-bucket-view", action="store_true")
+    p.add_argument("--find-unused-parameters", action="store_true")
+    p.add_argument("--no-broadcast-buffers", action="store_true")
+    p.add_argument("--dist-timeout", type=float, default=300.0, help="seconds")
+    p.add_argument("--json-out", default=None, help="write the summary here (default: stdout)")
+    args = p.parse_args(argv)
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    args.gpu_ids = [int(g) for g in args.gpus.split(",")] if args.gpus else None
+    args.init_tensors = None
+    meta = {}
+    if args.init is not None:
+        args.init_tensors, meta = read_init(args.init)
+        if meta.get("model") not in (None, args.model):
+            p.error(f"--init {args.init} holds {meta['model']} weights, not {args.model}")
+    if args.data_seed is None:
+        args.data_seed = int(meta["data_seed"]) if "data_seed" in meta else (args.seed ^ 0x5EED)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    out = run_ddp(args) if args.strategy == "ddp" else run_local(args)
+    if out is None:
+        return 0
+    text = json.dumps(out)
+    if args.json_out:
+        tmp = args.json_out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, args.json_out)
+    else:
+        print(text)
+    return 0 if out["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

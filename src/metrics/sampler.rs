@@ -1,0 +1,277 @@
+//! Background sampling of per-device telemetry (NVML) and of the process
+//! (CPU time, RSS). Sources sit behind a trait so that aggregation, imbalance
+//! and the CSV outputs can be tested with a fake source of known values.
+use anyhow::{anyhow, Result};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+/// One reading of one device. Fields a source cannot read are None.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct DeviceSample {
+    /// Seconds since the sampler started.
+    pub t: f64,
+    /// Wall-clock time of the reading, RFC 3339 with milliseconds.
+    pub timestamp: String,
+    /// "cuda:N" (CUDA ordinal, as the run names devices).
+    pub device: String,
+    pub gpu_util_pct: Option<f64>,
+    pub mem_util_pct: Option<f64>,
+    pub mem_used_mb: Option<f64>,
+    pub mem_total_mb: Option<f64>,
+    pub power_w: Option<f64>,
+    pub sm_clock_mhz: Option<f64>,
+    pub temperature_c: Option<f64>,
+    /// The sampling process itself (CPU runs): CPU time ÷ wall time since
+    /// the previous sample, in % of one core, and resident memory.
+    pub process_cpu_pct: Option<f64>,
+    pub process_rss_mb: Option<f64>,
+}
+
+/// Something that can read every device of the run at once.
+pub trait DeviceSource: Send {
+    fn sample(&mut self) -> Vec<DeviceSample>;
+}
+
+/// Normalises a PCI bus id ("00000000:3B:00.0", "0000:3b:00.0") to
+/// "0000:3b:00.0": NVML pads the domain to 8 digits, CUDA to 4.
+pub fn normalize_pci(id: &str) -> String {
+    let id = id.trim().to_ascii_lowercase();
+    match id.split_once(':') {
+        Some((domain, rest)) => {
+            let d = u32::from_str_radix(domain, 16).unwrap_or(0);
+            format!("{d:04x}:{rest}")
+        }
+        None => id,
+    }
+}
+
+/// For each CUDA device (ordinal, PCI bus id), the NVML index with the same
+/// bus id. CUDA orders devices fastest first and CUDA_VISIBLE_DEVICES
+/// renumbers them, while NVML counts in PCI order, so indices cannot be
+/// assumed equal.
+pub fn map_cuda_to_nvml(cuda: &[(usize, String)], nvml: &[(u32, String)]) -> Vec<(usize, Option<u32>)> {
+    cuda.iter()
+        .map(|(ord, pci)| {
+            let want = normalize_pci(pci);
+            (*ord, nvml.iter().find(|(_, p)| normalize_pci(p) == want).map(|(i, _)| *i))
+        })
+        .collect()
+}
+
+/// Reads the run's CUDA devices through NVML, loaded at run time.
+pub struct NvmlSource {
+    nvml: nvml_wrapper::Nvml,
+    /// (name as "cuda:N", NVML index)
+    devices: Vec<(String, u32)>,
+}
+
+impl NvmlSource {
+    /// Fails with the reason (no driver, no libnvidia-ml, device not found).
+    pub fn new(cuda_ordinals: &[usize]) -> Result<Self> {
+        let nvml = nvml_wrapper::Nvml::init().map_err(|e| anyhow!("NVML unavailable ({e})"))?;
+        let n = nvml.device_count().map_err(|e| anyhow!("NVML device count: {e}"))?;
+        let mut by_index = vec![];
+        for i in 0..n {
+            if let Ok(d) = nvml.device_by_index(i) {
+                if let Ok(p) = d.pci_info() {
+                    by_index.push((i, p.bus_id));
+                }
+            }
+        }
+        let cuda: Vec<(usize, String)> = cuda_ordinals
+            .iter()
+            .map(|&o| Ok((o, crate::ffi::cuda_device_props(o)?.pci_bus_id)))
+            .collect::<Result<_>>()?;
+        let mut devices = vec![];
+        for (ord, idx) in map_cuda_to_nvml(&cuda, &by_index) {
+            let idx = idx.ok_or_else(|| anyhow!("NVML has no device with cuda:{ord}'s PCI bus id"))?;
+            devices.push((format!("cuda:{ord}"), idx));
+        }
+        Ok(NvmlSource { nvml, devices })
+    }
+}
+
+impl DeviceSource for NvmlSource {
+    fn sample(&mut self) -> Vec<DeviceSample> {
+        use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+        let mut out = vec![];
+        for (name, idx) in &self.devices {
+            let mut s = DeviceSample { device: name.clone(), ..Default::default() };
+            if let Ok(d) = self.nvml.device_by_index(*idx) {
+                if let Ok(u) = d.utilization_rates() {
+                    s.gpu_util_pct = Some(u.gpu as f64);
+                    s.mem_util_pct = Some(u.memory as f64);
+                }
+                if let Ok(m) = d.memory_info() {
+                    s.mem_used_mb = Some(m.used as f64 / MB);
+                    s.mem_total_mb = Some(m.total as f64 / MB);
+                }
+                s.power_w = d.power_usage().ok().map(|mw| mw as f64 / 1000.0);
+                s.sm_clock_mhz = d.clock_info(Clock::SM).ok().map(f64::from);
+                s.temperature_c = d.temperature(TemperatureSensor::Gpu).ok().map(f64::from);
+            }
+            out.push(s);
+        }
+        out
+    }
+}
+
+/// Samples this process (CPU runs have no device telemetry to read).
+pub struct ProcessSource {
+    last: Option<(Instant, f64)>,
+}
+
+impl ProcessSource {
+    pub fn new() -> Self {
+        ProcessSource { last: None }
+    }
+}
+
+impl Default for ProcessSource {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DeviceSource for ProcessSource {
+    fn sample(&mut self) -> Vec<DeviceSample> {
+        let now = Instant::now();
+        let cpu = process_cpu_seconds();
+        let pct = match (self.last, cpu) {
+            (Some((t, c0)), Some(c1)) if now > t => Some((c1 - c0) / (now - t).as_secs_f64() * 100.0),
+            _ => None,
+        };
+        if let Some(c) = cpu {
+            self.last = Some((now, c));
+        }
+        let rss = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_string();
+            l.split_whitespace().nth(1)?.parse::<f64>().ok().map(|kb| kb / 1024.0)
+        });
+        vec![DeviceSample { device: "cpu".into(), process_cpu_pct: pct, process_rss_mb: rss, ..Default::default() }]
+    }
+}
+
+pub const MB: f64 = 1024.0 * 1024.0;
+
+/// Samples a source every `interval` on a background thread until stopped.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    samples: Arc<Mutex<Vec<DeviceSample>>>,
+    handle: Option<JoinHandle<()>>,
+    started: Instant,
+}
+
+impl Sampler {
+    pub fn start(mut source: Box<dyn DeviceSource>, interval: Duration) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let samples = Arc::new(Mutex::new(vec![]));
+        let started = Instant::now();
+        let (st, sa) = (Arc::clone(&stop), Arc::clone(&samples));
+        let handle = std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                let t = started.elapsed().as_secs_f64();
+                let ts = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+                let mut batch = source.sample();
+                for s in &mut batch {
+                    s.t = t;
+                    s.timestamp = ts.clone();
+                }
+                sa.lock().expect("sampler lock").extend(batch);
+                // Sleep in short slices so stop() returns promptly.
+                let until = Instant::now() + interval;
+                while Instant::now() < until && !st.load(Ordering::Relaxed) {
+                    std::thread::sleep(interval.min(Duration::from_millis(20)));
+                }
+            }
+        });
+        Sampler { stop, samples, handle: Some(handle), started }
+    }
+
+    /// An instant as seconds on the sampler's clock (0 = its start).
+    pub fn clock(&self, at: Instant) -> f64 {
+        at.saturating_duration_since(self.started).as_secs_f64()
+    }
+
+    /// Stops sampling and returns every sample.
+    pub fn finish(mut self) -> Vec<DeviceSample> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        std::mem::take(&mut *self.samples.lock().expect("sampler lock"))
+    }
+}
+
+/// The process's own CPU time (user + system) in seconds, from /proc.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // After the command name: state is field 3, utime 14 and stime 15 (1-based).
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    // USER_HZ is 100 on every Linux architecture gpubench builds for.
+    100.0
+}
+
+/// Peak resident set size of this process (VmHWM), in MiB.
+pub fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_ids_normalise_across_nvml_and_cuda_spellings() {
+        assert_eq!(normalize_pci("00000000:3B:00.0"), "0000:3b:00.0");
+        assert_eq!(normalize_pci("0000:3b:00.0"), "0000:3b:00.0");
+        assert_eq!(normalize_pci("00000001:AF:00.0"), "0001:af:00.0");
+    }
+
+    #[test]
+    fn cuda_ordinals_map_to_nvml_by_bus_id_not_by_index() {
+        // CUDA puts the fast card at 0; NVML counts in PCI order; cuda:2 has
+        // no NVML counterpart (e.g. hidden from NVML).
+        let cuda = vec![(0, "0000:af:00.0".to_string()), (1, "0000:3b:00.0".to_string()), (2, "0000:d8:00.0".into())];
+        let nvml = vec![(0, "00000000:3B:00.0".to_string()), (1, "00000000:AF:00.0".to_string())];
+        assert_eq!(map_cuda_to_nvml(&cuda, &nvml), vec![(0, Some(1)), (1, Some(0)), (2, None)]);
+    }
+
+    struct Fake(f64);
+    impl DeviceSource for Fake {
+        fn sample(&mut self) -> Vec<DeviceSample> {
+            self.0 += 1.0;
+            vec![DeviceSample { device: "cuda:0".into(), gpu_util_pct: Some(self.0), ..Default::default() }]
+        }
+    }
+
+    #[test]
+    fn sampler_collects_timestamped_samples_and_stops() {
+        let s = Sampler::start(Box::new(Fake(0.0)), Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(60));
+        let v = s.finish();
+        assert!(v.len() >= 3, "{}", v.len());
+        assert!(v.windows(2).all(|w| w[0].t <= w[1].t));
+        assert_eq!(v[0].gpu_util_pct, Some(1.0));
+        assert!(v[0].timestamp.ends_with('Z'));
+    }
+
+    #[test]
+    fn process_counters_are_readable() {
+        assert!(process_cpu_seconds().unwrap() >= 0.0);
+        assert!(peak_rss_mb().unwrap() > 1.0);
+    }
+}

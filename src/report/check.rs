@@ -1,0 +1,425 @@
+//! `check`: the CI gate. For every config in the baseline, each chosen metric
+//! gets a verdict. Like criterion, a change must clear two bars to count:
+//! it is larger than `--max-drop` (a relative noise threshold), and, when both
+//! sides have repeated runs, it is significant by Welch's t-test. With a
+//! single run on either side there is no noise estimate, so the threshold
+//! decides alone.
+
+use anyhow::Result;
+use clap::ValueEnum;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::error::usage;
+use crate::report::devices::DeviceData;
+use crate::report::export::{Cell, Column, Table};
+use crate::report::significance::welch_t_test;
+use crate::report::summary::{
+    baseline_of, excluded_notes, fmt_ms, fmt_pct, fmt_rate, status_counts, summarize, ConfigKey, Group, Run, Scope,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum Metric {
+    /// Images per second (higher is better).
+    Throughput,
+    /// Throughput over devices x the 1-device throughput (higher is better).
+    Scaling,
+    /// Median step time in ms (lower is better).
+    StepP50,
+    /// 90th-percentile step time in ms (lower is better).
+    StepP90,
+}
+
+impl Metric {
+    fn higher_is_better(self) -> bool {
+        matches!(self, Metric::Throughput | Metric::Scaling)
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Metric::Throughput => "img/s",
+            Metric::Scaling => "scaling",
+            Metric::StepP50 => "step p50 ms",
+            Metric::StepP90 => "step p90 ms",
+        }
+    }
+
+    fn fmt(self, v: f64) -> String {
+        match self {
+            Metric::Throughput => fmt_rate(v),
+            Metric::Scaling => fmt_pct(v),
+            Metric::StepP50 | Metric::StepP90 => fmt_ms(v),
+        }
+    }
+
+    /// One value per ok run of group `g`. Scaling divides each run by the
+    /// median of the side's own 1-device group, so its spread is the N-device
+    /// runs' spread.
+    fn samples(self, runs: &[Run], groups: &[Group], gi: usize) -> Option<Vec<f64>> {
+        let g = &groups[gi];
+        let pick = |f: fn(&Run) -> Option<f64>| -> Vec<f64> { g.ok.iter().filter_map(|&i| f(&runs[i])).collect() };
+        let v = match self {
+            Metric::Throughput => pick(|r| r.row.throughput_img_s),
+            Metric::StepP50 => pick(|r| r.row.step_ms_p50),
+            Metric::StepP90 => pick(|r| r.row.step_ms_p90),
+            Metric::Scaling => {
+                let base = groups[baseline_of(groups, gi)?].throughput?;
+                let n = g.key.n_devices as f64;
+                pick(|r| r.row.throughput_img_s).into_iter().map(|t| t / (n * base)).collect()
+            }
+        };
+        (!v.is_empty()).then_some(v)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verdict {
+    Regressed,
+    Missing,
+    Improved,
+    Unchanged,
+}
+
+impl Verdict {
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Regressed => "REGRESSED",
+            Verdict::Missing => "missing",
+            Verdict::Improved => "improved",
+            Verdict::Unchanged => "unchanged",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub key: ConfigKey,
+    /// None for a config missing from the current results.
+    pub metric: Option<Metric>,
+    pub baseline: Option<f64>,
+    pub current: Option<f64>,
+    pub runs: (usize, usize),
+    /// (current - baseline) / baseline.
+    pub change: Option<f64>,
+    pub p: Option<f64>,
+    pub verdict: Verdict,
+    /// Why a config is missing.
+    pub why: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    pub metrics: Vec<Metric>,
+    /// Relative worsening tolerated as noise, e.g. 0.05.
+    pub max_drop: f64,
+    /// Significance level of the t-test.
+    pub alpha: f64,
+    pub strict: bool,
+}
+
+pub struct CheckReport {
+    pub findings: Vec<Finding>,
+    pub notes: Vec<String>,
+    pub strict: bool,
+}
+
+/// Decides one metric of one config from the two sides' samples.
+pub fn decide(metric: Metric, base: &[f64], cur: &[f64], max_drop: f64, alpha: f64) -> (Verdict, f64, Option<f64>) {
+    let (mb, mc) = (
+        crate::report::summary::median(base).unwrap_or(f64::NAN),
+        crate::report::summary::median(cur).unwrap_or(f64::NAN),
+    );
+    let change = (mc - mb) / mb;
+    let worse_by = if metric.higher_is_better() { -change } else { change };
+    let p = welch_t_test(base, cur).map(|w| w.p);
+    let significant = match p {
+        Some(p) => p < alpha,
+        None => true, // no spread to test against
+    };
+    let verdict = if !change.is_finite() {
+        Verdict::Unchanged
+    } else if worse_by > max_drop && significant {
+        Verdict::Regressed
+    } else if -worse_by > max_drop && significant {
+        Verdict::Improved
+    } else {
+        Verdict::Unchanged
+    };
+    (verdict, change, p)
+}
+
+pub fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) -> Result<CheckReport> {
+    let none = DeviceData::default();
+    let side = |runs: &[Run]| -> Vec<Group> {
+        let all: Vec<usize> = (0..runs.len()).collect();
+        summarize(runs, &all, |_| Scope::default(), &none)
+    };
+    let (bg, cg) = (side(base_runs), side(cur_runs));
+    for (runs, groups) in [(base_runs, &bg), (cur_runs, &cg)] {
+        if groups.iter().all(|g| g.ok.is_empty()) {
+            let f = runs.first().map_or(String::new(), |r| r.file.display().to_string());
+            return Err(usage(format!("{f}: no row has status ok, so there is nothing to check against")));
+        }
+    }
+    let cur_index: BTreeMap<&ConfigKey, usize> = cg.iter().enumerate().map(|(i, g)| (&g.key, i)).collect();
+    let base_keys: BTreeSet<&ConfigKey> = bg.iter().filter(|g| !g.ok.is_empty()).map(|g| &g.key).collect();
+    if !base_keys.iter().any(|k| cur_index.get(k).is_some_and(|&i| !cg[i].ok.is_empty())) {
+        let f = |runs: &[Run]| runs.first().map_or(String::new(), |r| r.file.display().to_string());
+        return Err(usage(format!(
+            "no config of {} appears in {}: nothing to compare (configs match on model, image size, precision, \
+             strategy, devices and batch/dev)",
+            f(base_runs),
+            f(cur_runs)
+        )));
+    }
+
+    let mut findings = vec![];
+    let mut notes = vec![];
+    for (bi, b) in bg.iter().enumerate() {
+        if b.ok.is_empty() {
+            notes.push(format!("not checked: {} has no ok run in the baseline", b.key.describe()));
+            continue;
+        }
+        let ci = cur_index.get(&b.key).copied();
+        let missing_why = match ci {
+            None => Some("not in current".to_string()),
+            Some(i) if cg[i].ok.is_empty() => {
+                Some(format!("no ok run in current ({})", status_counts(cur_runs, &cg[i].excluded)))
+            }
+            _ => None,
+        };
+        if let Some(why) = missing_why {
+            findings.push(Finding {
+                key: b.key.clone(),
+                metric: None,
+                baseline: None,
+                current: None,
+                runs: (b.ok.len(), 0),
+                change: None,
+                p: None,
+                verdict: Verdict::Missing,
+                why,
+            });
+            continue;
+        }
+        let ci = ci.unwrap();
+        for &m in &opts.metrics {
+            if m == Metric::Scaling && b.key.n_devices <= 1 {
+                continue; // 100% by definition
+            }
+            let (Some(bs), Some(cs)) = (m.samples(base_runs, &bg, bi), m.samples(cur_runs, &cg, ci)) else {
+                notes.push(format!(
+                    "{} not checked for {}: {}",
+                    m.title(),
+                    b.key.describe(),
+                    if m == Metric::Scaling {
+                        "no 1-device run to scale from on both sides"
+                    } else {
+                        "no values on both sides"
+                    }
+                ));
+                continue;
+            };
+            let (verdict, change, p) = decide(m, &bs, &cs, opts.max_drop, opts.alpha);
+            findings.push(Finding {
+                key: b.key.clone(),
+                metric: Some(m),
+                baseline: crate::report::summary::median(&bs),
+                current: crate::report::summary::median(&cs),
+                runs: (bs.len(), cs.len()),
+                change: change.is_finite().then_some(change),
+                p,
+                verdict,
+                why: String::new(),
+            });
+        }
+    }
+    findings.sort_by(|a, b| (a.verdict, &a.key, a.metric).cmp(&(b.verdict, &b.key, b.metric)));
+
+    let new: Vec<String> =
+        cg.iter().filter(|g| !base_keys.contains(&g.key) && !g.ok.is_empty()).map(|g| g.key.describe()).collect();
+    if !new.is_empty() {
+        notes.push(format!("only in current, not checked: {}", new.join("; ")));
+    }
+    let hw = |runs: &[Run]| -> BTreeSet<String> { runs.iter().map(|r| r.row.device_name.clone()).collect() };
+    let (hb, hc) = (hw(base_runs), hw(cur_runs));
+    if hb != hc {
+        let j = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+        notes.push(format!("baseline ran on {}, current on {}: differences may be the hardware's", j(&hb), j(&hc)));
+    }
+    notes.extend(excluded_notes(base_runs, bg.iter().flat_map(|g| g.excluded.iter().copied())));
+    notes.extend(excluded_notes(cur_runs, cg.iter().flat_map(|g| g.excluded.iter().copied())));
+    notes.push(format!(
+        "rule: a change beyond {} that is also significant (Welch t-test, p < {}) when both sides have 2+ runs; \
+         with fewer runs the threshold alone decides",
+        fmt_pct(opts.max_drop),
+        opts.alpha
+    ));
+    Ok(CheckReport { findings, notes, strict: opts.strict })
+}
+
+impl CheckReport {
+    fn count(&self, v: Verdict) -> usize {
+        self.findings.iter().filter(|f| f.verdict == v).count()
+    }
+
+    /// 1 when something regressed, or something is missing under --strict.
+    pub fn exit_code(&self) -> i32 {
+        let failed = self.count(Verdict::Regressed) > 0 || (self.strict && self.count(Verdict::Missing) > 0);
+        i32::from(failed)
+    }
+
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{} regressed, {} improved, {} unchanged, {} missing",
+            self.count(Verdict::Regressed),
+            self.count(Verdict::Improved),
+            self.count(Verdict::Unchanged),
+            self.count(Verdict::Missing)
+        );
+        if self.strict && self.count(Verdict::Missing) > 0 {
+            s.push_str(" (--strict: missing configs fail)");
+        }
+        s.push_str(if self.exit_code() == 0 { ": PASS" } else { ": FAIL" });
+        s
+    }
+
+    pub fn table(&self) -> Table {
+        let columns = vec![
+            Column::text("config", "config"),
+            Column::text("metric", "metric"),
+            Column::num("baseline", "baseline"),
+            Column::num("current", "current"),
+            Column::num("change", "change"),
+            Column::num("p_value", "p"),
+            Column::text("runs", "runs b/c"),
+            Column::text("verdict", "verdict"),
+        ];
+        let rows = self
+            .findings
+            .iter()
+            .map(|f| {
+                let fmt = |v: Option<f64>| match (v, f.metric) {
+                    (Some(x), Some(m)) => Cell::num(x, m.fmt(x)),
+                    _ => Cell::none(),
+                };
+                vec![
+                    Cell::text(f.key.describe()),
+                    Cell::text(f.metric.map_or("-", Metric::title)),
+                    fmt(f.baseline),
+                    fmt(f.current),
+                    f.change.map_or_else(Cell::none, |c| Cell::num(c, format!("{:+.1}%", c * 100.0))),
+                    f.p.map_or_else(Cell::none, |p| {
+                        Cell::num(p, if p < 0.001 { "<0.001".into() } else { format!("{p:.3}") })
+                    }),
+                    Cell::text(format!("{}/{}", f.runs.0, f.runs.1)),
+                    Cell::text(if f.why.is_empty() {
+                        f.verdict.word().to_string()
+                    } else {
+                        format!("{}: {}", f.verdict.word(), f.why)
+                    }),
+                ]
+            })
+            .collect();
+        Table { title: format!("gpubench check: {}", self.summary()), columns, rows, notes: self.notes.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::summary::tests::{row, runs_of};
+
+    fn opts() -> CheckOptions {
+        CheckOptions { metrics: vec![Metric::Throughput, Metric::Scaling], max_drop: 0.05, alpha: 0.05, strict: false }
+    }
+
+    fn side(v: &[(&str, u32, f64)]) -> Vec<Run> {
+        runs_of(v.iter().map(|(s, n, t)| row(s, *n, *t)).collect())
+    }
+
+    fn verdicts(r: &CheckReport) -> Vec<(String, &'static str)> {
+        r.findings
+            .iter()
+            .map(|f| (format!("{} {}", f.key.strategy, f.metric.map_or("-", Metric::title)), f.verdict.word()))
+            .collect()
+    }
+
+    #[test]
+    fn threshold_and_significance_both_needed() {
+        let base = [1000.0, 1002.0, 998.0];
+        // 10% drop, tight: regressed
+        assert_eq!(decide(Metric::Throughput, &base, &[900.0, 901.0, 899.0], 0.05, 0.05).0, Verdict::Regressed);
+        // 10% drop but wildly noisy: not significant
+        assert_eq!(decide(Metric::Throughput, &base, &[600.0, 1200.0, 900.0], 0.05, 0.05).0, Verdict::Unchanged);
+        // significant but within the threshold
+        assert_eq!(decide(Metric::Throughput, &base, &[980.0, 981.0, 979.0], 0.05, 0.05).0, Verdict::Unchanged);
+        // lower step time is better
+        assert_eq!(decide(Metric::StepP50, &[100.0], &[120.0], 0.05, 0.05).0, Verdict::Regressed);
+        assert_eq!(decide(Metric::StepP50, &[100.0], &[80.0], 0.05, 0.05).0, Verdict::Improved);
+        // single runs: the threshold decides, no p
+        let (v, c, p) = decide(Metric::Throughput, &[1000.0], &[1100.0], 0.05, 0.05);
+        assert_eq!((v, p), (Verdict::Improved, None));
+        assert!((c - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn scaling_regression_is_caught_even_when_one_device_improves() {
+        let b = side(&[("single", 1, 100.0), ("ddp", 4, 380.0)]);
+        let c = side(&[("single", 1, 110.0), ("ddp", 4, 385.0)]);
+        let r = check(&b, &c, &opts()).unwrap();
+        assert_eq!(
+            verdicts(&r),
+            [
+                ("ddp scaling".to_string(), "REGRESSED"),
+                ("single img/s".into(), "improved"),
+                ("ddp img/s".into(), "unchanged")
+            ]
+        );
+        assert_eq!(r.exit_code(), 1);
+    }
+
+    #[test]
+    fn missing_configs_fail_only_when_strict() {
+        let b = side(&[("single", 1, 100.0), ("dp", 2, 150.0)]);
+        let c = side(&[("single", 1, 101.0)]);
+        let mut o = opts();
+        let r = check(&b, &c, &o).unwrap();
+        assert_eq!(verdicts(&r), [("dp -".to_string(), "missing"), ("single img/s".into(), "unchanged")]);
+        assert_eq!(r.exit_code(), 0);
+        o.strict = true;
+        let r = check(&b, &c, &o).unwrap();
+        assert_eq!(r.exit_code(), 1);
+        assert!(r.summary().ends_with("(--strict: missing configs fail): FAIL"), "{}", r.summary());
+    }
+
+    #[test]
+    fn failed_current_runs_are_missing_not_zero() {
+        let b = side(&[("single", 1, 100.0), ("dp", 2, 150.0)]);
+        let mut c = side(&[("single", 1, 100.0), ("dp", 2, 0.0)]);
+        c[1].row.status = "oom".into();
+        c[1].row.throughput_img_s = None;
+        let r = check(&b, &c, &opts()).unwrap();
+        let dp = r.findings.iter().find(|f| f.key.strategy == "dp").unwrap();
+        assert_eq!((dp.verdict, dp.why.as_str()), (Verdict::Missing, "no ok run in current (1 oom)"));
+        assert_eq!(r.exit_code(), 0);
+    }
+
+    #[test]
+    fn nothing_in_common_is_unusable_input() {
+        let b = side(&[("single", 1, 100.0)]);
+        let mut c = side(&[("single", 1, 100.0)]);
+        c[0].row.model = "resnet18".into();
+        let err = check(&b, &c, &opts()).err().unwrap();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert!(err.to_string().contains("nothing to compare"));
+    }
+
+    #[test]
+    fn precision_is_part_of_the_key() {
+        let b = side(&[("single", 1, 100.0)]);
+        let mut c = side(&[("single", 1, 100.0), ("single", 1, 50.0)]);
+        c[1].row.precision = "fp16".into();
+        c[0].row.precision = "fp16".into();
+        assert!(check(&b, &c, &opts()).is_err());
+    }
+}

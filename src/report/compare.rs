@@ -1,0 +1,291 @@
+//! `compare`: result sets side by side (a V100 box against a K80 box, today
+//! against last month, a measurement against a published figure), joined on
+//! the config key. A config missing from a set is shown as missing, never
+//! dropped.
+
+use anyhow::Result;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::error::usage;
+use crate::report::devices::DeviceData;
+use crate::report::export::{Cell, Column, Table};
+use crate::report::summary::{
+    cell_opt, excluded_notes, file_stem, fmt_pct, fmt_rate, fmt_ratio, status_counts, summarize, ConfigKey, Group, Run,
+    Scope, PUBLISHED, PUBLISHED_NOTE, SCALING_NOTE,
+};
+
+/// The rows of one file that share a name.
+#[derive(Debug, Clone)]
+pub struct Set {
+    pub name: String,
+    pub file: std::path::PathBuf,
+    pub members: Vec<usize>,
+}
+
+/// Splits each file's runs into sets named by `label`, else `device_name`,
+/// else the file name, so one file holding a K80 and a P100 gives two sets.
+/// The same name from two files (today's and last month's unlabelled runs
+/// on one box) gets the file name appended; published sets say so.
+pub fn partition_sets(runs: &[Run]) -> Vec<Set> {
+    let mut sets: Vec<(std::path::PathBuf, String, Vec<usize>)> = vec![];
+    for (i, r) in runs.iter().enumerate() {
+        let base = if !r.row.label.is_empty() {
+            r.row.label.clone()
+        } else if !r.row.device_name.is_empty() {
+            r.row.device_name.clone()
+        } else {
+            file_stem(&r.file)
+        };
+        match sets.iter_mut().find(|(f, n, _)| *f == r.file && *n == base) {
+            Some(s) => s.2.push(i),
+            None => sets.push((r.file.clone(), base, vec![i])),
+        }
+    }
+    let mut out: Vec<Set> = vec![];
+    for (file, base, members) in &sets {
+        let clash = sets.iter().filter(|(_, n, _)| n == base).count() > 1;
+        let mut name = if clash { format!("{base} ({})", file_stem(file)) } else { base.clone() };
+        let mut k = 2;
+        while out.iter().any(|s| s.name == name) {
+            name = format!("{base} #{k}");
+            k += 1;
+        }
+        if members.iter().all(|&i| runs[i].row.implementation == PUBLISHED) {
+            name.push_str(" [published]");
+        }
+        out.push(Set { name, file: file.clone(), members: members.clone() });
+    }
+    out
+}
+
+/// Longest set name used as a column header; longer ones become letters.
+const MAX_NAME_IN_HEADER: usize = 20;
+
+/// A, B, ..., Z, AA, AB, ...
+fn letter(i: usize) -> String {
+    let mut n = i + 1;
+    let mut s = String::new();
+    while n > 0 {
+        s.insert(0, (b'A' + ((n - 1) % 26) as u8) as char);
+        n = (n - 1) / 26;
+    }
+    s
+}
+
+/// The joined view: every config any set has, and each set's group for it.
+pub struct Comparison {
+    pub sets: Vec<Set>,
+    pub configs: Vec<ConfigKey>,
+    /// `groups[set]`, by config.
+    pub groups: Vec<BTreeMap<ConfigKey, Group>>,
+}
+
+pub fn compare(runs: &[Run], devices: &DeviceData) -> Result<Comparison> {
+    let sets = partition_sets(runs);
+    if sets.len() < 2 {
+        return Err(usage(format!(
+            "compare needs at least two result sets, found one ({}); give two files, or one file whose rows have \
+             different labels or device names",
+            sets.first().map_or("none", |s| s.name.as_str())
+        )));
+    }
+    let groups: Vec<BTreeMap<ConfigKey, Group>> = sets
+        .iter()
+        .map(|s| {
+            summarize(runs, &s.members, |_| Scope::default(), devices).into_iter().map(|g| (g.key.clone(), g)).collect()
+        })
+        .collect();
+    let configs: BTreeSet<ConfigKey> = groups.iter().flat_map(|m| m.keys().cloned()).collect();
+    Ok(Comparison { sets, configs: configs.into_iter().collect(), groups })
+}
+
+impl Comparison {
+    pub fn throughput(&self, set: usize, key: &ConfigKey) -> Option<f64> {
+        self.groups[set].get(key).and_then(|g| g.throughput)
+    }
+
+    pub fn table(&self, runs: &[Run]) -> Table {
+        let mut columns = vec![
+            Column::text("model", "model"),
+            Column::num("image_size", "image"),
+            Column::text("precision", "precision"),
+            Column::text("strategy", "strategy"),
+            Column::num("n_devices", "devices"),
+            Column::num("batch_per_device", "batch/dev"),
+        ];
+        // Long names would make every column as wide as the name: then the
+        // headers use letters, spelled out in the notes. Keys keep the names.
+        let short = self.sets.iter().all(|s| s.name.chars().count() <= MAX_NAME_IN_HEADER);
+        let head: Vec<String> =
+            (0..self.sets.len()).map(|i| if short { self.sets[i].name.clone() } else { letter(i) }).collect();
+        for (s, h) in self.sets.iter().zip(&head) {
+            columns.push(Column::num(&format!("{}:throughput_img_s", s.name), &format!("{h} img/s")));
+            columns.push(Column::num(&format!("{}:scaling_efficiency", s.name), &format!("{h} scaling")));
+        }
+        let first = &self.sets[0].name;
+        for (s, h) in self.sets.iter().zip(&head).skip(1) {
+            columns.push(Column::num(&format!("{}/{first}:throughput_ratio", s.name), &format!("{h} / {}", head[0])));
+        }
+
+        let int = |v: Option<u32>| v.map_or_else(Cell::none, |x| Cell::num(x as f64, x.to_string()));
+        let rows = self
+            .configs
+            .iter()
+            .map(|k| {
+                let mut row = vec![
+                    Cell::text(&k.model),
+                    int(k.image_size),
+                    Cell::text(&k.precision),
+                    Cell::text(&k.strategy),
+                    int(Some(k.n_devices)),
+                    int(k.batch_per_device),
+                ];
+                for m in &self.groups {
+                    match m.get(k) {
+                        None => row.extend([Cell::empty("missing"), Cell::empty("missing")]),
+                        Some(g) if g.throughput.is_none() => {
+                            let why = if g.excluded.is_empty() { "-".into() } else { status_counts(runs, &g.excluded) };
+                            row.extend([Cell::empty(why), Cell::none()]);
+                        }
+                        Some(g) => row.extend([cell_opt(g.throughput, fmt_rate), cell_opt(g.efficiency, fmt_pct)]),
+                    }
+                }
+                let t0 = self.throughput(0, k);
+                for i in 1..self.sets.len() {
+                    let ratio = match (self.throughput(i, k), t0) {
+                        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                        _ => None,
+                    };
+                    row.push(cell_opt(ratio, fmt_ratio));
+                }
+                row
+            })
+            .collect();
+
+        let names: Vec<&str> = self.sets.iter().map(|s| s.name.as_str()).collect();
+        let mut notes: Vec<String> = if short {
+            vec![]
+        } else {
+            self.sets.iter().zip(&head).map(|(s, h)| format!("{h} = {} ({})", s.name, s.file.display())).collect()
+        };
+        notes.extend([
+            "joined on model, image size, precision, strategy, devices and batch/dev; medians over repeats".to_string(),
+            "'missing': the set has no run of that config".to_string(),
+            SCALING_NOTE.to_string(),
+        ]);
+        if self.sets.iter().any(|s| s.name.ends_with("[published]")) {
+            notes.push(PUBLISHED_NOTE.to_string());
+        }
+        for (s, m) in self.sets.iter().zip(&self.groups) {
+            let hw: BTreeSet<&str> = s.members.iter().map(|&i| runs[i].row.device_name.as_str()).collect();
+            if hw.len() > 1 {
+                let hw: Vec<&str> = hw.into_iter().collect();
+                notes.push(format!(
+                    "set {} mixes hardware ({}); label the runs to keep them apart",
+                    s.name,
+                    hw.join(", ")
+                ));
+            }
+            notes.extend(excluded_notes(runs, m.values().flat_map(|g| g.excluded.iter().copied())));
+        }
+        Table { title: format!("gpubench compare: {}", names.join(" vs ")), columns, rows, notes }
+    }
+
+    /// Per config with at least one value: each set's throughput.
+    pub fn chart_data(&self) -> (Vec<ConfigKey>, Vec<Vec<Option<f64>>>) {
+        let mut keys = vec![];
+        let mut values = vec![];
+        for k in &self.configs {
+            let v: Vec<Option<f64>> = (0..self.sets.len()).map(|i| self.throughput(i, k)).collect();
+            if v.iter().any(Option::is_some) {
+                keys.push(k.clone());
+                values.push(v);
+            }
+        }
+        (keys, values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::export::{Exporter, TextExporter};
+    use crate::report::summary::tests::row;
+
+    fn run(file: &str, mut r: crate::report::results_csv::Row, label: &str) -> Run {
+        r.label = label.into();
+        Run { file: file.into(), line: 2, row: r }
+    }
+
+    #[test]
+    fn sets_split_by_label_then_device_then_file() {
+        let mut k80 = row("single", 1, 50.0);
+        k80.device_name = "Tesla K80".into();
+        let mut nameless = row("single", 1, 10.0);
+        nameless.device_name.clear();
+        let runs = vec![
+            run("a.csv", row("single", 1, 1.0), "box A"),
+            run("a.csv", k80, ""),
+            run("b.csv", row("single", 1, 2.0), ""),
+            run("c/old.csv", row("single", 1, 3.0), ""),
+            run("d.csv", nameless, ""),
+        ];
+        let names: Vec<String> = partition_sets(&runs).into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["box A", "Tesla K80", "Tesla V100 (b)", "Tesla V100 (old)", "d"]);
+    }
+
+    #[test]
+    fn published_sets_are_marked() {
+        let mut p = row("single", 1, 51.9);
+        p.implementation = PUBLISHED.into();
+        let runs = vec![run("ref.csv", p, "tf_cnn_benchmarks K80"), run("mine.csv", row("single", 1, 60.0), "")];
+        let names: Vec<String> = partition_sets(&runs).into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["tf_cnn_benchmarks K80 [published]", "Tesla V100"]);
+    }
+
+    #[test]
+    fn gaps_are_shown_as_missing_and_ratios_computed() {
+        let runs = vec![
+            run("v100.csv", row("single", 1, 400.0), "V100"),
+            run("v100.csv", row("ddp", 2, 760.0), "V100"),
+            run("k80.csv", row("single", 1, 50.0), "K80"),
+        ];
+        let c = compare(&runs, &DeviceData::default()).unwrap();
+        let text = String::from_utf8(TextExporter.export(&c.table(&runs)).unwrap()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "gpubench compare: V100 vs K80");
+        assert_eq!(
+            lines[2],
+            "model     image  precision  strategy  devices  batch/dev  V100 img/s  V100 scaling  K80 img/s  K80 scaling  K80 / V100"
+        );
+        assert_eq!(
+            lines[4],
+            "resnet50    224  fp32       single          1         64         400        100.0%       50.0       100.0%       0.12x"
+        );
+        assert_eq!(
+            lines[5],
+            "resnet50    224  fp32       ddp             2         64         760         95.0%    missing      missing           -"
+        );
+    }
+
+    #[test]
+    fn long_set_names_become_letters_in_headers() {
+        let mut p = row("single", 1, 51.9);
+        p.implementation = PUBLISHED.into();
+        let runs =
+            vec![run("ref.csv", p, "tf_cnn_benchmarks GCE K80 synthetic"), run("k.csv", row("single", 1, 50.0), "")];
+        let t = compare(&runs, &DeviceData::default()).unwrap().table(&runs);
+        let titles: Vec<&str> = t.columns.iter().skip(6).map(|c| c.title.as_str()).collect();
+        assert_eq!(titles, ["A img/s", "A scaling", "B img/s", "B scaling", "B / A"]);
+        assert_eq!(t.notes[0], "A = tf_cnn_benchmarks GCE K80 synthetic [published] (ref.csv)");
+        assert_eq!(t.columns[6].key, "tf_cnn_benchmarks GCE K80 synthetic [published]:throughput_img_s");
+        assert_eq!((letter(0), letter(25), letter(26)), ("A".into(), "Z".into(), "AA".into()));
+    }
+
+    #[test]
+    fn one_set_is_a_usage_error() {
+        let runs = vec![run("a.csv", row("single", 1, 1.0), "")];
+        let err = compare(&runs, &DeviceData::default()).err().unwrap();
+        assert_eq!(crate::error::exit_code(&err), 2);
+    }
+}

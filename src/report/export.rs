@@ -1,0 +1,331 @@
+//! Exporters: a [`Table`] of results in, bytes out. They know nothing about
+//! benchmarks, so `report`, `compare` and `check` share them, and each format
+//! is tested on its own.
+//!
+//! A cell carries both its value and how humans should read it: the text
+//! formats print the text, CSV and JSON the raw value, so scripts never have to
+//! parse "97.3%" or "3.48x".
+
+use anyhow::Result;
+use clap::ValueEnum;
+use serde_json::{json, Map, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    Left,
+    Right,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    /// Machine name: CSV header and JSON key.
+    pub key: String,
+    /// Human header for the table and markdown formats.
+    pub title: String,
+    pub align: Align,
+}
+
+impl Column {
+    pub fn text(key: &str, title: &str) -> Self {
+        Column { key: key.into(), title: title.into(), align: Align::Left }
+    }
+    pub fn num(key: &str, title: &str) -> Self {
+        Column { key: key.into(), title: title.into(), align: Align::Right }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Text(String),
+    /// A number and its human rendering (units, rounding).
+    Num {
+        value: f64,
+        text: String,
+    },
+    /// No value; `text` says why for humans ("-", "missing", "oom").
+    Empty(String),
+}
+
+impl Cell {
+    pub fn text(s: impl Into<String>) -> Self {
+        Cell::Text(s.into())
+    }
+    pub fn num(value: f64, text: impl Into<String>) -> Self {
+        Cell::Num { value, text: text.into() }
+    }
+    pub fn none() -> Self {
+        Cell::Empty("-".into())
+    }
+    pub fn empty(why: impl Into<String>) -> Self {
+        Cell::Empty(why.into())
+    }
+    /// What the table and markdown formats print.
+    pub fn display(&self) -> &str {
+        match self {
+            Cell::Text(s) | Cell::Num { text: s, .. } | Cell::Empty(s) => s,
+        }
+    }
+}
+
+/// Rows of cells under named columns, with a title and free-text notes
+/// (excluded rows, warnings) that belong with the numbers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Table {
+    pub title: String,
+    pub columns: Vec<Column>,
+    pub rows: Vec<Vec<Cell>>,
+    pub notes: Vec<String>,
+}
+
+pub trait Exporter {
+    fn export(&self, table: &Table) -> Result<Vec<u8>>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned plain text for the terminal.
+    Table,
+    /// GitHub-flavoured markdown, e.g. for a PR comment.
+    Markdown,
+    /// Raw values, one line per row; notes go to stderr.
+    Csv,
+    /// Raw values as objects keyed by column, with title and notes.
+    Json,
+}
+
+pub fn exporter(format: Format) -> Box<dyn Exporter> {
+    match format {
+        Format::Table => Box::new(TextExporter),
+        Format::Markdown => Box::new(MarkdownExporter),
+        Format::Csv => Box::new(CsvExporter),
+        Format::Json => Box::new(JsonExporter),
+    }
+}
+
+fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+fn pad(s: &str, w: usize, align: Align) -> String {
+    let fill = " ".repeat(w.saturating_sub(width(s)));
+    match align {
+        Align::Left => format!("{s}{fill}"),
+        Align::Right => format!("{fill}{s}"),
+    }
+}
+
+/// Aligned columns separated by two spaces, a dashed rule under the header,
+/// no trailing blanks (so snapshot tests and diffs stay clean).
+pub struct TextExporter;
+
+impl Exporter for TextExporter {
+    fn export(&self, t: &Table) -> Result<Vec<u8>> {
+        let mut widths: Vec<usize> = t.columns.iter().map(|c| width(&c.title)).collect();
+        for row in &t.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(width(cell.display()));
+            }
+        }
+        let line = |cells: Vec<(&str, Align)>| -> String {
+            let parts: Vec<String> = cells.iter().zip(&widths).map(|((s, a), w)| pad(s, *w, *a)).collect();
+            parts.join("  ").trim_end().to_string()
+        };
+        let mut out = String::new();
+        if !t.title.is_empty() {
+            out.push_str(&t.title);
+            out.push_str("\n\n");
+        }
+        out.push_str(&line(t.columns.iter().map(|c| (c.title.as_str(), c.align)).collect()));
+        out.push('\n');
+        let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+        out.push_str(&rule.join("  "));
+        out.push('\n');
+        for row in &t.rows {
+            out.push_str(&line(row.iter().zip(&t.columns).map(|(c, col)| (c.display(), col.align)).collect()));
+            out.push('\n');
+        }
+        if !t.notes.is_empty() {
+            out.push('\n');
+            for n in &t.notes {
+                out.push_str(n);
+                out.push('\n');
+            }
+        }
+        Ok(out.into_bytes())
+    }
+}
+
+/// Markdown cells cannot contain a bare `|` or a newline.
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+pub struct MarkdownExporter;
+
+impl Exporter for MarkdownExporter {
+    fn export(&self, t: &Table) -> Result<Vec<u8>> {
+        let mut out = String::new();
+        if !t.title.is_empty() {
+            out.push_str(&format!("**{}**\n\n", md_escape(&t.title)));
+        }
+        let head: Vec<String> = t.columns.iter().map(|c| md_escape(&c.title)).collect();
+        out.push_str(&format!("| {} |\n", head.join(" | ")));
+        let rule: Vec<&str> = t
+            .columns
+            .iter()
+            .map(|c| match c.align {
+                Align::Left => "---",
+                Align::Right => "--:",
+            })
+            .collect();
+        out.push_str(&format!("|{}|\n", rule.join("|")));
+        for row in &t.rows {
+            let cells: Vec<String> = row.iter().map(|c| md_escape(c.display())).collect();
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+        if !t.notes.is_empty() {
+            out.push('\n');
+            for n in &t.notes {
+                out.push_str(&format!("- {}\n", md_escape(n)));
+            }
+        }
+        Ok(out.into_bytes())
+    }
+}
+
+/// Shortest text that parses back to the same f64 (Rust's `Display`), so
+/// CSV and JSON lose no precision and never print units.
+fn raw(cell: &Cell) -> String {
+    match cell {
+        Cell::Text(s) => s.clone(),
+        Cell::Num { value, .. } => format!("{value}"),
+        Cell::Empty(_) => String::new(),
+    }
+}
+
+/// Header of column keys, then raw values; notes are not part of the data
+/// (the command prints them on stderr).
+pub struct CsvExporter;
+
+impl Exporter for CsvExporter {
+    fn export(&self, t: &Table) -> Result<Vec<u8>> {
+        let mut w = csv::Writer::from_writer(vec![]);
+        w.write_record(t.columns.iter().map(|c| c.key.as_str()))?;
+        for row in &t.rows {
+            w.write_record(row.iter().map(raw))?;
+        }
+        w.into_inner().map_err(|e| anyhow::anyhow!("flushing CSV: {e}"))
+    }
+}
+
+pub struct JsonExporter;
+
+impl Exporter for JsonExporter {
+    fn export(&self, t: &Table) -> Result<Vec<u8>> {
+        let rows: Vec<Value> = t
+            .rows
+            .iter()
+            .map(|row| {
+                let mut m = Map::new();
+                for (col, cell) in t.columns.iter().zip(row) {
+                    let v = match cell {
+                        Cell::Text(s) => Value::String(s.clone()),
+                        // Counts print as 64, not 64.0.
+                        Cell::Num { value, .. } if value.fract() == 0.0 && value.abs() < 9e15 => json!(*value as i64),
+                        // NaN and infinities have no JSON form.
+                        Cell::Num { value, .. } if value.is_finite() => json!(value),
+                        Cell::Num { .. } | Cell::Empty(_) => Value::Null,
+                    };
+                    m.insert(col.key.clone(), v);
+                }
+                Value::Object(m)
+            })
+            .collect();
+        let doc = json!({ "title": t.title, "rows": rows, "notes": t.notes });
+        let mut bytes = serde_json::to_vec_pretty(&doc)?;
+        bytes.push(b'\n');
+        Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Table {
+        Table {
+            title: "Demo".into(),
+            columns: vec![Column::text("name", "name"), Column::num("rate", "img/s"), Column::num("eff", "eff")],
+            rows: vec![
+                vec![Cell::text("a|b"), Cell::num(1234.5, "1234"), Cell::num(0.975, "97.5%")],
+                vec![Cell::text("long name"), Cell::num(51.25, "51.2"), Cell::none()],
+            ],
+            notes: vec!["one note".into()],
+        }
+    }
+
+    fn s(e: &dyn Exporter, t: &Table) -> String {
+        String::from_utf8(e.export(t).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn text_aligns_columns_without_trailing_blanks() {
+        let want = "Demo\n\n\
+                    name       img/s    eff\n\
+                    ---------  -----  -----\n\
+                    a|b         1234  97.5%\n\
+                    long name   51.2      -\n\
+                    \n\
+                    one note\n";
+        assert_eq!(s(&TextExporter, &sample()), want);
+    }
+
+    #[test]
+    fn markdown_escapes_pipes_and_right_aligns_numbers() {
+        let want = "**Demo**\n\n\
+                    | name | img/s | eff |\n\
+                    |---|--:|--:|\n\
+                    | a\\|b | 1234 | 97.5% |\n\
+                    | long name | 51.2 | - |\n\
+                    \n\
+                    - one note\n";
+        assert_eq!(s(&MarkdownExporter, &sample()), want);
+    }
+
+    #[test]
+    fn csv_has_raw_values_and_keys() {
+        assert_eq!(s(&CsvExporter, &sample()), "name,rate,eff\na|b,1234.5,0.975\nlong name,51.25,\n");
+    }
+
+    #[test]
+    fn json_has_numbers_nulls_and_notes() {
+        let v: Value = serde_json::from_slice(&JsonExporter.export(&sample()).unwrap()).unwrap();
+        assert_eq!(v["rows"][0]["rate"], json!(1234.5));
+        assert_eq!(v["rows"][0]["rate"].to_string(), "1234.5");
+        assert_eq!(v["rows"][1]["eff"], Value::Null);
+        assert_eq!(v["notes"][0], "one note");
+        assert_eq!(v["title"], "Demo");
+    }
+
+    #[test]
+    fn whole_numbers_are_json_integers() {
+        let t = Table {
+            columns: vec![Column::num("n", "n")],
+            rows: vec![vec![Cell::num(64.0, "64")]],
+            ..Default::default()
+        };
+        let text = String::from_utf8(JsonExporter.export(&t).unwrap()).unwrap();
+        assert!(text.contains("\"n\": 64\n"), "{text}");
+    }
+
+    #[test]
+    fn non_finite_numbers_become_null_in_json() {
+        let t = Table {
+            columns: vec![Column::num("x", "x")],
+            rows: vec![vec![Cell::num(f64::NAN, "nan")]],
+            ..Default::default()
+        };
+        let v: Value = serde_json::from_slice(&JsonExporter.export(&t).unwrap()).unwrap();
+        assert_eq!(v["rows"][0]["x"], Value::Null);
+    }
+}

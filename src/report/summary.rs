@@ -1,0 +1,554 @@
+//! From result rows to the figures people read: rows grouped by config,
+//! repeats reduced to medians, scaling efficiency against the 1-device run.
+//! `report`, `compare`, `check` and the charts all start here.
+//!
+//! Only rows with status `ok` contribute numbers. Others are kept, so that
+//! they can be reported, but never count as zero throughput.
+
+use anyhow::Result;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::usage;
+use crate::metrics::stats;
+use crate::report::devices::DeviceData;
+use crate::report::export::{Cell, Column, Table};
+use crate::report::results_csv::{read_rows_with_lines, Row};
+
+/// One row and where it came from.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub file: PathBuf,
+    pub line: u64,
+    pub row: Row,
+}
+
+impl Run {
+    pub fn is_ok(&self) -> bool {
+        self.row.status == "ok"
+    }
+    /// `file:line`, for messages about this row.
+    pub fn place(&self) -> String {
+        format!("{}:{}", self.file.display(), self.line)
+    }
+    pub fn is_published(&self) -> bool {
+        self.row.implementation == PUBLISHED
+    }
+}
+
+/// The `impl` of reference rows: other people's figures, never measured here.
+pub const PUBLISHED: &str = "published";
+
+/// Reads every file; a file with a header but no rows is an error, since a
+/// report or a gate over nothing is almost certainly the wrong file.
+pub fn load_files(paths: &[PathBuf]) -> Result<Vec<Run>> {
+    let mut runs = vec![];
+    for p in paths {
+        let rows = read_rows_with_lines(p)?;
+        if rows.is_empty() {
+            return Err(usage(format!("{}: has a header but no result rows", p.display())));
+        }
+        runs.extend(rows.into_iter().map(|(line, row)| Run { file: p.clone(), line, row }));
+    }
+    Ok(runs)
+}
+
+/// The configuration a result belongs to; rows with equal keys are repeats.
+/// Precision is part of it: fp32 and fp16 are different workloads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ConfigKey {
+    pub model: String,
+    pub image_size: Option<u32>,
+    pub precision: String,
+    pub strategy: String,
+    pub n_devices: u32,
+    pub batch_per_device: Option<u32>,
+}
+
+/// single, dp, ddp in that order (simplest first), then anything else by name.
+pub fn strategy_rank(s: &str) -> u8 {
+    match s {
+        "single" => 0,
+        "dp" => 1,
+        "ddp" => 2,
+        _ => 3,
+    }
+}
+
+impl ConfigKey {
+    pub fn of(row: &Row) -> Self {
+        ConfigKey {
+            model: row.model.clone(),
+            image_size: row.image_size,
+            precision: row.precision.clone(),
+            strategy: row.strategy.clone(),
+            n_devices: row.n_devices,
+            batch_per_device: row.batch_per_device,
+        }
+    }
+
+    /// The key without strategy and device count: what scaling is measured
+    /// across.
+    pub fn workload(&self) -> (String, Option<u32>, String, Option<u32>) {
+        (self.model.clone(), self.image_size, self.precision.clone(), self.batch_per_device)
+    }
+
+    /// Short human form, e.g. `resnet50 224px fp32 ddp x8 b64`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} {} {} x{} b{}",
+            self.model,
+            opt_or(self.image_size, "?").to_string() + "px",
+            self.precision,
+            self.strategy,
+            self.n_devices,
+            opt_or(self.batch_per_device, "?")
+        )
+    }
+}
+
+impl Ord for ConfigKey {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        let k = |c: &ConfigKey| {
+            (
+                c.model.clone(),
+                c.image_size,
+                c.precision.clone(),
+                c.batch_per_device,
+                strategy_rank(&c.strategy),
+                c.strategy.clone(),
+                c.n_devices,
+            )
+        };
+        k(self).cmp(&k(o))
+    }
+}
+
+impl PartialOrd for ConfigKey {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+pub fn opt_or<T: ToString>(v: Option<T>, none: &str) -> String {
+    v.map_or_else(|| none.to_string(), |x| x.to_string())
+}
+
+/// What a group's rows share besides the config. `report` scopes by
+/// hardware, label and impl so that different machines or a published figure
+/// are never pooled as repeats; `compare` and `check` have already split
+/// their inputs into sets and use one scope per set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Scope {
+    pub hardware: String,
+    pub label: String,
+    pub implementation: String,
+}
+
+impl Scope {
+    pub fn of(row: &Row) -> Self {
+        Scope {
+            hardware: if row.device_name.is_empty() { "unknown".into() } else { row.device_name.clone() },
+            label: row.label.clone(),
+            implementation: row.implementation.clone(),
+        }
+    }
+}
+
+/// Repeated runs of one config in one scope, reduced to medians.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub scope: Scope,
+    pub key: ConfigKey,
+    /// Indices into the runs, status ok.
+    pub ok: Vec<usize>,
+    /// Indices into the runs, other statuses.
+    pub excluded: Vec<usize>,
+    pub throughput: Option<f64>,
+    pub per_device: Option<f64>,
+    /// throughput / (n_devices × 1-device throughput); None without a
+    /// 1-device group in the same scope and workload.
+    pub efficiency: Option<f64>,
+    /// Median of the 1-device group's throughput that `efficiency` used.
+    pub base_throughput: Option<f64>,
+    pub step_p50: Option<f64>,
+    pub step_p90: Option<f64>,
+    pub imbalance: Option<f64>,
+}
+
+pub fn median(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| stats::percentile(xs, 50.0))
+}
+
+/// A numeric column by name. Later schema additions (issue 5's
+/// `mem_imbalance`) are read through this, so this module does not break
+/// while `Row` grows, and starts using them as soon as they exist.
+pub fn column_f64(row: &Row, name: &str) -> Option<f64> {
+    serde_json::to_value(row).ok()?.get(name)?.as_f64()
+}
+
+/// Peak-memory imbalance of one run: max/min across devices. From the row's
+/// `mem_imbalance` column when the schema has it, else from the per-device file.
+pub fn run_imbalance(run: &Run, devices: &DeviceData) -> Option<f64> {
+    column_f64(&run.row, "mem_imbalance").or_else(|| devices.mem_imbalance(&run.row.run_id))
+}
+
+/// Groups `members` (indices into `runs`) by scope and config, sorted.
+pub fn summarize(
+    runs: &[Run],
+    members: &[usize],
+    scope_of: impl Fn(&Row) -> Scope,
+    devices: &DeviceData,
+) -> Vec<Group> {
+    let mut by: BTreeMap<(Scope, ConfigKey), (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+    for &i in members {
+        let r = &runs[i];
+        let e = by.entry((scope_of(&r.row), ConfigKey::of(&r.row))).or_default();
+        if r.is_ok() {
+            e.0.push(i);
+        } else {
+            e.1.push(i);
+        }
+    }
+    let mut groups: Vec<Group> = by
+        .into_iter()
+        .map(|((scope, key), (ok, excluded))| {
+            let vals = |f: &dyn Fn(&Run) -> Option<f64>| -> Option<f64> {
+                median(&ok.iter().filter_map(|&i| f(&runs[i])).collect::<Vec<_>>())
+            };
+            let throughput = vals(&|r| r.row.throughput_img_s);
+            let n = key.n_devices.max(1) as f64;
+            let per_device = vals(&|r| r.row.throughput_per_device_img_s).or(throughput.map(|t| t / n));
+            Group {
+                step_p50: vals(&|r| r.row.step_ms_p50),
+                step_p90: vals(&|r| r.row.step_ms_p90),
+                imbalance: vals(&|r| run_imbalance(r, devices)),
+                scope,
+                key,
+                ok,
+                excluded,
+                throughput,
+                per_device,
+                efficiency: None,
+                base_throughput: None,
+            }
+        })
+        .collect();
+    for i in 0..groups.len() {
+        let base = baseline_of(&groups, i).and_then(|b| groups[b].throughput);
+        let g = &mut groups[i];
+        if let (Some(t), Some(b)) = (g.throughput, base) {
+            if b > 0.0 {
+                g.efficiency = Some(t / (g.key.n_devices as f64 * b));
+                g.base_throughput = Some(b);
+            }
+        }
+    }
+    groups
+}
+
+/// The 1-device group that group `i` scales from: same scope and workload,
+/// one device, preferring strategy `single` (then dp, ddp, ...), with a
+/// throughput.
+pub fn baseline_of(groups: &[Group], i: usize) -> Option<usize> {
+    let g = &groups[i];
+    groups
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| {
+            b.scope == g.scope && b.key.n_devices == 1 && b.key.workload() == g.key.workload() && b.throughput.is_some()
+        })
+        .min_by_key(|(_, b)| (strategy_rank(&b.key.strategy), b.key.strategy.clone()))
+        .map(|(j, _)| j)
+}
+
+// ---- number formats shared by tables and charts ---------------------------
+
+/// Images per second: no false precision on big numbers, enough on small.
+pub fn fmt_rate(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+pub fn fmt_pct(fraction: f64) -> String {
+    format!("{:.1}%", fraction * 100.0)
+}
+
+pub fn fmt_ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+pub fn fmt_ratio(v: f64) -> String {
+    format!("{v:.2}x")
+}
+
+pub fn cell_opt(v: Option<f64>, fmt: fn(f64) -> String) -> Cell {
+    v.map_or_else(Cell::none, |x| Cell::num(x, fmt(x)))
+}
+
+/// "2 oom, 1 failed" for a group's excluded runs.
+pub fn status_counts(runs: &[Run], idx: &[usize]) -> String {
+    let mut c: BTreeMap<&str, usize> = BTreeMap::new();
+    for &i in idx {
+        let s = runs[i].row.status.as_str();
+        *c.entry(if s.is_empty() { "no status" } else { s }).or_default() += 1;
+    }
+    c.iter().map(|(s, n)| format!("{n} {s}")).collect::<Vec<_>>().join(", ")
+}
+
+/// One note per excluded row, saying where it is and why it does not count.
+pub fn excluded_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Vec<String> {
+    idx.into_iter()
+        .map(|i| {
+            let r = &runs[i];
+            let err = r.row.error.lines().next().unwrap_or("").trim();
+            let why = if err.is_empty() { String::new() } else { format!(": {err}") };
+            format!(
+                "excluded {} ({}): status {}{why}",
+                r.place(),
+                ConfigKey::of(&r.row).describe(),
+                if r.row.status.is_empty() { "empty" } else { &r.row.status }
+            )
+        })
+        .collect()
+}
+
+pub const SCALING_NOTE: &str = "scaling = img/s / (devices x img/s of the 1-device run with the same hardware, model, \
+                                image size, precision and batch/dev); '-' where there is no such run";
+
+pub const PUBLISHED_NOTE: &str = "impl 'published' rows are other people's figures on other hardware, \
+                                  cited in their `source` column; they were not measured here";
+
+/// The `report` table: one line per (hardware, label, impl, config).
+pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table {
+    let any_label = groups.iter().any(|g| !g.scope.label.is_empty());
+    let any_impl = groups.iter().any(|g| g.scope.implementation != "gpubench");
+    let any_excluded = groups.iter().any(|g| !g.excluded.is_empty());
+
+    let mut columns = vec![Column::text("hardware", "hardware")];
+    if any_label {
+        columns.push(Column::text("label", "label"));
+    }
+    if any_impl {
+        columns.push(Column::text("impl", "impl"));
+    }
+    columns.extend([
+        Column::text("model", "model"),
+        Column::num("image_size", "image"),
+        Column::text("precision", "precision"),
+        Column::text("strategy", "strategy"),
+        Column::num("n_devices", "devices"),
+        Column::num("batch_per_device", "batch/dev"),
+        Column::num("runs", "runs"),
+    ]);
+    if any_excluded {
+        columns.push(Column::text("excluded", "excluded"));
+    }
+    columns.extend([
+        Column::num("throughput_img_s", "img/s"),
+        Column::num("throughput_per_device_img_s", "img/s/dev"),
+        Column::num("scaling_efficiency", "scaling"),
+        Column::num("step_ms_p50", "step p50 ms"),
+        Column::num("step_ms_p90", "step p90 ms"),
+        Column::num("mem_imbalance", "mem imbalance"),
+    ]);
+
+    let int = |v: Option<u32>| v.map_or_else(Cell::none, |x| Cell::num(x as f64, x.to_string()));
+    let rows = groups
+        .iter()
+        .map(|g| {
+            let mut row = vec![Cell::text(&g.scope.hardware)];
+            if any_label {
+                row.push(Cell::text(&g.scope.label));
+            }
+            if any_impl {
+                row.push(Cell::text(&g.scope.implementation));
+            }
+            row.extend([
+                Cell::text(&g.key.model),
+                int(g.key.image_size),
+                Cell::text(&g.key.precision),
+                Cell::text(&g.key.strategy),
+                int(Some(g.key.n_devices)),
+                int(g.key.batch_per_device),
+                int(Some(g.ok.len() as u32)),
+            ]);
+            if any_excluded {
+                row.push(Cell::text(status_counts(runs, &g.excluded)));
+            }
+            row.extend([
+                cell_opt(g.throughput, fmt_rate),
+                cell_opt(g.per_device, fmt_rate),
+                cell_opt(g.efficiency, fmt_pct),
+                cell_opt(g.step_p50, fmt_ms),
+                cell_opt(g.step_p90, fmt_ms),
+                cell_opt(g.imbalance, fmt_ratio),
+            ]);
+            row
+        })
+        .collect();
+
+    let n_ok: usize = groups.iter().map(|g| g.ok.len()).sum();
+    let mut notes = vec![
+        "figures are medians over repeated runs of a config".to_string(),
+        SCALING_NOTE.to_string(),
+        "mem imbalance = max/min peak memory across a run's devices".to_string(),
+    ];
+    if any_impl && groups.iter().any(|g| g.scope.implementation == PUBLISHED) {
+        notes.push(PUBLISHED_NOTE.to_string());
+    }
+    notes.extend(excluded_notes(runs, groups.iter().flat_map(|g| g.excluded.iter().copied())));
+    Table {
+        title: format!(
+            "gpubench report: {n_ok} ok run{} from {}",
+            if n_ok == 1 { "" } else { "s" },
+            files_phrase(files)
+        ),
+        columns,
+        rows,
+        notes,
+    }
+}
+
+/// "a.csv" or "3 files".
+pub fn files_phrase(files: &[PathBuf]) -> String {
+    match files {
+        [one] => one.display().to_string(),
+        _ => format!("{} files", files.len()),
+    }
+}
+
+/// A file's name without directory and `.csv`, for labels.
+pub fn file_stem(p: &Path) -> String {
+    p.file_stem().map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A measured ok row; tests adjust what they need.
+    pub fn row(strategy: &str, n: u32, thr: f64) -> Row {
+        Row {
+            schema_version: 1,
+            run_id: format!("{strategy}-{n}-{thr}"),
+            implementation: "gpubench".into(),
+            strategy: strategy.into(),
+            n_devices: n,
+            device_name: "Tesla V100".into(),
+            model: "resnet50".into(),
+            image_size: Some(224),
+            precision: "fp32".into(),
+            batch_per_device: Some(64),
+            throughput_img_s: Some(thr),
+            throughput_per_device_img_s: Some(thr / n as f64),
+            step_ms_p50: Some(100.0),
+            step_ms_p90: Some(110.0),
+            status: "ok".into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn runs_of(rows: Vec<Row>) -> Vec<Run> {
+        rows.into_iter().enumerate().map(|(i, row)| Run { file: "t.csv".into(), line: i as u64 + 2, row }).collect()
+    }
+
+    fn groups(runs: &[Run]) -> Vec<Group> {
+        let all: Vec<usize> = (0..runs.len()).collect();
+        summarize(runs, &all, Scope::of, &DeviceData::default())
+    }
+
+    #[test]
+    fn repeats_reduce_to_the_median_and_scale_from_single() {
+        let runs = runs_of(vec![
+            row("single", 1, 100.0),
+            row("single", 1, 110.0),
+            row("single", 1, 90.0),
+            row("ddp", 4, 360.0),
+            row("dp", 4, 200.0),
+        ]);
+        let g = groups(&runs);
+        let keys: Vec<String> = g.iter().map(|g| g.key.describe()).collect();
+        assert_eq!(
+            keys,
+            ["resnet50 224px fp32 single x1 b64", "resnet50 224px fp32 dp x4 b64", "resnet50 224px fp32 ddp x4 b64"]
+        );
+        assert_eq!(g[0].throughput, Some(100.0));
+        assert_eq!(g[0].ok.len(), 3);
+        assert_eq!(g[0].efficiency, Some(1.0));
+        assert_eq!(g[2].efficiency, Some(0.9));
+        assert_eq!(g[1].efficiency, Some(0.5));
+    }
+
+    #[test]
+    fn scaling_uses_any_one_device_run_when_single_is_absent() {
+        let runs = runs_of(vec![row("ddp", 1, 100.0), row("ddp", 2, 150.0)]);
+        let g = groups(&runs);
+        assert_eq!(g[1].efficiency, Some(0.75));
+    }
+
+    #[test]
+    fn no_scaling_across_hardware_precision_or_batch() {
+        let mut other_hw = row("single", 1, 100.0);
+        other_hw.device_name = "Tesla K80".into();
+        let mut fp16 = row("single", 1, 100.0);
+        fp16.precision = "fp16".into();
+        let mut b32 = row("single", 1, 100.0);
+        b32.batch_per_device = Some(32);
+        let runs = runs_of(vec![other_hw, fp16, b32, row("ddp", 2, 150.0)]);
+        let g = groups(&runs);
+        let ddp = g.iter().find(|g| g.key.strategy == "ddp").unwrap();
+        assert_eq!(ddp.efficiency, None);
+    }
+
+    #[test]
+    fn failed_rows_are_kept_apart_and_never_count_as_zero() {
+        let mut oom = row("dp", 4, 0.0);
+        oom.status = "oom".into();
+        oom.throughput_img_s = None;
+        oom.error = "CUDA out of memory\nmore".into();
+        let runs = runs_of(vec![row("dp", 4, 200.0), oom]);
+        let g = groups(&runs);
+        assert_eq!(g.len(), 1);
+        assert_eq!((g[0].ok.len(), g[0].excluded.len()), (1, 1));
+        assert_eq!(g[0].throughput, Some(200.0));
+        assert_eq!(
+            excluded_notes(&runs, g[0].excluded.clone()),
+            ["excluded t.csv:3 (resnet50 224px fp32 dp x4 b64): status oom: CUDA out of memory"]
+        );
+    }
+
+    #[test]
+    fn per_device_falls_back_to_throughput_over_devices() {
+        let mut r = row("ddp", 4, 400.0);
+        r.throughput_per_device_img_s = None;
+        let g = groups(&runs_of(vec![r]));
+        assert_eq!(g[0].per_device, Some(100.0));
+    }
+
+    #[test]
+    fn number_formats() {
+        assert_eq!(fmt_rate(2855.4), "2855");
+        assert_eq!(fmt_rate(51.94), "51.9");
+        assert_eq!(fmt_rate(5.123), "5.12");
+        assert_eq!(fmt_pct(0.9537), "95.4%");
+        assert_eq!(fmt_ratio(3.4817), "3.48x");
+        assert_eq!(fmt_ms(12.34), "12.3");
+    }
+
+    #[test]
+    fn columns_are_read_by_name() {
+        let r = row("single", 1, 1.0);
+        assert_eq!(column_f64(&r, "throughput_img_s"), Some(1.0));
+        assert_eq!(column_f64(&r, "no_such_column"), None);
+    }
+}
