@@ -31,6 +31,14 @@ pub enum Command {
     Compare(crate::report::commands::CompareArgs),
     /// CI gate: exit 1 when the current results regressed against a baseline.
     Check(crate::report::commands::CheckArgs),
+    /// Run a matrix of strategies × device counts × batch sizes × models, each
+    /// cell in its own process; out-of-memory cells become `oom` rows.
+    Sweep(Box<crate::sweep::SweepArgs>),
+    /// Find the largest per-device batch that fits in memory (doubling, then
+    /// binary search; each probe a few steps in its own process).
+    MaxBatch(Box<crate::sweep::MaxBatchArgs>),
+    /// Measure the input pipeline alone (decode, crop, resize, flip) in images/s, no model.
+    DataBench(crate::data::bench::DataBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -97,9 +105,15 @@ pub struct RunArgs {
     /// Intra-op threads on the CPU (per process; dp splits them among replicas).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Input data: `synthetic` (the default) generates random batches on the device.
+    /// Input data: `synthetic` (the default) generates random batches on the
+    /// device; a path reads an ImageFolder tree (DIR/train/<class>/*.JPEG or
+    /// DIR/<class>/*.JPEG) with the ImageNet training transform.
     #[arg(long, default_value = "synthetic")]
     pub data: String,
+    /// Decode threads per device for --data PATH (dp: this many per device, all
+    /// on the master). Default: the cores shared among the devices, 1 to 8.
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
     /// Free text stored in the row's `label` column (e.g. "V100 box").
     #[arg(long, default_value = "")]
     pub label: String,
@@ -193,6 +207,9 @@ pub fn run() -> Result<i32> {
         Command::Report(a) => crate::report::commands::run_report(&a),
         Command::Compare(a) => crate::report::commands::run_compare(&a),
         Command::Check(a) => crate::report::commands::run_check(&a),
+        Command::Sweep(a) => crate::sweep::run_sweep(*a),
+        Command::MaxBatch(a) => crate::sweep::max_batch::run_max_batch(*a),
+        Command::DataBench(a) => crate::data::bench::run_data_bench(a),
     }
 }
 

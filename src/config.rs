@@ -166,11 +166,11 @@ pub fn validate(a: &RunArgs, devices: Devices) -> Result<RunConfig> {
     if a.threads == Some(0) {
         return Err(usage("--threads must be at least 1"));
     }
+    if a.workers == Some(0) {
+        return Err(usage("--workers must be at least 1"));
+    }
     if a.data != "synthetic" {
-        return Err(usage(format!(
-            "--data {:?}: only synthetic data is supported in this version; drop --data",
-            a.data
-        )));
+        crate::data::imagefolder::check_layout(&a.data, a.num_classes)?;
     }
     if a.strategy == StrategyKind::Single && devices.len() > 1 {
         return Err(usage(format!(

@@ -154,38 +154,53 @@ fn launch(a: RunArgs) -> Result<i32> {
         }));
         children.push((rank, child));
     }
+    let rows_before = rows_in(cfg.out.as_deref());
     let outcome = wait_all(&mut children, Duration::from_secs(10));
     for f in forwarders {
         let _ = f.join();
     }
-    match outcome {
-        Outcome::AllExited(code) => Ok(code),
-        Outcome::Killed { rank, local, code } => {
-            let last = last_lines.lock().expect("lock")[local].clone();
-            let last = last.trim_start_matches("error: ").to_string();
-            let msg = format!("ddp worker rank {rank} failed (exit {code}): {last}");
-            // The surviving ranks were stopped in a collective, so rank 0 wrote
-            // no row: record the failure, naming the rank, rather than lose it.
-            if let (Some(out), 0) = (&cfg.out, a.ddp.node_rank) {
-                let backend = crate::strategy::ddp::backend_for(a.ddp.backend, &cfg.devices);
-                let mut row = crate::runner::base_row(&cfg, cfg.strategy, backend.name());
-                row.n_devices = world as u32;
-                row.global_batch = Some((cfg.batch_per_device * world as i64) as u32);
-                row.status = if crate::runner::is_oom(&last) { "oom" } else { "failed" }.into();
-                row.error = msg.clone();
-                results_csv::append_rows(out, &[row])?;
-            }
-            Err(anyhow!(msg))
-        }
+    let failed = match outcome {
+        Outcome::AllExited { code: 0, .. } => return Ok(0),
+        // Rank 0 ended the run itself and wrote its row (e.g. diverged).
+        Outcome::AllExited { code, .. } if rows_in(cfg.out.as_deref()) > rows_before => return Ok(code),
+        Outcome::AllExited { first_failure: Some(f), .. } | Outcome::Killed(f) => f,
+        Outcome::AllExited { code, first_failure: None } => return Ok(code),
+    };
+    let (rank, local, code) = failed;
+    let last = last_lines.lock().expect("lock")[local].clone();
+    let last = last.trim_start_matches("error: ").to_string();
+    let how = if code > 128 {
+        format!("killed by signal {}{}", code - 128, if code == 137 { ", possibly the kernel's OOM killer" } else { "" })
+    } else {
+        format!("exit {code}")
+    };
+    let msg = format!("ddp worker rank {rank} failed ({how}): {last}");
+    // Rank 0 wrote no row (it was stopped in a collective, or failed before
+    // the measurement): record the failure, naming the rank, rather than lose it.
+    if let (Some(out), 0) = (&cfg.out, a.ddp.node_rank) {
+        let backend = crate::strategy::ddp::backend_for(a.ddp.backend, &cfg.devices);
+        let mut row = crate::runner::base_row(&cfg, cfg.strategy, backend.name());
+        row.n_devices = world as u32;
+        row.global_batch = Some((cfg.batch_per_device * world as i64) as u32);
+        row.status = if crate::runner::is_oom(&last) { "oom" } else { "failed" }.into();
+        row.error = msg.clone();
+        results_csv::append_rows(out, &[row])?;
     }
+    Err(anyhow!(msg))
+}
+
+/// Rows in the results file now (0 when there is none or it cannot be read).
+fn rows_in(out: Option<&std::path::Path>) -> usize {
+    out.and_then(|p| results_csv::read_rows(p).ok()).map_or(0, |r| r.len())
 }
 
 enum Outcome {
-    /// Every worker exited by itself; rank 0's exit code (it wrote the row).
-    AllExited(i32),
+    /// Every worker exited by itself: rank 0's exit code, and the first
+    /// worker that failed as (rank, local index, exit code).
+    AllExited { code: i32, first_failure: Option<(usize, usize, i32)> },
     /// A worker failed and the others, still running after the grace period,
     /// were stopped (they would otherwise wait in a collective until timeout).
-    Killed { rank: usize, local: usize, code: i32 },
+    Killed((usize, usize, i32)),
 }
 
 fn wait_all(children: &mut [(usize, Child)], grace: Duration) -> Outcome {
@@ -195,7 +210,8 @@ fn wait_all(children: &mut [(usize, Child)], grace: Duration) -> Outcome {
         for (i, (rank, c)) in children.iter_mut().enumerate() {
             if codes[i].is_none() {
                 if let Ok(Some(st)) = c.try_wait() {
-                    let code = st.code().unwrap_or(1);
+                    use std::os::unix::process::ExitStatusExt;
+                    let code = st.code().or_else(|| st.signal().map(|sig| 128 + sig)).unwrap_or(1);
                     codes[i] = Some(code);
                     if code != 0 && first_failure.is_none() {
                         first_failure = Some((*rank, i, code, std::time::Instant::now()));
@@ -209,7 +225,7 @@ fn wait_all(children: &mut [(usize, Child)], grace: Duration) -> Outcome {
                 Some(i) => codes[i].unwrap_or(1),
                 None => codes.iter().map(|c| c.unwrap_or(1)).max().unwrap_or(0),
             };
-            return Outcome::AllExited(code);
+            return Outcome::AllExited { code, first_failure: first_failure.map(|(r, l, c, _)| (r, l, c)) };
         }
         if let Some((rank, local, code, at)) = first_failure {
             if at.elapsed() >= grace {
@@ -219,7 +235,7 @@ fn wait_all(children: &mut [(usize, Child)], grace: Duration) -> Outcome {
                         let _ = c.wait();
                     }
                 }
-                return Outcome::Killed { rank, local, code };
+                return Outcome::Killed((rank, local, code));
             }
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -18,3 +18,4 @@ pub mod reference;
 pub mod report;
 pub mod runner;
 pub mod strategy;
+pub mod sweep;

@@ -395,7 +395,8 @@ pub struct ScriptSummary {
     #[serde(default)]
     pub backend: String,
     pub step_secs: Vec<f64>,
-    pub losses: Vec<f64>,
+    /// null for a non-finite loss (JSON has no NaN).
+    pub losses: Vec<Option<f64>>,
     pub warmup_steps: u64,
     pub loss_first: Option<f64>,
     pub status: String,
@@ -494,9 +495,15 @@ fn script_args(a: &RunArgs, cfg: &RunConfig, init: &Path, json_out: &Path) -> Ve
     v
 }
 
+/// How the child ended, for the error message: "status N" or "signal N".
+struct Exit {
+    code: i32,
+    how: String,
+}
+
 /// Runs the child, forwarding its stderr (unless quiet) and keeping its last
-/// non-empty lines for an error message; returns (exit code, last lines).
-fn run_child(mut cmd: Command, quiet: bool) -> Result<(i32, Vec<String>)> {
+/// non-empty lines for an error message.
+fn run_child(mut cmd: Command, quiet: bool) -> Result<(Exit, Vec<String>)> {
     let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
     let err = child.stderr.take().expect("piped stderr");
     let mut last: Vec<String> = vec![];
@@ -512,7 +519,15 @@ fn run_child(mut cmd: Command, quiet: bool) -> Result<(i32, Vec<String>)> {
         }
     }
     let st = child.wait()?;
-    Ok((st.code().unwrap_or(1), last))
+    use std::os::unix::process::ExitStatusExt;
+    let exit = match (st.code(), st.signal()) {
+        (Some(c), _) => Exit { code: c, how: format!("status {c}") },
+        (None, Some(s)) => {
+            Exit { code: 1, how: format!("signal {s}{}", if s == 9 { " (SIGKILL: out of memory?)" } else { "" }) }
+        }
+        (None, None) => Exit { code: 1, how: "an unknown status".into() },
+    };
+    Ok((exit, last))
 }
 
 /// The most telling line of a failed child's stderr: the first exception
@@ -661,18 +676,21 @@ pub fn run(a: RunArgs) -> Result<i32> {
     for k in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", crate::launcher::LAUNCHED_ENV] {
         cmd.env_remove(k);
     }
-    let (code, last) = run_child(cmd, a.quiet).with_context(|| format!("starting {}", py.path.display()))?;
+    let (exit, last) = run_child(cmd, a.quiet).with_context(|| format!("starting {}", py.path.display()))?;
     if !writes_row {
-        return Ok(code);
+        return Ok(exit.code);
     }
 
     let backend = if ddp { crate::strategy::ddp::backend_for(a.ddp.backend, &local).name() } else { "" };
     let mut row = runner::base_row(&cfg, cfg.strategy, backend);
     row.implementation = "pytorch".into();
     row.libtorch_version = py.torch_version.split('+').next().unwrap_or("").to_string();
-    let summary: Option<ScriptSummary> = std::fs::read(&json_out).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let summary: Result<ScriptSummary, String> = match std::fs::read(&json_out) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("unreadable summary ({e})")),
+        Err(_) => Err(failure_line(&last)),
+    };
     let (m, note) = match summary {
-        Some(s) => {
+        Ok(s) => {
             row.threads = Some(s.threads);
             row.skipped_steps = s.skipped_steps;
             if !s.device_name.is_empty() {
@@ -683,7 +701,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             }
             let m = Measurement {
                 step_secs: s.step_secs,
-                losses: s.losses,
+                losses: s.losses.into_iter().map(|l| l.unwrap_or(f64::NAN)).collect(),
                 warmup_steps: s.warmup_steps,
                 loss_first: s.loss_first,
                 status: Some(status_of(&s.status)),
@@ -692,9 +710,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
             };
             (m, format!("PyTorch {} (Python {})", s.torch_version, s.python_version))
         }
-        None => {
-            let line = failure_line(&last);
-            let msg = format!("PyTorch reference exited with status {code}: {line}");
+        Err(line) => {
+            let msg = format!("PyTorch reference exited with {}: {line}", exit.how);
             let st = if runner::is_oom(&line) { Status::Oom } else { Status::Failed };
             (
                 Measurement { status: Some(st), error: msg, ..Default::default() },

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::cli::RunArgs;
 use crate::config::{self, Length, RunConfig, StrategyKind};
-use crate::data::{synthetic::Synthetic, DataSource};
+use crate::data::DataSource;
 use crate::device::{self, DeviceKind};
 use crate::metrics::devices::DeviceMetrics;
 use crate::metrics::sampler::DeviceSample;
@@ -131,8 +131,8 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
     let res = guarded(|| -> Result<()> {
         pb.set_prefix("warm-up");
         let t_warm = Instant::now();
-        let skip_warmup = cfg.warmup == Length::Steps(0);
-        while !skip_warmup {
+        let mut warming = cfg.warmup != Length::Steps(0);
+        while warming {
             let batch = data.next_batch()?;
             let loss_t = strat.step(&batch)?;
             m.warmup_steps += 1;
@@ -148,9 +148,7 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
                 m.error = format!("loss became {loss} during warm-up step {}", m.warmup_steps);
                 return Ok(());
             }
-            if stop {
-                break;
-            }
+            warming = !stop;
         }
         strat.devices().synchronize();
         crate::metrics::collect::reset_peaks(strat.devices());
@@ -287,7 +285,7 @@ pub fn base_row(cfg: &RunConfig, strategy: StrategyKind, backend: &str) -> Row {
         global_batch: Some(cfg.global_batch() as u32),
         seed: Some(cfg.seed),
         threads: Some(tch::get_num_threads() as u32),
-        data: cfg.data.clone(),
+        data: crate::data::column_name(&cfg.data),
         ..Default::default()
     }
 }
@@ -411,6 +409,9 @@ pub fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
     }
     if let Some(w) = r.data_wait_ms {
         s += &format!("data wait  {w:.2} ms per step ({:.1}% of the step)\n", r.data_wait_share.unwrap_or(0.0) * 100.0);
+        if let Some(line) = crate::data::input_bound_line(r.data_wait_share, r.workers) {
+            s += &format!("{line}\n");
+        }
     }
     if let (Some(f), Some(b), Some(o)) = (r.forward_ms, r.backward_ms, r.optimizer_ms) {
         s += &format!("breakdown  forward {f:.1} ms · backward {b:.1} · optimizer {o:.1} (--breakdown: synced per phase)\n");
@@ -495,7 +496,9 @@ pub fn run_command(a: RunArgs) -> Result<i32> {
             cfg.global_batch()
         );
     }
+    let workers = a.workers.unwrap_or_else(|| crate::data::default_workers(cfg.devices.len()));
     let mut row = base_row(&cfg, cfg.strategy, "");
+    row.workers = (cfg.data != "synthetic").then_some(workers as u32);
     if cfg.strategy == StrategyKind::Dp {
         row.note = dp_note(&cfg);
     }
@@ -503,16 +506,17 @@ pub fn run_command(a: RunArgs) -> Result<i32> {
         apply_knobs(&cfg)?;
         let strat = make_strategy(&cfg)?;
         start.apply(strat.var_store())?;
-        let data = Synthetic::new(
-            strat.input_batch(),
-            cfg.image_size,
-            cfg.num_classes,
-            strat.input_device(),
-            start.data_seed(cfg.seed),
-        )?;
-        if cfg.channels_last {
-            data.to_channels_last()?;
-        }
+        let spec = crate::data::SourceSpec {
+            batch: strat.input_batch(),
+            device: strat.input_device(),
+            synthetic_seed: start.data_seed(cfg.seed),
+            seed: start.data_seed(cfg.seed),
+            rank: 0,
+            world: 1,
+            // dp loads the global batch on the master: --workers per device, all there.
+            workers: workers * cfg.devices.len(),
+        };
+        let data = crate::data::make_source(&cfg, spec)?;
         Ok((strat, data))
     });
     let monitor = start_monitor(&cfg, &cfg.devices);
@@ -520,8 +524,9 @@ pub fn run_command(a: RunArgs) -> Result<i32> {
     let (m, fig) = match setup {
         Ok((mut strat, mut data)) => {
             let pb = progress(&cfg);
-            let m = measure(&cfg, strat.as_mut(), &mut data, &pb);
+            let m = measure(&cfg, strat.as_mut(), data.as_mut(), &pb);
             skipped = strat.skipped_steps();
+            row.data_skipped = data.skipped_files();
             let fig = figures(&m.step_secs, cfg.global_batch(), cfg.devices.len());
             (m, fig)
         }

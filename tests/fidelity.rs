@@ -149,6 +149,7 @@ fn bad_fidelity_input_is_a_usage_error() {
     assert_usage_error(&["run", "--cpu", "--init-from", path_str(&junk)], "--save-init");
     assert_usage_error(&["run", "--impl", "pytorch", "--strategy", "dp", "--cpu", "2"], "DataParallel");
     assert_usage_error(&["run", "--impl", "tensorflow"], "--impl");
+    assert_usage_error(&["run", "--impl", "pytorch", "--cpu", "--breakdown"], "--breakdown");
 }
 
 #[test]

@@ -255,6 +255,11 @@ def one_line(e):
     return s[0].strip() if s else type(e).__name__
 
 
+def rust_float(v):
+    """A non-finite float as gpubench's messages write it (NaN, inf)."""
+    return "NaN" if math.isnan(v) else str(v)
+
+
 def measure(args, step, agree, data, sync):
     """Warm-up then timed steps, as gpubench's runner::measure."""
     m = {"step_secs": [], "losses": [], "warmup_steps": 0, "loss_first": None, "status": None, "error": ""}
@@ -274,7 +279,7 @@ def measure(args, step, agree, data, sync):
                 m["loss_first"] = loss
             if not math.isfinite(loss):
                 m["status"] = "diverged"
-                m["error"] = f"loss became {loss} during warm-up step {m['warmup_steps']}"
+                m["error"] = f"loss became {rust_float(loss)} during warm-up step {m['warmup_steps']}"
                 return m
             if stop:
                 break
@@ -298,7 +303,7 @@ def measure(args, step, agree, data, sync):
                 m["loss_first"] = loss
             if not math.isfinite(loss):
                 m["status"] = "diverged"
-                m["error"] = f"loss became {loss} at timed step {n}"
+                m["error"] = f"loss became {rust_float(loss)} at timed step {n}"
                 return m
             if stop:
                 break
@@ -611,7 +616,11 @@ def main(argv=None):
     out = run_ddp(args) if args.strategy == "ddp" else run_local(args)
     if out is None:
         return 0
-    text = json.dumps(out)
+    # JSON has no NaN or infinity: a diverged loss is written as null.
+    out["losses"] = [x if math.isfinite(x) else None for x in out["losses"]]
+    if out["loss_first"] is not None and not math.isfinite(out["loss_first"]):
+        out["loss_first"] = None
+    text = json.dumps(out, allow_nan=False)
     if args.json_out:
         tmp = args.json_out + ".tmp"
         with open(tmp, "w") as f:

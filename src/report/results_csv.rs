@@ -49,6 +49,10 @@ pub struct Row {
     pub steps: Option<u32>,
     pub warmup: Option<u32>,
     pub data: String,
+    /// --data PATH: distinct unreadable files skipped (summed over ddp ranks).
+    pub data_skipped: Option<u64>,
+    /// --data PATH: decode threads per device.
+    pub workers: Option<u32>,
     pub seed: Option<u64>,
     pub threads: Option<u32>,
     // results

@@ -14,7 +14,6 @@ use super::precision::{autocast, Amp};
 use super::{build_model, build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
 use crate::cli::RunArgs;
 use crate::config::{self, BackendKind, RunConfig, StrategyKind};
-use crate::data::synthetic::Synthetic;
 use crate::device::{self, DeviceKind, Devices};
 use crate::dist::{Backend, ProcessGroup, Reducer, ReducerOptions, ReducerStats, Store};
 use crate::error::usage;
@@ -176,6 +175,9 @@ pub struct RankReport {
     pub phase_secs: Option<[Vec<f64>; 3]>,
     /// This rank's device (allocator peaks, NVML, its process's CPU and RSS).
     pub devices: Vec<DeviceMetrics>,
+    /// --data PATH: unreadable files this rank skipped.
+    #[serde(default)]
+    pub data_skipped: Option<u64>,
 }
 
 /// The Reducer's averaged runtime statistics (DDP logging's avg_* counters).
@@ -260,25 +262,28 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
         String::from_utf8_lossy(&store.get("gpubench/run_id")?).into_owned()
     };
 
+    let local_ranks: usize = std::env::var("LOCAL_WORLD_SIZE").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let workers = a.workers.unwrap_or_else(|| crate::data::default_workers(local_ranks));
     let setup = runner::guarded(|| {
         runner::apply_knobs(&cfg)?;
         let strat = Ddp::new(&cfg, mine.clone(), pg, &a.ddp)?;
-        let data = Synthetic::new(
-            cfg.batch_per_device,
-            cfg.image_size,
-            cfg.num_classes,
-            mine.device(0),
-            (cfg.seed ^ 0x5eed).wrapping_add(7919 * env.rank as u64),
-        )?;
-        if cfg.channels_last {
-            data.to_channels_last()?;
-        }
+        let spec = crate::data::SourceSpec {
+            batch: cfg.batch_per_device,
+            device: mine.device(0),
+            synthetic_seed: (cfg.seed ^ 0x5eed).wrapping_add(7919 * env.rank as u64),
+            // One sampler seed for all ranks, so that their shards are disjoint.
+            seed: cfg.seed ^ 0x5eed,
+            rank: env.rank,
+            world: env.world_size,
+            workers,
+        };
+        let data = crate::data::make_source(&cfg, spec)?;
         Ok((strat, data))
     });
     let (mut strat, mut data) = setup?;
     let pb = if is0 && !cfg.quiet && !cfg.json { runner::progress(&cfg) } else { indicatif::ProgressBar::hidden() };
     let monitor = runner::start_monitor(&cfg, &mine);
-    let m = runner::measure(&cfg, &mut strat, &mut data, &pb);
+    let m = runner::measure(&cfg, &mut strat, data.as_mut(), &pb);
     let skipped = strat.skipped_steps();
     let (mut my_devs, samples) = monitor.finish(&mine, &[format!("rank {}", env.rank)], m.window);
     if mine.kind == DeviceKind::Cpu {
@@ -304,6 +309,7 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
         data_wait_secs: m.data_wait_secs.clone(),
         phase_secs: m.phase_secs.clone(),
         devices: my_devs,
+        data_skipped: data.skipped_files(),
     };
     if let Some(t) = &cfg.telemetry {
         // Each rank samples its own device; rank r appends to FILE.rank<r>.csv
@@ -342,6 +348,8 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
     }
     runner::fill_row(&mut row, &m, fig.as_ref());
     row.skipped_steps = Some(skipped);
+    row.data_skipped = reports.iter().filter_map(|r| r.data_skipped).reduce(|a, b| a + b);
+    row.workers = (cfg.data != "synthetic").then_some(workers as u32);
     runner::fill_metrics(&mut row, &devs, None, &m);
     if let Some(r) = reducer {
         row.ddp_forward_compute_ms = r.forward_compute_ms;
