@@ -74,7 +74,8 @@ pub struct SourceSpec {
 /// The run's data source: synthetic, or the ImageFolder tree at `cfg.data`.
 pub fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> Result<Box<dyn DataSource>> {
     if cfg.data == "synthetic" {
-        let s = synthetic::Synthetic::new(spec.batch, cfg.image_size, cfg.num_classes, spec.device, spec.synthetic_seed)?;
+        let s =
+            synthetic::Synthetic::new(spec.batch, cfg.image_size, cfg.num_classes, spec.device, spec.synthetic_seed)?;
         if cfg.channels_last {
             s.to_channels_last()?;
         }
