@@ -106,7 +106,9 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let (gm, bm, dm, smm) = (percentile(&g, 50.0), percentile(&b, 50.0), percentile(&d, 50.0), percentile(&sm, 50.0));
-    println!("median:  bare {bm:8.2} img/s   gpubench single {gm:8.2} img/s   dp×1 {dm:8.2} img/s   sampled {smm:8.2} img/s");
+    println!(
+        "median:  bare {bm:8.2} img/s   gpubench single {gm:8.2} img/s   dp×1 {dm:8.2} img/s   sampled {smm:8.2} img/s"
+    );
     println!(
         "ratio:   single/bare {:.3} (target ≥ 0.98)   dp×1/single {:.3} (target ≥ 0.97)   sampled/single {:.3} (target ≥ 0.99)",
         gm / bm,

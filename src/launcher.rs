@@ -170,7 +170,11 @@ fn launch(a: RunArgs) -> Result<i32> {
     let last = last_lines.lock().expect("lock")[local].clone();
     let last = last.trim_start_matches("error: ").to_string();
     let how = if code > 128 {
-        format!("killed by signal {}{}", code - 128, if code == 137 { ", possibly the kernel's OOM killer" } else { "" })
+        format!(
+            "killed by signal {}{}",
+            code - 128,
+            if code == 137 { ", possibly the kernel's OOM killer" } else { "" }
+        )
     } else {
         format!("exit {code}")
     };

@@ -328,7 +328,8 @@ pub fn report(
     use crate::report::long_csv;
     if let Some(out) = &cfg.out {
         results_csv::append_rows(out, std::slice::from_ref(row))?;
-        let key = long_csv::RunKey { run_id: row.run_id.clone(), strategy: row.strategy.clone(), n_devices: row.n_devices };
+        let key =
+            long_csv::RunKey { run_id: row.run_id.clone(), strategy: row.strategy.clone(), n_devices: row.n_devices };
         long_csv::append_devices(&long_csv::devices_path(out), &key, devs)?;
     }
     if let Some(t) = &cfg.telemetry {
@@ -414,7 +415,9 @@ pub fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
         }
     }
     if let (Some(f), Some(b), Some(o)) = (r.forward_ms, r.backward_ms, r.optimizer_ms) {
-        s += &format!("breakdown  forward {f:.1} ms · backward {b:.1} · optimizer {o:.1} (--breakdown: synced per phase)\n");
+        s += &format!(
+            "breakdown  forward {f:.1} ms · backward {b:.1} · optimizer {o:.1} (--breakdown: synced per phase)\n"
+        );
     }
     if r.ddp_backward_comm_ms.is_some() {
         s += &format!(

@@ -275,8 +275,24 @@ fn metrics_breakdown_devices_csv_and_telemetry() {
     let out = dir.path().join("m.csv");
     let tel = dir.path().join("tel.csv");
     let o = gpubench(&[
-        "run", "--cpu", "--model", "tinycnn", "--image-size", "32", "--batch-size", "4", "--steps", "8", "--warmup",
-        "1", "--breakdown", "--sample-interval", "10ms", "--out", out.to_str().unwrap(), "--telemetry",
+        "run",
+        "--cpu",
+        "--model",
+        "tinycnn",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "4",
+        "--steps",
+        "8",
+        "--warmup",
+        "1",
+        "--breakdown",
+        "--sample-interval",
+        "10ms",
+        "--out",
+        out.to_str().unwrap(),
+        "--telemetry",
         tel.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -308,8 +324,22 @@ fn json_run(args: &[&str]) -> serde_json::Value {
 fn bf16_and_fp16_cpu_runs_train_and_say_so() {
     for p in ["bf16", "fp16"] {
         let v = json_run(&[
-            "run", "--cpu", "--model", "resnet18", "--image-size", "32", "--batch-size", "4", "--steps", "3",
-            "--warmup", "1", "--precision", p, "--channels-last", "--json",
+            "run",
+            "--cpu",
+            "--model",
+            "resnet18",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "4",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--precision",
+            p,
+            "--channels-last",
+            "--json",
         ]);
         let r = &v["row"];
         assert_eq!(r["precision"], p);
@@ -323,8 +353,24 @@ fn bf16_and_fp16_cpu_runs_train_and_say_so() {
 #[test]
 fn deterministic_runs_give_bit_identical_losses() {
     let args = [
-        "run", "--cpu", "--model", "resnet18", "--image-size", "32", "--batch-size", "4", "--steps", "4", "--warmup",
-        "1", "--deterministic", "--seed", "7", "--threads", "2", "--json",
+        "run",
+        "--cpu",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "4",
+        "--steps",
+        "4",
+        "--warmup",
+        "1",
+        "--deterministic",
+        "--seed",
+        "7",
+        "--threads",
+        "2",
+        "--json",
     ];
     let a = json_run(&args);
     let b = json_run(&args);

@@ -156,7 +156,11 @@ fn out_of_memory_under_a_cap_gives_oom_rows_and_the_sweep_goes_on() {
         assert_eq!(big.status, "oom", "{s}: {}", big.error);
         assert!(big.error.contains("allocate memory"), "{s}: {}", big.error);
         assert!(!big.error.contains("frame #"), "{s}: the libtorch backtrace was kept: {}", big.error);
-        assert!(big.peak_rss_mb.unwrap() > 10.0, "{s}: memory in use is known");
+        if *s != "ddp" {
+            // In-process strategies know the memory in use; for ddp the
+            // launcher writes the row for a worker that died, and cannot.
+            assert!(big.peak_rss_mb.unwrap() > 10.0, "{s}: memory in use is known");
+        }
         let small = &rows[3 + i];
         assert_eq!((small.strategy.as_str(), small.status.as_str()), (*s, "ok"), "{}", small.error);
     }

@@ -39,7 +39,12 @@ impl Monitor {
 
     /// Stops sampling; returns one DeviceMetrics per device (one for the
     /// process on CPU runs) and every sample, for `--telemetry`.
-    pub fn finish(self, devices: &Devices, roles: &[String], window: Option<Window>) -> (Vec<DeviceMetrics>, Vec<DeviceSample>) {
+    pub fn finish(
+        self,
+        devices: &Devices,
+        roles: &[String],
+        window: Option<Window>,
+    ) -> (Vec<DeviceMetrics>, Vec<DeviceSample>) {
         let (samples, span) = match self.sampler {
             Some(s) => {
                 let span = window.map(|w| (s.clock(w.start), s.clock(w.end)));

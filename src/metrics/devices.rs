@@ -124,7 +124,12 @@ mod tests {
 
     #[test]
     fn window_excludes_warmup_samples() {
-        let samples = vec![s("cuda:0", 0.5, 0.0, 100.0), s("cuda:0", 1.5, 80.0, 900.0), s("cuda:0", 2.5, 100.0, 1000.0), s("cuda:1", 1.5, 10.0, 5.0)];
+        let samples = vec![
+            s("cuda:0", 0.5, 0.0, 100.0),
+            s("cuda:0", 1.5, 80.0, 900.0),
+            s("cuda:0", 2.5, 100.0, 1000.0),
+            s("cuda:1", 1.5, 10.0, 5.0),
+        ];
         let mut m = DeviceMetrics { device: "cuda:0".into(), ..Default::default() };
         apply_samples(&mut m, &samples, 1.0, 3.0);
         assert_eq!(m.util_mean_pct, Some(90.0));

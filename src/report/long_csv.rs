@@ -134,13 +134,26 @@ mod tests {
         let p = dir.path().join("d.csv");
         let key = RunKey { run_id: "r1".into(), strategy: "dp".into(), n_devices: 2 };
         let devs = vec![
-            DeviceMetrics { device: "cuda:0".into(), role: "master".into(), peak_alloc_mb: Some(4000.0), ..Default::default() },
-            DeviceMetrics { device: "cuda:1".into(), role: "replica".into(), peak_alloc_mb: Some(1000.0), ..Default::default() },
+            DeviceMetrics {
+                device: "cuda:0".into(),
+                role: "master".into(),
+                peak_alloc_mb: Some(4000.0),
+                ..Default::default()
+            },
+            DeviceMetrics {
+                device: "cuda:1".into(),
+                role: "replica".into(),
+                peak_alloc_mb: Some(1000.0),
+                ..Default::default()
+            },
         ];
         append_devices(&p, &key, &devs).unwrap();
         append_devices(&p, &key, &devs[..1]).unwrap();
         let mut r = csv::Reader::from_path(&p).unwrap();
-        assert_eq!(r.headers().unwrap().iter().take(5).collect::<Vec<_>>(), ["run_id", "strategy", "n_devices", "device", "role"]);
+        assert_eq!(
+            r.headers().unwrap().iter().take(5).collect::<Vec<_>>(),
+            ["run_id", "strategy", "n_devices", "device", "role"]
+        );
         let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
         assert_eq!(rows.len(), 3);
         assert_eq!(&rows[0][3], "cuda:0");

@@ -95,7 +95,14 @@ pub struct LossScaler {
 
 impl Default for LossScaler {
     fn default() -> Self {
-        LossScaler { scale: 65536.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 2000, good_steps: 0, skipped: 0 }
+        LossScaler {
+            scale: 65536.0,
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+            growth_interval: 2000,
+            good_steps: 0,
+            skipped: 0,
+        }
     }
 }
 

@@ -40,7 +40,8 @@ impl Strategy for Single {
 
     fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
         let dev = self.devices.device(0);
-        let loss = autocast(self.amp.precision, dev, || loss_fn(&self.model.forward_t(&batch.images, true), &batch.labels))??;
+        let loss =
+            autocast(self.amp.precision, dev, || loss_fn(&self.model.forward_t(&batch.images, true), &batch.labels))??;
         clock.mark(Phase::Forward);
         self.opt.zero_grad();
         self.amp.scaled(&loss)?.f_backward()?;
