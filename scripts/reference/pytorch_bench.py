@@ -55,6 +55,10 @@ import torch.nn.functional as F  # noqa: E402
 DISTINCT_BATCHES = 4
 RANK_SEED_STRIDE = 7919
 U64 = 1 << 64
+# torchvision's ResNet uses in-place ReLU and residual add; tch's (gpubench's)
+# uses out-of-place ones. Same values; --out-of-place mirrors tch, to tell
+# a difference in speed due to that from one due to the framework.
+INPLACE = True
 
 
 # ---------------------------------------------------------------- models
@@ -76,7 +80,7 @@ class BasicBlock(nn.Module):
         c_out = width * self.expansion
         self.conv1 = conv3x3(c_in, width, stride)
         self.bn1 = nn.BatchNorm2d(width)
-        self.relu = nn.ReLU(inplace=True)
+        self.relu = nn.ReLU(inplace=INPLACE)
         self.conv2 = conv3x3(width, c_out)
         self.bn2 = nn.BatchNorm2d(c_out)
         self.downsample = None
@@ -87,7 +91,7 @@ class BasicBlock(nn.Module):
         shortcut = x if self.downsample is None else self.downsample(x)
         y = self.relu(self.bn1(self.conv1(x)))
         y = self.bn2(self.conv2(y))
-        y += shortcut
+        y = y.add_(shortcut) if INPLACE else y + shortcut
         return self.relu(y)
 
 
@@ -103,7 +107,7 @@ class Bottleneck(nn.Module):
         self.bn2 = nn.BatchNorm2d(width)
         self.conv3 = conv1x1(width, c_out)
         self.bn3 = nn.BatchNorm2d(c_out)
-        self.relu = nn.ReLU(inplace=True)
+        self.relu = nn.ReLU(inplace=INPLACE)
         self.downsample = None
         if stride != 1 or c_in != c_out:
             self.downsample = nn.Sequential(conv1x1(c_in, c_out, stride), nn.BatchNorm2d(c_out))
@@ -113,7 +117,7 @@ class Bottleneck(nn.Module):
         y = self.relu(self.bn1(self.conv1(x)))
         y = self.relu(self.bn2(self.conv2(y)))
         y = self.bn3(self.conv3(y))
-        y += shortcut
+        y = y.add_(shortcut) if INPLACE else y + shortcut
         return self.relu(y)
 
 
@@ -122,7 +126,7 @@ class ResNet(nn.Module):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=True)
+        self.relu = nn.ReLU(inplace=INPLACE)
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
         c_in = 64
         stages = []
@@ -596,7 +600,10 @@ def parse_args(argv=None):
     p.add_argument("--no-broadcast-buffers", action="store_true")
     p.add_argument("--dist-timeout", type=float, default=300.0, help="seconds")
     p.add_argument("--json-out", default=None, help="write the summary here (default: stdout)")
+    p.add_argument("--out-of-place", action="store_true", help="out-of-place ReLU and residual add, as tch's ResNet")
     args = p.parse_args(argv)
+    global INPLACE
+    INPLACE = not args.out_of_place
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     args.gpu_ids = [int(g) for g in args.gpus.split(",")] if args.gpus else None
