@@ -75,11 +75,8 @@ fn append(path: &Path, header: &str, body: String) -> Result<()> {
 /// exists; an existing file has that header).
 pub fn check_writable(path: &Path, header: &str, flag: &str) -> Result<()> {
     if path.exists() {
-        let mut first = String::new();
-        BufReader::new(std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?)
-            .read_line(&mut first)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        if !first.is_empty() && first.trim_end() != header {
+        let first = crate::report::results_csv::first_line(path)?;
+        if !first.is_empty() && first != header {
             return Err(usage(format!(
                 "{flag} {}: the file has a different header than gpubench writes there; choose another file",
                 path.display()
@@ -87,19 +84,7 @@ pub fn check_writable(path: &Path, header: &str, flag: &str) -> Result<()> {
         }
         return Ok(());
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(usage(format!(
-            "{flag} {}: directory {} does not exist; create it first (mkdir -p {})",
-            path.display(),
-            dir.display(),
-            dir.display()
-        )));
-    }
-    Ok(())
+    crate::report::results_csv::existing_parent(path, flag).map(|_| ())
 }
 
 fn records<T: Serialize>(key: &impl Serialize, items: &[T]) -> String {

@@ -118,7 +118,7 @@ impl Row {
     }
 }
 
-fn first_line(path: &Path) -> Result<String> {
+pub(crate) fn first_line(path: &Path) -> Result<String> {
     let f = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut line = String::new();
     BufReader::new(f).read_line(&mut line).with_context(|| format!("cannot read {}", path.display()))?;
@@ -131,6 +131,24 @@ fn header_mismatch(path: &Path) -> anyhow::Error {
          write to a new file with --out (rows are never mixed across schemas)",
         path.display()
     ))
+}
+
+/// The directory a new file at `path` would go in; a usage error naming
+/// `flag` when it does not exist.
+pub(crate) fn existing_parent<'a>(path: &'a Path, flag: &str) -> Result<&'a Path> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(usage(format!(
+            "{flag} {}: directory {} does not exist; create it first (mkdir -p {})",
+            path.display(),
+            dir.display(),
+            dir.display()
+        )));
+    }
+    Ok(dir)
 }
 
 /// Checks, before any work is done, that a row can later be appended to `path`:
@@ -154,18 +172,7 @@ pub fn check_writable(path: &Path) -> Result<()> {
             .map_err(|e| usage(format!("--out {} is not writable ({e}); choose another file", path.display())))?;
         return Ok(());
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(usage(format!(
-            "--out {}: directory {} does not exist; create it first (mkdir -p {})",
-            path.display(),
-            dir.display(),
-            dir.display()
-        )));
-    }
+    let dir = existing_parent(path, "--out")?;
     let probe = dir.join(format!(".gpubench-probe-{}", std::process::id()));
     match File::create(&probe) {
         Ok(_) => {
