@@ -529,7 +529,7 @@ pub fn run_command(a: RunArgs) -> Result<i32> {
             let pb = progress(&cfg);
             let m = measure(&cfg, strat.as_mut(), data.as_mut(), &pb);
             skipped = strat.skipped_steps();
-            row.data_skipped = data.skipped_files();
+            row.data_skipped = data.bad_files().map(|b| b.len() as u64);
             let fig = figures(&m.step_secs, cfg.global_batch(), cfg.devices.len());
             (m, fig)
         }

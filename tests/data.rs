@@ -252,7 +252,7 @@ fn source_gives_normalized_float_batches() {
             let l = Vec::<i64>::try_from(&b.labels).unwrap();
             assert!(l.iter().all(|&x| (0..3).contains(&x)));
         }
-        assert!(src.skipped_files().unwrap() <= 2);
+        assert!(src.bad_files().unwrap().len() <= 2);
     }
 }
 
@@ -329,8 +329,9 @@ fn runs_end_to_end_single_dp_and_ddp() {
     assert_eq!(r["data_skipped"], "2");
     let r = run_ok(dir.path(), &["--cpu", "2", "--strategy", "ddp"]);
     assert_eq!(r["n_devices"], "2");
-    // Each rank counts the bad files it met (11 files: 5 per rank per epoch).
-    assert!(num(&r, "data_skipped") >= 1.0, "{:?}", r["data_skipped"]);
+    // 11 files, 5 per rank per epoch, reshuffled: over 3 epochs both ranks
+    // meet both bad files, and the row counts each file once, not per rank.
+    assert_eq!(r["data_skipped"], "2");
     let o = gpubench(&[
         "data-bench",
         "--data",

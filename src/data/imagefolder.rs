@@ -229,6 +229,12 @@ impl Loader {
         self.shared.skipped.load(Ordering::Relaxed)
     }
 
+    /// Dataset indices of the files found unreadable so far, ascending.
+    pub fn bad_files(&self) -> Vec<u32> {
+        let bad = &self.shared.bad;
+        (0..bad.len() as u32).filter(|&i| bad[i as usize].load(Ordering::Relaxed)).collect()
+    }
+
     pub fn dataset(&self) -> &Dataset {
         &self.shared.ds
     }
@@ -397,7 +403,7 @@ impl DataSource for ImageFolder {
         self.name.clone()
     }
 
-    fn skipped_files(&self) -> Option<u64> {
-        Some(self.skipped())
+    fn bad_files(&self) -> Option<Vec<u32>> {
+        Some(self.loader.bad_files())
     }
 }

@@ -22,8 +22,10 @@ pub trait DataSource {
     fn next_batch(&mut self) -> Result<Batch>;
     /// How the source is named in the `data` column.
     fn name(&self) -> String;
-    /// Distinct unreadable files skipped so far (None: the source reads no files).
-    fn skipped_files(&self) -> Option<u64> {
+    /// Dataset indices of the unreadable files skipped so far (None: the
+    /// source reads no files). Indices, not a count, so that ddp can count a
+    /// file that several ranks met in different epochs once.
+    fn bad_files(&self) -> Option<Vec<u32>> {
         None
     }
 }

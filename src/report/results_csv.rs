@@ -49,7 +49,7 @@ pub struct Row {
     pub steps: Option<u32>,
     pub warmup: Option<u32>,
     pub data: String,
-    /// --data PATH: distinct unreadable files skipped (summed over ddp ranks).
+    /// --data PATH: distinct unreadable files skipped (a file several ddp ranks met counts once).
     pub data_skipped: Option<u64>,
     /// --data PATH: decode threads per device.
     pub workers: Option<u32>,

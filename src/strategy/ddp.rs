@@ -175,9 +175,9 @@ pub struct RankReport {
     pub phase_secs: Option<[Vec<f64>; 3]>,
     /// This rank's device (allocator peaks, NVML, its process's CPU and RSS).
     pub devices: Vec<DeviceMetrics>,
-    /// --data PATH: unreadable files this rank skipped.
+    /// --data PATH: dataset indices of the unreadable files this rank skipped.
     #[serde(default)]
-    pub data_skipped: Option<u64>,
+    pub data_bad: Option<Vec<u32>>,
 }
 
 /// The Reducer's averaged runtime statistics (DDP logging's avg_* counters).
@@ -309,7 +309,7 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
         data_wait_secs: m.data_wait_secs.clone(),
         phase_secs: m.phase_secs.clone(),
         devices: my_devs,
-        data_skipped: data.skipped_files(),
+        data_bad: data.bad_files(),
     };
     if let Some(t) = &cfg.telemetry {
         // Each rank samples its own device; rank r appends to FILE.rank<r>.csv
@@ -348,7 +348,7 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
     }
     runner::fill_row(&mut row, &m, fig.as_ref());
     row.skipped_steps = Some(skipped);
-    row.data_skipped = reports.iter().filter_map(|r| r.data_skipped).reduce(|a, b| a + b);
+    row.data_skipped = distinct_bad(&reports);
     row.workers = (cfg.data != "synthetic").then_some(workers as u32);
     runner::fill_metrics(&mut row, &devs, None, &m);
     if let Some(r) = reducer {
@@ -377,6 +377,18 @@ fn watch_parent() {
 
 /// Combines ranks: a step takes as long as its slowest rank; the loss is the
 /// global mean (already agreed); the worst status wins, naming its rank.
+/// --data PATH: how many distinct files the ranks skipped. Shards are
+/// reshuffled each epoch, so two ranks may meet the same bad file.
+pub fn distinct_bad(reports: &[RankReport]) -> Option<u64> {
+    let mut all: Vec<u32> = reports.iter().filter_map(|r| r.data_bad.as_deref()).flatten().copied().collect();
+    if all.is_empty() && reports.iter().all(|r| r.data_bad.is_none()) {
+        return None;
+    }
+    all.sort_unstable();
+    all.dedup();
+    Some(all.len() as u64)
+}
+
 pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>, Vec<DeviceMetrics>) {
     let n = reports.iter().map(|r| r.step_secs.len()).min().unwrap_or(0);
     let step_secs: Vec<f64> = (0..n).map(|i| reports.iter().map(|r| r.step_secs[i]).fold(0.0, f64::max)).collect();
@@ -406,4 +418,36 @@ pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>
         window: None,
     };
     (m, r0.reducer.clone(), reports.iter().flat_map(|r| r.devices.clone()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(rank: usize, bad: Option<Vec<u32>>) -> RankReport {
+        RankReport {
+            rank,
+            device: "Cpu".into(),
+            step_secs: vec![],
+            losses: vec![],
+            warmup_steps: 0,
+            loss_first: None,
+            status: "ok".into(),
+            error: String::new(),
+            reducer: None,
+            data_wait_secs: vec![],
+            phase_secs: None,
+            devices: vec![],
+            data_bad: bad,
+        }
+    }
+
+    #[test]
+    fn a_bad_file_met_by_two_ranks_counts_once() {
+        let r = [report(0, Some(vec![3, 9])), report(1, Some(vec![9, 4]))];
+        assert_eq!(distinct_bad(&r), Some(3));
+        assert_eq!(distinct_bad(&[report(0, Some(vec![])), report(1, Some(vec![]))]), Some(0));
+        // Synthetic data reads no files: the column stays empty.
+        assert_eq!(distinct_bad(&[report(0, None), report(1, None)]), None);
+    }
 }
