@@ -72,6 +72,12 @@ fn dp_matches_single(replicas: usize) {
 }
 
 #[test]
+fn dp_one_replica_equals_single() {
+    // One device takes PyTorch's shortcut (no replica thread): still the same maths.
+    dp_matches_single(1);
+}
+
+#[test]
 fn dp_two_replicas_equals_single_on_the_global_batch() {
     dp_matches_single(2);
 }

@@ -97,12 +97,26 @@ impl DataParallel {
             .collect()
     }
 
-    /// Runs every replica's forward on its own thread and returns the outputs
+    /// Runs every replica's forward on its own thread (a new one each step, as
+    /// PyTorch's parallel_apply does) and returns the outputs
     /// in replica order. A failing replica's error (e.g. out of memory) is
     /// returned, naming the device.
     fn parallel_forward(&mut self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
         let threads = self.threads_per_replica;
         let precision = self.amp.precision;
+        if let ([r], [x]) = (&mut self.replicas[..], &inputs[..]) {
+            // One device: torch.nn.DataParallel calls the module directly, with
+            // no replica thread; so does this. (A fresh thread per step would
+            // also build a fresh OpenMP team on the CPU, a cost PyTorch skips.)
+            let device = r.device;
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                autocast(precision, device, || r.model.forward_t(x, true))
+            }));
+            return match out {
+                Ok(t) => Ok(vec![t?]),
+                Err(p) => Err(anyhow!("replica on {device:?}: {}", crate::error::panic_message(&*p))),
+            };
+        }
         std::thread::scope(|s| {
             let handles: Vec<_> = self
                 .replicas
