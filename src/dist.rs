@@ -839,7 +839,7 @@ mod tests {
             for (i, s) in stats.iter().enumerate() {
                 let it = i as u64 + 1;
                 assert_eq!((s.iteration, s.sample_rate), (it, 4));
-                let timed = it <= 10 || it % 4 == 0;
+                let timed = it <= 10 || it.is_multiple_of(4);
                 assert_eq!(s.timed, timed, "{s:?}");
                 assert_eq!(s.backward_compute_ms.is_some(), timed, "{s:?}");
                 assert_eq!(s.backward_comm_ms.is_some(), timed, "{s:?}");

@@ -70,10 +70,12 @@ pub struct CudaVersions {
     pub nccl: u64,
 }
 
+// c_long is i64 here but i32 on other targets, hence `from`.
+#[allow(clippy::useless_conversion)]
 pub fn cuda_versions() -> CudaVersions {
     let (mut a, mut b, mut c) = (0 as c_long, 0 as c_long, 0u64);
     unsafe { gb_cuda_versions(&mut a, &mut b, &mut c) };
-    CudaVersions { cudart: a as i64, cudnn: b as i64, nccl: c }
+    CudaVersions { cudart: i64::from(a), cudnn: i64::from(b), nccl: c }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]

@@ -245,8 +245,11 @@ pub fn save_init(cfg: &RunConfig, path: &Path, data_seed: u64) -> Result<InitMet
 /// not by ddp workers other than rank 0), `--init-from` is loaded for `apply`.
 #[derive(Default)]
 pub struct Start {
-    init: Option<(PathBuf, Vec<(String, Tensor)>, InitMeta)>,
+    init: Option<LoadedInit>,
 }
+
+/// The `--init-from` file: its path, its named tensors and its metadata.
+type LoadedInit = (PathBuf, Vec<(String, Tensor)>, InitMeta);
 
 /// True in a ddp worker process that must not write the init file: any of
 /// our launcher's workers (the launcher writes it), or a torchrun / Slurm

@@ -20,7 +20,7 @@ fn picture(w: usize, h: usize, seed: usize) -> Vec<u8> {
             let disc = (fx - 0.5).powi(2) + (fy - 0.5).powi(2) < 0.05;
             let p = if disc {
                 [220, 40, 60]
-            } else if (x / 4 + y / 4 + seed) % 5 == 0 {
+            } else if (x / 4 + y / 4 + seed).is_multiple_of(5) {
                 [30, 200, 30]
             } else {
                 [(255.0 * fx) as u8, (255.0 * fy) as u8, (seed * 40 % 256) as u8]
@@ -154,7 +154,10 @@ fn scan_sorts_classes_and_labels_files() {
     assert_eq!(direct.files, ds.files);
 }
 
-fn batches(ds: &Dataset, c: LoaderConfig, n: usize) -> (Vec<Vec<u8>>, Vec<Vec<u32>>, Vec<Vec<i64>>, u64) {
+/// Images, dataset indices and labels of each batch, and the skip count.
+type Batches = (Vec<Vec<u8>>, Vec<Vec<u32>>, Vec<Vec<i64>>, u64);
+
+fn batches(ds: &Dataset, c: LoaderConfig, n: usize) -> Batches {
     let mut l = Loader::new(ds.clone(), c).unwrap();
     let mut imgs = vec![];
     let mut idx = vec![];

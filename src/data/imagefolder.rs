@@ -118,7 +118,7 @@ pub fn scan(path: &str) -> Result<Dataset> {
             .filter(|p| is_image(p) && p.is_file())
             .collect();
         files.sort();
-        ds.labels.extend(std::iter::repeat(label as u32).take(files.len()));
+        ds.labels.extend(std::iter::repeat_n(label as u32, files.len()));
         ds.files.extend(files);
         ds.classes.push(name);
     }

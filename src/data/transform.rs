@@ -114,8 +114,8 @@ fn taps(src: usize, dst: usize) -> Taps {
         let (start, shift) = if src >= support { (lo.min(src - support), lo - lo.min(src - support)) } else { (lo, 0) };
         t.start[i] = start;
         t.len[i] = if src >= support { support } else { n };
-        for k in 0..n {
-            let v = if sum > 0.0 { wf[k] / sum } else { 0.0 };
+        for (k, &wk) in wf.iter().enumerate().take(n) {
+            let v = if sum > 0.0 { wk / sum } else { 0.0 };
             t.weights[i * support + shift + k] = (v * (1 << PREC) as f64).round() as i32;
         }
     }
