@@ -266,18 +266,18 @@ impl Start {
         if a.save_init.is_none() && a.init_from.is_none() {
             return Ok(Start::default());
         }
-        if a.init_from.is_some() && a.strategy == StrategyKind::Ddp {
-            return Err(usage(
-                "--init-from with --strategy ddp needs --impl pytorch for now; gpubench's ddp starts from the \
-                 weights of --seed, which --save-init writes",
-            ));
-        }
         if let Some(path) = &a.save_init {
             if !is_secondary_worker() {
                 let cfg = init_config(a)?;
                 crate::runner::guarded(|| save_init(&cfg, path, default_data_seed(cfg.seed)))?;
             }
         }
+        Start::from_init_file(a)
+    }
+
+    /// Only reads `--init-from` (a ddp rank: the file was written, if at
+    /// all, before the ranks started).
+    pub fn from_init_file(a: &RunArgs) -> Result<Start> {
         let mut start = Start::default();
         if let Some(path) = &a.init_from {
             let (tensors, meta) = read_init(path)?;

@@ -94,11 +94,9 @@ fn without_init_file_pytorch_starts_from_gpubench_weights_for_the_seed() {
     assert!(row["note"].as_str().unwrap().contains("seed 4"), "{row}");
 }
 
-#[test]
-fn init_from_sets_weights_and_data_seed() {
+fn init_from_sets_weights_and_data_seed(cfg: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let init = dir.path().join("i.safetensors");
-    let cfg = ["--model", "tinycnn", "--image-size", "16", "--num-classes", "10", "--batch-size", "8"];
     let mut a = cfg.to_vec();
     a.extend(["--seed", "5", "--save-init", path_str(&init)]);
     let (seed5, _) = run(&a);
@@ -109,6 +107,39 @@ fn init_from_sets_weights_and_data_seed() {
     b.extend(["--init-from", path_str(&init)]);
     let (from_file, _) = run(&b);
     assert_eq!(from_file, seed5, "--init-from reproduces the --save-init run exactly");
+}
+
+#[test]
+fn single_init_from_sets_weights_and_data_seed() {
+    init_from_sets_weights_and_data_seed(&[
+        "--model",
+        "tinycnn",
+        "--image-size",
+        "16",
+        "--num-classes",
+        "10",
+        "--batch-size",
+        "8",
+    ]);
+}
+
+#[test]
+fn ddp_init_from_sets_weights_and_data_seed_on_every_rank() {
+    let cfg = [
+        "--strategy",
+        "ddp",
+        "--cpu",
+        "2",
+        "--model",
+        "tinycnn",
+        "--image-size",
+        "16",
+        "--num-classes",
+        "10",
+        "--batch-size",
+        "4",
+    ];
+    init_from_sets_weights_and_data_seed(&cfg);
 }
 
 #[test]

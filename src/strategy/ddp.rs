@@ -229,6 +229,8 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
     };
     let mut cfg = config::validate(&a, global_devices)?;
     cfg.quiet = cfg.quiet || !is0;
+    // Every rank loads the same --init-from weights (and its data seed).
+    let start = crate::reference::Start::from_init_file(&a)?;
     let backend = backend_for(a.ddp.backend, &mine);
     if backend == BackendKind::Nccl && mine.kind == DeviceKind::Cpu {
         return Err(usage("--backend nccl needs CUDA devices; use --backend gloo on the CPU"));
@@ -267,12 +269,14 @@ pub fn worker(a: RunArgs, env: DistEnv) -> Result<i32> {
     let setup = runner::guarded(|| {
         runner::apply_knobs(&cfg)?;
         let strat = Ddp::new(&cfg, mine.clone(), pg, &a.ddp)?;
+        start.apply(strat.var_store())?;
+        let data_seed = start.data_seed(cfg.seed);
         let spec = crate::data::SourceSpec {
             batch: cfg.batch_per_device,
             device: mine.device(0),
-            synthetic_seed: (cfg.seed ^ 0x5eed).wrapping_add(7919 * env.rank as u64),
+            synthetic_seed: data_seed.wrapping_add(crate::reference::RANK_SEED_STRIDE * env.rank as u64),
             // One sampler seed for all ranks, so that their shards are disjoint.
-            seed: cfg.seed ^ 0x5eed,
+            seed: data_seed,
             rank: env.rank,
             world: env.world_size,
             workers,
