@@ -51,6 +51,16 @@ pub enum Impl {
     Pytorch,
 }
 
+impl Impl {
+    /// As in the `impl` column and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Gpubench => "gpubench",
+            Impl::Pytorch => "pytorch",
+        }
+    }
+}
+
 /// The data seed a run uses when no init file says otherwise.
 pub fn default_data_seed(seed: u64) -> u64 {
     seed ^ 0x5eed

@@ -125,6 +125,59 @@ fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
 }
 
 #[test]
+fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = with_tiny(&[
+        "--cpu",
+        "2",
+        "--impl",
+        "gpubench,pytorch",
+        "--strategies",
+        "single,dp,ddp",
+        "--device-counts",
+        "1,2",
+        "--batch-sizes",
+        "8",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--out",
+        "r.csv",
+    ]);
+    let o = run_in(dir.path(), &args);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    // PyTorch's DataParallel needs CUDA: its dp cells are left out, and said so.
+    assert!(err.contains("note: no PyTorch dp cells on the CPU"), "{err}");
+    let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
+    let mut got: Vec<(String, String, u32)> =
+        rows.iter().map(|r| (r.implementation.clone(), r.strategy.clone(), r.n_devices)).collect();
+    got.sort();
+    let want: Vec<(String, String, u32)> = [
+        ("gpubench", "ddp", 1),
+        ("gpubench", "ddp", 2),
+        ("gpubench", "dp", 1),
+        ("gpubench", "dp", 2),
+        ("gpubench", "single", 1),
+        ("pytorch", "ddp", 1),
+        ("pytorch", "ddp", 2),
+        ("pytorch", "single", 1),
+    ]
+    .iter()
+    .map(|&(i, s, n)| (i.to_string(), s.to_string(), n))
+    .collect();
+    assert_eq!(got, want, "{out}");
+    assert!(rows.iter().all(|r| r.status == "ok"), "{out}");
+    // --resume knows the two implementations apart: nothing is left to run.
+    let mut again = args.clone();
+    again.push("--resume");
+    let o = run_in(dir.path(), &again);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(results_csv::read_rows(&dir.path().join("r.csv")).unwrap().len(), 8);
+}
+
+#[test]
 fn out_of_memory_under_a_cap_gives_oom_rows_and_the_sweep_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     // 262144 images of 16 px need 0.8 GB for the input alone; 16 fit easily.
@@ -518,6 +571,11 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error(
         &["sweep", "--cpu", "1", "--models", "tinycnn", "--image-size", "2", "--out", "/tmp/x.csv"],
         "--image-size",
+    );
+    assert_usage_error(&["sweep", "--cpu", "1", "--impl", "tensorflow", "--out", "/tmp/x.csv"], "tensorflow");
+    assert_usage_error(
+        &["sweep", "--cpu", "1", "--impl", "pytorch", "--breakdown", "--out", "/tmp/x.csv"],
+        "--breakdown",
     );
     assert_usage_error(&["max-batch", "--cpu", "--start", "0"], "--start");
     assert_usage_error(&["max-batch", "--cpu", "--granularity", "0"], "--granularity");

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use super::{child, fmt_mib, row_peak_mem, short_error, Cell, CellArgs, CellOutcome, Interrupted, Pool, Runner};
 use crate::config::{ModelKind, StrategyKind};
 use crate::error::usage;
+use crate::reference::Impl;
 use crate::report::long_csv;
 use crate::report::results_csv::Row;
 use crate::runner::Status;
@@ -233,7 +234,7 @@ pub fn run_max_batch(a: MaxBatchArgs) -> Result<i32> {
     let host = crate::device::hostname();
     let n = pool.len();
     // Validate once, at the start batch, before any probe runs.
-    let first = Cell::new(a.strategy, n, a.model, a.start, 0, &pool, &common, &host)?;
+    let first = Cell::new(Impl::Gpubench, a.strategy, n, a.model, a.start, 0, &pool, &common, &host)?;
 
     let (out, temporary) = match &a.out {
         Some(p) => {
@@ -264,7 +265,7 @@ pub fn run_max_batch(a: MaxBatchArgs) -> Result<i32> {
     let mut outcomes: Vec<(i64, CellOutcome)> = vec![];
     let result = {
         let mut probe = |b: i64| -> Result<Fit> {
-            let cell = Cell::new(a.strategy, n, a.model, b, 0, &pool, &common, &host)?;
+            let cell = Cell::new(Impl::Gpubench, a.strategy, n, a.model, b, 0, &pool, &common, &host)?;
             let o = runner.run(&cell)?;
             println!("{}", probe_line(outcomes.len() + 1, b, b * n as i64, &o));
             let fit = match o.row.status.as_str() {

@@ -30,6 +30,7 @@ use crate::cli::RunArgs;
 use crate::config::{self, BackendKind, ModelKind, RunConfig, StrategyKind};
 use crate::device::{self, Devices};
 use crate::error::usage;
+use crate::reference::Impl;
 use crate::report::long_csv;
 use crate::report::results_csv::{self, Row};
 use crate::runner::Status;
@@ -192,6 +193,10 @@ pub struct SweepArgs {
     /// Models (default: resnet50).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
     pub models: Vec<ModelKind>,
+    /// Implementations: gpubench, pytorch or both (default: gpubench). Each
+    /// cell runs under each, one after the other, into the same --out.
+    #[arg(long = "impl", value_enum, value_delimiter = ',', value_name = "LIST")]
+    pub implementations: Vec<Impl>,
     /// Run every cell this many times (repeats go round the whole matrix).
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
@@ -297,6 +302,7 @@ pub fn default_counts(n: usize) -> Vec<usize> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CellKey {
     pub host: String,
+    pub implementation: String,
     pub label: String,
     pub strategy: String,
     pub devices: String,
@@ -309,11 +315,12 @@ pub struct CellKey {
 
 impl CellKey {
     pub fn of_row(r: &Row) -> Option<CellKey> {
-        if r.implementation != "gpubench" {
+        if r.implementation != "gpubench" && r.implementation != "pytorch" {
             return None;
         }
         Some(CellKey {
             host: r.host.clone(),
+            implementation: r.implementation.clone(),
             label: r.label.clone(),
             strategy: r.strategy.clone(),
             devices: r.devices.clone(),
@@ -329,6 +336,7 @@ impl CellKey {
 /// One run of the matrix.
 #[derive(Debug, Clone)]
 pub struct Cell {
+    pub implementation: Impl,
     pub strategy: StrategyKind,
     pub n: usize,
     pub model: ModelKind,
@@ -345,6 +353,7 @@ impl Cell {
     /// Builds a cell's `run` arguments and validates them as `run` would.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        implementation: Impl,
         strategy: StrategyKind,
         n: usize,
         model: ModelKind,
@@ -356,12 +365,16 @@ impl Cell {
     ) -> Result<Cell> {
         let mut args: Vec<String> =
             vec!["--strategy".into(), strategy.name().into(), "--model".into(), model.name().into()];
+        if implementation == Impl::Pytorch {
+            args.extend(["--impl".to_string(), "pytorch".to_string()]);
+        }
         args.extend(pool.args(n));
         args.extend(["--batch-size".to_string(), batch.to_string()]);
         args.extend(common.iter().cloned());
         let (ra, cfg) = validate_run_args(&args, pool.devices(n))?;
         let key = CellKey {
             host: host.to_string(),
+            implementation: implementation.name().into(),
             label: cfg.label.clone(),
             strategy: strategy.name().into(),
             devices: cfg.devices.describe(),
@@ -371,12 +384,14 @@ impl Cell {
             batch_per_device: batch as u32,
             data: cfg.data.clone(),
         };
-        Ok(Cell { strategy, n, model, batch, repeat, args, cfg, backend: ra.ddp.backend, key })
+        Ok(Cell { implementation, strategy, n, model, batch, repeat, args, cfg, backend: ra.ddp.backend, key })
     }
 
-    /// e.g. `ddp ×2 resnet50 224px b64`.
+    /// e.g. `ddp ×2 resnet50 224px b64`, with ` (pytorch)` for PyTorch's own.
     pub fn describe(&self) -> String {
-        format!("{} ×{} {} {}px b{}", self.strategy.name(), self.n, self.model.name(), self.cfg.image_size, self.batch)
+        let which = if self.implementation == Impl::Pytorch { " (pytorch)" } else { "" };
+        let (s, n, m) = (self.strategy.name(), self.n, self.model.name());
+        format!("{s} ×{n} {m} {}px b{}{which}", self.cfg.image_size, self.batch)
     }
 }
 
@@ -415,6 +430,7 @@ pub struct Plan {
     pub counts: Vec<usize>,
     pub batches: Vec<i64>,
     pub models: Vec<ModelKind>,
+    pub impls: Vec<Impl>,
     pub repeat: u32,
     pub cells: Vec<Cell>,
     pub notes: Vec<String>,
@@ -526,9 +542,25 @@ pub fn plan(mut a: SweepArgs) -> Result<Plan> {
         }
     }
 
+    let impls = if a.implementations.is_empty() { vec![Impl::Gpubench] } else { dedup(&a.implementations) };
+    if impls.contains(&Impl::Pytorch) {
+        if a.run.breakdown {
+            return Err(usage("--breakdown times gpubench's own process; drop it, or sweep --impl gpubench only"));
+        }
+        // Fail before the first cell, with the fix, rather than in every PyTorch cell.
+        crate::reference::find_python()?;
+    }
     let mut notes = vec![];
     if strategies.contains(&StrategyKind::Single) && counts.iter().any(|&c| c > 1) {
         notes.push("single runs at 1 device only".to_string());
+    }
+    let pytorch_dp_skipped =
+        impls.contains(&Impl::Pytorch) && strategies.contains(&StrategyKind::Dp) && matches!(pool, Pool::Cpu(_));
+    if pytorch_dp_skipped {
+        notes.push(
+            "no PyTorch dp cells on the CPU: torch.nn.DataParallel needs CUDA devices (gpubench's dp still runs)"
+                .to_string(),
+        );
     }
     let common = a.run.to_args();
     let host = device::hostname();
@@ -541,7 +573,13 @@ pub fn plan(mut a: SweepArgs) -> Result<Plan> {
                         if strategy == StrategyKind::Single && n != 1 {
                             continue;
                         }
-                        cells.push(Cell::new(strategy, n, model, batch, r, &pool, &common, &host)?);
+                        // Implementations innermost: the runs to compare follow each other.
+                        for &imp in &impls {
+                            if imp == Impl::Pytorch && strategy == StrategyKind::Dp && pytorch_dp_skipped {
+                                continue;
+                            }
+                            cells.push(Cell::new(imp, strategy, n, model, batch, r, &pool, &common, &host)?);
+                        }
                     }
                 }
             }
@@ -558,6 +596,7 @@ pub fn plan(mut a: SweepArgs) -> Result<Plan> {
         counts,
         batches,
         models,
+        impls,
         repeat,
         cells,
         notes,
@@ -636,6 +675,7 @@ pub fn missing_row(c: &Cell, r: &child::ChildResult, mem_limited: bool) -> Row {
         _ => "",
     };
     let mut row = crate::runner::base_row(cfg, cfg.strategy, backend);
+    row.implementation = c.implementation.name().into();
     row.threads = cfg.threads.map(|t| t as u32);
     let (status, error) = child::classify_missing_row(r, mem_limited);
     row.status = status.name().into();
@@ -737,7 +777,7 @@ pub fn short_error(e: &str, max: usize) -> String {
 pub fn cell_line(i: usize, total: usize, what: &str, o: &CellOutcome) -> String {
     let r = &o.row;
     let w = total.to_string().len();
-    let mut s = format!("[{i:>w$}/{total}] {what:<28} {:<8}", r.status);
+    let mut s = format!("[{i:>w$}/{total}] {what:<30} {:<8}", r.status);
     if let Some(t) = r.throughput_img_s {
         s += &format!(" {:>9} img/s", crate::report::summary::fmt_rate(t));
         if let Some(p) = r.throughput_per_device_img_s {
@@ -929,6 +969,9 @@ impl Plan {
             batches,
             models
         );
+        if self.impls != [Impl::Gpubench] {
+            s += &format!(" × impl {}", self.impls.iter().map(|i| i.name()).collect::<Vec<_>>().join(","));
+        }
         if self.repeat > 1 {
             s += &format!(" × {} repeats", self.repeat);
         }
