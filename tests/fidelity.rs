@@ -109,37 +109,18 @@ fn init_from_sets_weights_and_data_seed(cfg: &[&str]) {
     assert_eq!(from_file, seed5, "--init-from reproduces the --save-init run exactly");
 }
 
+const TINY: &str = "--model tinycnn --image-size 16 --num-classes 10";
+
 #[test]
 fn single_init_from_sets_weights_and_data_seed() {
-    init_from_sets_weights_and_data_seed(&[
-        "--model",
-        "tinycnn",
-        "--image-size",
-        "16",
-        "--num-classes",
-        "10",
-        "--batch-size",
-        "8",
-    ]);
+    let cfg = format!("{TINY} --batch-size 8");
+    init_from_sets_weights_and_data_seed(&cfg.split_whitespace().collect::<Vec<_>>());
 }
 
 #[test]
 fn ddp_init_from_sets_weights_and_data_seed_on_every_rank() {
-    let cfg = [
-        "--strategy",
-        "ddp",
-        "--cpu",
-        "2",
-        "--model",
-        "tinycnn",
-        "--image-size",
-        "16",
-        "--num-classes",
-        "10",
-        "--batch-size",
-        "4",
-    ];
-    init_from_sets_weights_and_data_seed(&cfg);
+    let cfg = format!("--strategy ddp --cpu 2 {TINY} --batch-size 4");
+    init_from_sets_weights_and_data_seed(&cfg.split_whitespace().collect::<Vec<_>>());
 }
 
 #[test]

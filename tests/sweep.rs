@@ -29,6 +29,11 @@ fn with_tiny<'a>(args: &[&'a str]) -> Vec<&'a str> {
     v
 }
 
+/// `with_tiny` for arguments written as one string.
+fn tiny(args: &str) -> Vec<&str> {
+    with_tiny(&args.split_whitespace().collect::<Vec<_>>())
+}
+
 /// (strategy, n_devices, batch) → rows.
 fn by_cell(rows: &[Row]) -> HashMap<(String, u32, u32), Vec<&Row>> {
     let mut m: HashMap<(String, u32, u32), Vec<&Row>> = HashMap::new();
@@ -77,24 +82,10 @@ fn processes_with(needle: &str) -> Vec<String> {
 #[test]
 fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
     let dir = tempfile::tempdir().unwrap();
-    let args = with_tiny(&[
-        "--cpu",
-        "2",
-        "--strategies",
-        "dp,ddp",
-        "--device-counts",
-        "1,2",
-        "--batch-sizes",
-        "16",
-        "--steps",
-        "2",
-        "--warmup",
-        "1",
-        "--out",
-        "r.csv",
-        "--charts",
-        "charts",
-    ]);
+    let args = tiny(
+        "--cpu 2 --strategies dp,ddp --device-counts 1,2 --batch-sizes 16 --steps 2 --warmup 1 --out r.csv \
+         --charts charts",
+    );
     let o = run_in(dir.path(), &args);
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
@@ -127,24 +118,10 @@ fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
 #[test]
 fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
     let dir = tempfile::tempdir().unwrap();
-    let args = with_tiny(&[
-        "--cpu",
-        "2",
-        "--impl",
-        "gpubench,pytorch",
-        "--strategies",
-        "single,dp,ddp",
-        "--device-counts",
-        "1,2",
-        "--batch-sizes",
-        "8",
-        "--steps",
-        "2",
-        "--warmup",
-        "1",
-        "--out",
-        "r.csv",
-    ]);
+    let args = tiny(
+        "--cpu 2 --impl gpubench,pytorch --strategies single,dp,ddp --device-counts 1,2 --batch-sizes 8 \
+         --steps 2 --warmup 1 --out r.csv",
+    );
     let o = run_in(dir.path(), &args);
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
