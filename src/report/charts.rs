@@ -14,7 +14,7 @@ use plotters::coord::Shift;
 use plotters::element::EmptyElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -691,6 +691,8 @@ fn scenario_title(s: &ScenarioKey) -> String {
     }
     if scope.implementation == crate::report::summary::PUBLISHED {
         parts.push("published figures".into());
+    } else if scope.implementation != "gpubench" {
+        parts.push(format!("impl {}", scope.implementation));
     }
     parts.push(format!(
         "{model} {}px {prec}, batch {}/device",
@@ -701,11 +703,12 @@ fn scenario_title(s: &ScenarioKey) -> String {
 }
 
 /// The parts of a scenario, for file names.
-fn scenario_parts(s: &ScenarioKey) -> [String; 6] {
+fn scenario_parts(s: &ScenarioKey) -> [String; 7] {
     let (scope, model, img, prec, batch) = s;
     [
         scope.hardware.clone(),
         scope.label.clone(),
+        scope.implementation.clone(),
         model.clone(),
         img.map_or("x".into(), |v| format!("{v}px")),
         prec.clone(),
@@ -796,8 +799,16 @@ pub fn report_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group], device
         scenarios.entry(scenario_of(g)).or_default().push(g);
     }
     let keys: Vec<&ScenarioKey> = scenarios.keys().collect();
+    let mut used: HashMap<String, usize> = HashMap::new();
     for (s, gs) in &scenarios {
-        let suffix = if keys.len() > 1 { format!("-{}", slug(s, &keys)) } else { String::new() };
+        let mut suffix = if keys.len() > 1 { format!("-{}", slug(s, &keys)) } else { String::new() };
+        // Two scenarios whose parts fold to the same file name (case,
+        // punctuation) get -2, -3, …, so no chart overwrites another.
+        let n = used.entry(suffix.clone()).or_default();
+        *n += 1;
+        if *n > 1 {
+            suffix = format!("{suffix}-{n}");
+        }
         scenario_charts(w, s, gs, &suffix, &mut notes)?;
     }
     // Runs in table order, for the per-run charts.
@@ -1193,5 +1204,39 @@ mod tests {
         t.3 = "fp16".into();
         assert_eq!(slug(&s, &[&s, &t]), "tesla-v100-fp32");
         assert_eq!(slug(&t, &[&s, &t]), "tesla-k80-gk210-fp16");
+        let mut u = s.clone();
+        u.0.implementation = "pytorch".into();
+        assert_eq!((slug(&s, &[&s, &u]), slug(&u, &[&s, &u])), ("gpubench".into(), "pytorch".into()));
+    }
+
+    #[test]
+    fn no_chart_overwrites_another() {
+        // gpubench and PyTorch rows of one sweep, and two labels that fold
+        // to the same file name: every scenario keeps its own files.
+        let mut rows = vec![];
+        for (imp, label) in [("gpubench", ""), ("pytorch", ""), ("gpubench", "A b"), ("gpubench", "a-B")] {
+            for (s, n, t) in [("single", 1, 100.0), ("ddp", 2, 180.0)] {
+                let mut r = row(s, n, t);
+                r.implementation = imp.into();
+                r.label = label.into();
+                rows.push(r);
+            }
+        }
+        let runs = runs_of(rows);
+        let all: Vec<usize> = (0..runs.len()).collect();
+        let devices = DeviceData::default();
+        let groups = summarize(&runs, &all, Scope::of, &devices);
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ChartWriter::new(dir.path(), None).unwrap();
+        report_charts(&mut w, &runs, &groups, &devices).unwrap();
+        let mut names: Vec<String> =
+            w.written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n, "a chart file was written twice: {names:?}");
+        let throughput = names.iter().filter(|f| f.starts_with("throughput")).count();
+        assert_eq!(throughput, 4, "{names:?}");
+        assert!(names.contains(&"throughput-pytorch.svg".to_string()), "{names:?}");
     }
 }
