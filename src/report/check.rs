@@ -114,6 +114,9 @@ pub struct CheckOptions {
     /// Significance level of the t-test.
     pub alpha: f64,
     pub strict: bool,
+    /// Only rows of this implementation are judged (`gpubench` or `pytorch`):
+    /// the two are different workloads and must not pool as repeats.
+    pub implementation: String,
 }
 
 pub struct CheckReport {
@@ -149,15 +152,28 @@ pub fn decide(metric: Metric, base: &[f64], cur: &[f64], max_drop: f64, alpha: f
 
 pub fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) -> Result<CheckReport> {
     let none = DeviceData::default();
-    let side = |runs: &[Run]| -> Vec<Group> {
-        let all: Vec<usize> = (0..runs.len()).collect();
-        summarize(runs, &all, |_| Scope::default(), &none)
+    let mut notes = vec![];
+    let mut side = |runs: &[Run]| -> Vec<Group> {
+        let (mine, other): (Vec<usize>, Vec<usize>) =
+            (0..runs.len()).partition(|&i| runs[i].row.implementation == opts.implementation);
+        if !other.is_empty() {
+            let f = runs.first().map_or(String::new(), |r| r.file.display().to_string());
+            notes.push(format!(
+                "{f}: {} row(s) of other implementations left out; this check judges impl {}",
+                other.len(),
+                opts.implementation
+            ));
+        }
+        summarize(runs, &mine, |_| Scope::default(), &none)
     };
     let (bg, cg) = (side(base_runs), side(cur_runs));
     for (runs, groups) in [(base_runs, &bg), (cur_runs, &cg)] {
         if groups.iter().all(|g| g.ok.is_empty()) {
             let f = runs.first().map_or(String::new(), |r| r.file.display().to_string());
-            return Err(usage(format!("{f}: no row has status ok, so there is nothing to check against")));
+            return Err(usage(format!(
+                "{f}: no row of impl {} has status ok, so there is nothing to check against",
+                opts.implementation
+            )));
         }
     }
     let cur_index: BTreeMap<&ConfigKey, usize> = cg.iter().enumerate().map(|(i, g)| (&g.key, i)).collect();
@@ -173,7 +189,6 @@ pub fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) -> Result
     }
 
     let mut findings = vec![];
-    let mut notes = vec![];
     for (bi, b) in bg.iter().enumerate() {
         if b.ok.is_empty() {
             notes.push(format!("not checked: {} has no ok run in the baseline", b.key.describe()));
@@ -330,7 +345,13 @@ mod tests {
     use crate::report::summary::tests::{row, runs_of};
 
     fn opts() -> CheckOptions {
-        CheckOptions { metrics: vec![Metric::Throughput, Metric::Scaling], max_drop: 0.05, alpha: 0.05, strict: false }
+        CheckOptions {
+            metrics: vec![Metric::Throughput, Metric::Scaling],
+            max_drop: 0.05,
+            alpha: 0.05,
+            strict: false,
+            implementation: "gpubench".into(),
+        }
     }
 
     fn side(v: &[(&str, u32, f64)]) -> Vec<Run> {
@@ -360,6 +381,22 @@ mod tests {
         let (v, c, p) = decide(Metric::Throughput, &[1000.0], &[1100.0], 0.05, 0.05);
         assert_eq!((v, p), (Verdict::Improved, None));
         assert!((c - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn pytorch_rows_do_not_pool_with_gpubench_rows() {
+        let b = side(&[("single", 1, 100.0)]);
+        // Same config, but one row is PyTorch's own run at half the speed.
+        let mut rows: Vec<_> = [100.0, 50.0].iter().map(|&t| row("single", 1, t)).collect();
+        rows[1].implementation = "pytorch".into();
+        let c = runs_of(rows);
+        let r = check(&b, &c, &opts()).unwrap();
+        assert_eq!(verdicts(&r), [("single img/s".to_string(), "unchanged")]);
+        assert!(r.notes.iter().any(|n| n.contains("1 row(s) of other implementations left out")), "{:?}", r.notes);
+        // Judging PyTorch's rows: the baseline has none.
+        let o = CheckOptions { implementation: "pytorch".into(), ..opts() };
+        let e = check(&b, &c, &o).err().unwrap().to_string();
+        assert!(e.contains("no row of impl pytorch"), "{e}");
     }
 
     #[test]

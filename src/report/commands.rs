@@ -70,6 +70,10 @@ pub struct CheckArgs {
     /// Fail (exit 1) when a baseline config is missing from the current results.
     #[arg(long)]
     pub strict: bool,
+    /// Which implementation's rows to judge; the other's are left out (a
+    /// file from `sweep --impl gpubench,pytorch` holds both).
+    #[arg(long = "impl", value_enum, default_value_t = crate::reference::Impl::Gpubench)]
+    pub implementation: crate::reference::Impl,
     /// Output format.
     #[arg(long, value_enum, default_value_t = CheckFormat::Table)]
     pub format: CheckFormat,
@@ -200,8 +204,13 @@ pub fn run_check(args: &CheckArgs) -> Result<i32> {
     }
     let base = load_files(std::slice::from_ref(&args.baseline))?;
     let cur = load_files(std::slice::from_ref(&args.current))?;
-    let opts =
-        CheckOptions { metrics: args.metrics.clone(), max_drop: args.max_drop, alpha: args.alpha, strict: args.strict };
+    let opts = CheckOptions {
+        metrics: args.metrics.clone(),
+        max_drop: args.max_drop,
+        alpha: args.alpha,
+        strict: args.strict,
+        implementation: args.implementation.name().into(),
+    };
     let report = check::check(&base, &cur, &opts)?;
     let format = match args.format {
         CheckFormat::Table => Format::Table,

@@ -36,6 +36,12 @@ pub fn partition_sets(runs: &[Run]) -> Vec<Set> {
         } else {
             file_stem(&r.file)
         };
+        // PyTorch's own runs of a machine are a set of their own, beside
+        // gpubench's, never repeats of them.
+        let base = match r.row.implementation.as_str() {
+            "gpubench" | PUBLISHED => base,
+            other => format!("{base} [{other}]"),
+        };
         match sets.iter_mut().find(|(f, n, _)| *f == r.file && *n == base) {
             Some(s) => s.2.push(i),
             None => sets.push((r.file.clone(), base, vec![i])),
@@ -241,6 +247,17 @@ mod tests {
         let runs = vec![run("ref.csv", p, "tf_cnn_benchmarks K80"), run("mine.csv", row("single", 1, 60.0), "")];
         let names: Vec<String> = partition_sets(&runs).into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["tf_cnn_benchmarks K80 [published]", "Tesla V100"]);
+    }
+
+    #[test]
+    fn pytorch_runs_of_a_machine_are_their_own_set() {
+        let mut p = row("single", 1, 30.0);
+        p.implementation = "pytorch".into();
+        let runs = vec![run("sweep.csv", row("single", 1, 31.0), ""), run("sweep.csv", p, "")];
+        let sets = partition_sets(&runs);
+        let names: Vec<&str> = sets.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["Tesla V100", "Tesla V100 [pytorch]"]);
+        assert_eq!((sets[0].members.clone(), sets[1].members.clone()), (vec![0], vec![1]));
     }
 
     #[test]
