@@ -321,14 +321,19 @@ fn build_batch(sh: &Shared, k: u64, st: &mut WorkerState) -> Result<HostBatch> {
         let pos = k * b as u64 + i as u64;
         let (e, off) = (pos / per, pos % per);
         let order = st.epoch(sh, e);
-        let mut rng = Rng::keyed(&[sh.cfg.seed, e, off, 0xC0FFEE]);
         let mut done = false;
         for t in 0..per {
             let idx = order[((off + t) % per) as usize];
             if sh.bad[idx as usize].load(Ordering::Relaxed) {
                 continue;
             }
-            match load_one(sh, idx, &mut rng.clone(), out, st) {
+            // The crop's generator depends on the try t alone, not on which
+            // bad files another worker has already found (a timing matter).
+            let mut rng = match t {
+                0 => Rng::keyed(&[sh.cfg.seed, e, off, 0xC0FFEE]),
+                _ => Rng::keyed(&[sh.cfg.seed, e, off, 0xC0FFEE, t]),
+            };
+            match load_one(sh, idx, &mut rng, out, st) {
                 Ok(()) => {
                     labels.push(sh.ds.labels[idx as usize] as i64);
                     indices.push(idx);
@@ -337,7 +342,6 @@ fn build_batch(sh: &Shared, k: u64, st: &mut WorkerState) -> Result<HostBatch> {
                 }
                 Err(err) => sh.mark_bad(idx, &err),
             }
-            rng = Rng::keyed(&[sh.cfg.seed, e, off, 0xC0FFEE, t + 1]);
         }
         if !done {
             return Err(anyhow!(
