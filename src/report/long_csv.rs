@@ -2,10 +2,8 @@
 //! `<out>.devices.csv`, and the sampled telemetry timeline (`--telemetry`).
 //! Like the results file, they are appended under a lock, one write per call,
 //! and a file with a different header is refused, never mixed.
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
-use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::usage;
@@ -42,33 +40,12 @@ pub fn telemetry_header() -> String {
 }
 
 fn append(path: &Path, header: &str, body: String) -> Result<()> {
-    let mut f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .read(true)
-        .open(path)
-        .with_context(|| format!("cannot open {} for appending", path.display()))?;
-    f.lock().with_context(|| format!("cannot lock {}", path.display()))?;
-    let len = f.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
-    let mut buf = String::new();
-    if len == 0 {
-        buf.push_str(header);
-        buf.push('\n');
-    } else {
-        let mut first = String::new();
-        BufReader::new(std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?)
-            .read_line(&mut first)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        if first.trim_end() != header {
-            return Err(usage(format!(
-                "{} has a different header than gpubench writes there; move it aside or choose another --out",
-                path.display()
-            )));
-        }
-    }
-    buf.push_str(&body);
-    f.write_all(buf.as_bytes()).with_context(|| format!("cannot write to {}", path.display()))?;
-    Ok(())
+    crate::report::results_csv::append_locked(path, header, &body, |p| {
+        usage(format!(
+            "{} has a different header than gpubench writes there; move it aside or choose another --out",
+            p.display()
+        ))
+    })
 }
 
 /// Before a run: `path` can later take rows under `header` (its directory

@@ -190,6 +190,15 @@ pub fn check_writable(path: &Path) -> Result<()> {
 /// Appends rows to `path`, writing the header first if the file is new or
 /// empty. The file is locked for the duration, and the bytes go out in one write.
 pub fn append_rows(path: &Path, rows: &[Row]) -> Result<()> {
+    let body: String = rows.iter().map(Row::to_record).collect();
+    append_locked(path, &Row::header(), &body, header_mismatch)
+}
+
+/// Appends `body` (whole CSV records) to `path` under an exclusive lock, with
+/// `header` first when the file is new or empty, in one write, then flushed
+/// to disk; an existing file with another header gets `mismatch(path)`.
+/// Every gpubench CSV (results, devices, telemetry) is written through here.
+pub(crate) fn append_locked(path: &Path, header: &str, body: &str, mismatch: fn(&Path) -> anyhow::Error) -> Result<()> {
     let mut f = OpenOptions::new()
         .create(true)
         .append(true)
@@ -200,14 +209,12 @@ pub fn append_rows(path: &Path, rows: &[Row]) -> Result<()> {
     let len = f.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
     let mut buf = String::new();
     if len == 0 {
-        buf.push_str(&Row::header());
+        buf.push_str(header);
         buf.push('\n');
-    } else if first_line(path)? != Row::header() {
-        return Err(header_mismatch(path));
+    } else if first_line(path)? != header {
+        return Err(mismatch(path));
     }
-    for r in rows {
-        buf.push_str(&r.to_record());
-    }
+    buf.push_str(body);
     f.write_all(buf.as_bytes()).with_context(|| format!("cannot write to {}", path.display()))?;
     f.sync_data().with_context(|| format!("cannot flush {}", path.display()))?;
     Ok(())
