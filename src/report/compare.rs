@@ -111,14 +111,7 @@ impl Comparison {
     }
 
     pub fn table(&self, runs: &[Run]) -> Table {
-        let mut columns = vec![
-            Column::text("model", "model"),
-            Column::num("image_size", "image"),
-            Column::text("precision", "precision"),
-            Column::text("strategy", "strategy"),
-            Column::num("n_devices", "devices"),
-            Column::num("batch_per_device", "batch/dev"),
-        ];
+        let mut columns = ConfigKey::columns().to_vec();
         // Long names would make every column as wide as the name: then the
         // headers use letters, spelled out in the notes. Keys keep the names.
         let short = self.sets.iter().all(|s| s.name.chars().count() <= MAX_NAME_IN_HEADER);
@@ -133,19 +126,11 @@ impl Comparison {
             columns.push(Column::num(&format!("{}/{first}:throughput_ratio", s.name), &format!("{h} / {}", head[0])));
         }
 
-        let int = |v: Option<u32>| v.map_or_else(Cell::none, |x| Cell::num(x as f64, x.to_string()));
         let rows = self
             .configs
             .iter()
             .map(|k| {
-                let mut row = vec![
-                    Cell::text(&k.model),
-                    int(k.image_size),
-                    Cell::text(&k.precision),
-                    Cell::text(&k.strategy),
-                    int(Some(k.n_devices)),
-                    int(k.batch_per_device),
-                ];
+                let mut row = k.cells().to_vec();
                 for m in &self.groups {
                     match m.get(k) {
                         None => row.extend([Cell::empty("missing"), Cell::empty("missing")]),

@@ -75,7 +75,36 @@ pub fn strategy_rank(s: &str) -> u8 {
     }
 }
 
+/// A whole number as a table cell, empty when unknown.
+pub fn int_cell(v: Option<u32>) -> Cell {
+    v.map_or_else(Cell::none, |x| Cell::num(x as f64, x.to_string()))
+}
+
 impl ConfigKey {
+    /// The table columns that name a configuration (report and compare).
+    pub fn columns() -> [Column; 6] {
+        [
+            Column::text("model", "model"),
+            Column::num("image_size", "image"),
+            Column::text("precision", "precision"),
+            Column::text("strategy", "strategy"),
+            Column::num("n_devices", "devices"),
+            Column::num("batch_per_device", "batch/dev"),
+        ]
+    }
+
+    /// This configuration's cells under `columns()`.
+    pub fn cells(&self) -> [Cell; 6] {
+        [
+            Cell::text(&self.model),
+            int_cell(self.image_size),
+            Cell::text(&self.precision),
+            Cell::text(&self.strategy),
+            int_cell(Some(self.n_devices)),
+            int_cell(self.batch_per_device),
+        ]
+    }
+
     pub fn of(row: &Row) -> Self {
         ConfigKey {
             model: row.model.clone(),
@@ -341,15 +370,8 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
     if any_impl {
         columns.push(Column::text("impl", "impl"));
     }
-    columns.extend([
-        Column::text("model", "model"),
-        Column::num("image_size", "image"),
-        Column::text("precision", "precision"),
-        Column::text("strategy", "strategy"),
-        Column::num("n_devices", "devices"),
-        Column::num("batch_per_device", "batch/dev"),
-        Column::num("runs", "runs"),
-    ]);
+    columns.extend(ConfigKey::columns());
+    columns.push(Column::num("runs", "runs"));
     if any_excluded {
         columns.push(Column::text("excluded", "excluded"));
     }
@@ -362,7 +384,6 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
         Column::num("mem_imbalance", "mem imbalance"),
     ]);
 
-    let int = |v: Option<u32>| v.map_or_else(Cell::none, |x| Cell::num(x as f64, x.to_string()));
     let rows = groups
         .iter()
         .map(|g| {
@@ -373,15 +394,8 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
             if any_impl {
                 row.push(Cell::text(&g.scope.implementation));
             }
-            row.extend([
-                Cell::text(&g.key.model),
-                int(g.key.image_size),
-                Cell::text(&g.key.precision),
-                Cell::text(&g.key.strategy),
-                int(Some(g.key.n_devices)),
-                int(g.key.batch_per_device),
-                int(Some(g.ok.len() as u32)),
-            ]);
+            row.extend(g.key.cells());
+            row.push(int_cell(Some(g.ok.len() as u32)));
             if any_excluded {
                 row.push(Cell::text(status_counts(runs, &g.excluded)));
             }
