@@ -158,22 +158,9 @@ fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
 fn out_of_memory_under_a_cap_gives_oom_rows_and_the_sweep_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     // 262144 images of 16 px need 0.8 GB for the input alone; 16 fit easily.
-    let args = with_tiny(&[
-        "--cpu",
-        "1",
-        "--strategies",
-        "single,dp,ddp",
-        "--batch-sizes",
-        "262144,16",
-        "--steps",
-        "2",
-        "--warmup",
-        "1",
-        "--mem-limit",
-        "1G",
-        "--out",
-        "r.csv",
-    ]);
+    let args = tiny(
+        "--cpu 1 --strategies single,dp,ddp --batch-sizes 262144,16 --steps 2 --warmup 1 --mem-limit 1G --out r.csv",
+    );
     let o = run_in(dir.path(), &args);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
@@ -216,20 +203,7 @@ fn a_cell_that_dies_without_a_row_gets_one_from_the_sweep() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let args = with_tiny(&[
-        "--cpu",
-        "1",
-        "--strategies",
-        "single",
-        "--batch-sizes",
-        "3,5,4",
-        "--steps",
-        "1",
-        "--warmup",
-        "0",
-        "--out",
-        "r.csv",
-    ]);
+    let args = tiny("--cpu 1 --strategies single --batch-sizes 3,5,4 --steps 1 --warmup 0 --out r.csv");
     let o = sweep_cmd(dir.path(), &args)
         .env("GPUBENCH_SWEEP_CHILD", &script)
         .env("GPUBENCH_REAL", env!("CARGO_BIN_EXE_gpubench"))
@@ -262,24 +236,10 @@ fn a_cell_that_dies_without_a_row_gets_one_from_the_sweep() {
 #[test]
 fn kill_9_mid_sweep_then_resume_gives_every_cell_once() {
     let dir = tempfile::tempdir().unwrap();
-    let args = with_tiny(&[
-        "--cpu",
-        "2",
-        "--strategies",
-        "single,dp,ddp",
-        "--device-counts",
-        "1,2",
-        "--batch-sizes",
-        "16",
-        "--steps",
-        "3",
-        "--warmup",
-        "1",
-        "--label",
-        "kill9-test",
-        "--out",
-        "r.csv",
-    ]);
+    let args = tiny(
+        "--cpu 2 --strategies single,dp,ddp --device-counts 1,2 --batch-sizes 16 --steps 3 --warmup 1 \
+         --label kill9-test --out r.csv",
+    );
     let out = dir.path().join("r.csv");
     let mut sweep = sweep_cmd(dir.path(), &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     wait_for_rows(&out, 1, &mut sweep);
@@ -330,24 +290,10 @@ fn ctrl_c_stops_the_cell_and_its_processes_and_says_how_to_resume() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let args = with_tiny(&[
-        "--cpu",
-        "2",
-        "--strategies",
-        "ddp",
-        "--device-counts",
-        "2",
-        "--batch-sizes",
-        "8,16,32",
-        "--steps",
-        "2",
-        "--warmup",
-        "1",
-        "--label",
-        "ctrl-c-test",
-        "--out",
-        "r.csv",
-    ]);
+    let args = tiny(
+        "--cpu 2 --strategies ddp --device-counts 2 --batch-sizes 8,16,32 --steps 2 --warmup 1 \
+         --label ctrl-c-test --out r.csv",
+    );
     let out = dir.path().join("r.csv");
     let mut sweep = sweep_cmd(dir.path(), &args)
         .env("GPUBENCH_SWEEP_CHILD", &script)
@@ -390,20 +336,7 @@ fn a_second_sweep_on_the_same_file_waits_for_the_first() {
     let script = dir.path().join("slow.sh");
     std::fs::write(&script, "#!/bin/sh\nsleep 3\nexec \"$GPUBENCH_REAL\" \"$@\"\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let args = with_tiny(&[
-        "--cpu",
-        "1",
-        "--strategies",
-        "single",
-        "--batch-sizes",
-        "8",
-        "--steps",
-        "1",
-        "--warmup",
-        "0",
-        "--out",
-        "r.csv",
-    ]);
+    let args = tiny("--cpu 1 --strategies single --batch-sizes 8 --steps 1 --warmup 0 --out r.csv");
     let mut first = sweep_cmd(dir.path(), &args)
         .env("GPUBENCH_SWEEP_CHILD", &script)
         .env("GPUBENCH_REAL", env!("CARGO_BIN_EXE_gpubench"))
