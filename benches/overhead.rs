@@ -24,7 +24,16 @@ use gpubench::{config, device, runner};
 fn main() -> anyhow::Result<()> {
     // `cargo bench` passes --bench; everything after `--` is ours.
     let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
-    let rounds = take_opt(&mut args, "--rounds").map(|s| s.parse().expect("--rounds N")).unwrap_or(15usize);
+    let rounds: usize = match take_opt(&mut args, "--rounds") {
+        None => 15,
+        Some(s) => match s.parse() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                eprintln!("bench-overhead: --rounds takes a whole number of rounds, at least 1 (got `{s}`)");
+                std::process::exit(2);
+            }
+        },
+    };
     let mut argv = vec!["gpubench".to_string(), "run".into(), "--quiet".into()];
     if args.is_empty() {
         args = "--model resnet18 --image-size 64 --batch-size 8 --steps 5 --warmup 2"
@@ -33,7 +42,12 @@ fn main() -> anyhow::Result<()> {
             .collect();
     }
     argv.extend(args);
-    let Command::Run(a) = Cli::try_parse_from(&argv)?.command else { unreachable!() };
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| {
+        let text = e.render().to_string();
+        eprintln!("bench-overhead: {}", text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: "));
+        std::process::exit(2);
+    });
+    let Command::Run(a) = cli.command else { unreachable!() };
     let devices = device::resolve(a.gpus.as_deref(), a.cpu, true)?;
     let cfg = config::validate(&a, devices)?;
     let steps = match cfg.timed {
