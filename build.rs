@@ -1,11 +1,27 @@
-//! Links gpubench against the libtorch that torch-sys found and compiles the
-//! C++ shims under src/shim (c10d, CUDA allocator statistics, versions).
+//! Links gpubench against the libtorch that torch-sys found and compiles the C++ shims under `src/shim` (c10d,
+//! autocast and the TF32/determinism switches, CUDA allocator statistics, versions).
 //!
-//! Three fixes that torch-sys does not make (see README, "Building"):
-//! - an rpath to libtorch's lib dir, so the binary runs without LD_LIBRARY_PATH;
-//! - libtorch_cuda is force-linked when present, since `--as-needed` would drop
-//!   it and CUDA would silently look unavailable;
-//! - the shims get gloo's headers, which the torch wheel does not ship.
+//! Inputs come from `scripts/setup`, which installs nothing into the system: it writes `$GPUBENCH_HOME/env.sh`
+//! (default `~/.cache/gpubench`), which `scripts/gpubench`, `scripts/test` and the benchmark scripts source. By
+//! hand: `scripts/setup && source ~/.cache/gpubench/env.sh && cargo build --release`. It provides:
+//! - libtorch 2.11.0 (what tch 0.24 expects) for torch-sys through `LIBTORCH`: the user's own (it must hold
+//!   `lib/libtorch_cpu.so`), else `torch==2.11.0` from PyPI in a versioned venv (`torch-2.11.0-py<X.Y>`). The
+//!   PyPI wheel is built for CUDA 13 (NVIDIA driver ≥ 580); for older drivers set `GPUBENCH_TORCH_INDEX_URL` to
+//!   a wheel index for an older CUDA before the first set-up.
+//! - `GLOO_INCLUDE_DIR`: Gloo's headers, from Debian's `libgloo-dev` unpacked into the cache (never installed);
+//!   without apt, point it at a directory holding `gloo/config.h`. The torch wheel does not ship them.
+//! - the small CUDA header wheels (`nvidia-cuda-crt`, `nvidia-cuda-cccl`) that ProcessGroupNCCL's and CUDA's
+//!   headers need and the torch wheel's own dependencies lack.
+//!
+//! Three fixes that torch-sys does not make:
+//! - an rpath to libtorch's lib directory, so the binary runs without `LD_LIBRARY_PATH`;
+//! - `libtorch_cuda` is force-linked when present (`--no-as-needed`): no Rust symbol references it, so
+//!   `--as-needed` would drop it, and since loading it is what registers the CUDA backend, CUDA would silently
+//!   look unavailable;
+//! - the shims are compiled with Gloo's headers and, when `libtorch_cuda.so` and the CUDA and NCCL headers are
+//!   found (`GPUBENCH_CUDA_INCLUDE`, colon-separated, else the `nvidia-*` wheels beside torch), with CUDA and NCCL
+//!   enabled (`cfg(gpubench_cuda)`). With `libtorch_cuda` but no headers it warns and builds without the CUDA
+//!   shim (no ddp over NCCL, no allocator statistics). `GPUBENCH_NO_CUDA` builds without CUDA.
 use std::env;
 use std::path::{Path, PathBuf};
 

@@ -14,12 +14,13 @@
 //! `--steps` is the timed steps per block; each block starts with one untimed step.
 use std::time::Instant;
 
-use clap::Parser;
-use gpubench::cli::{Cli, Command};
+use gpubench::bench::measure::{figures, measure};
+use gpubench::cli::run::{parse_run_args, Placement};
 use gpubench::data::{synthetic::Synthetic, DataSource};
 use gpubench::metrics::stats::percentile;
-use gpubench::strategy::{build_model, build_optimizer, dp::DataParallel, loss_fn, single::Single, Strategy};
-use gpubench::{config, device, runner};
+use gpubench::model::build_model;
+use gpubench::strategy::{build_optimizer, dp::DataParallel, loss_fn, single::Single, Strategy};
+use gpubench::{config, device};
 
 fn main() -> anyhow::Result<()> {
     // `cargo bench` passes --bench; everything after `--` is ours.
@@ -34,7 +35,7 @@ fn main() -> anyhow::Result<()> {
             }
         },
     };
-    let mut argv = vec!["gpubench".to_string(), "run".into(), "--quiet".into()];
+    let mut argv = vec!["--quiet".to_string()];
     if args.is_empty() {
         args = "--model resnet18 --image-size 64 --batch-size 8 --steps 5 --warmup 2"
             .split(' ')
@@ -42,14 +43,16 @@ fn main() -> anyhow::Result<()> {
             .collect();
     }
     argv.extend(args);
-    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| {
-        let text = e.render().to_string();
-        eprintln!("bench-overhead: {}", text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: "));
-        std::process::exit(2);
-    });
-    let Command::Run(a) = cli.command else { unreachable!() };
-    let devices = device::resolve(a.gpus.as_deref(), a.cpu, true)?;
-    let cfg = config::validate(&a, devices)?;
+    // Bad run options: one line, exit 2, as gpubench run says them.
+    let cfg = parse_run_args(&argv)
+        .and_then(|a| {
+            let devices = device::resolve(a.gpus.as_deref(), a.cpu, true)?;
+            a.into_config(Placement::Local(devices))
+        })
+        .unwrap_or_else(|e| {
+            eprintln!("bench-overhead: {}", gpubench::error::one_line(&e));
+            std::process::exit(gpubench::error::exit_code(&e));
+        });
     let steps = match cfg.timed {
         config::Length::Steps(n) => n,
         config::Length::Time(_) => anyhow::bail!("use --steps for this benchmark"),
@@ -102,10 +105,10 @@ fn main() -> anyhow::Result<()> {
     // (img/s of the block, its fastest step in seconds)
     let run = |c: &config::RunConfig, strat: &mut dyn Strategy| -> anyhow::Result<(f64, f64)> {
         let mut data = Synthetic::new(strat.input_batch(), c.image_size, c.num_classes, dev, 1)?;
-        let m = runner::measure(c, strat, &mut data, &indicatif::ProgressBar::hidden());
+        let m = measure(c, strat, &mut data, &indicatif::ProgressBar::hidden());
         anyhow::ensure!(m.error.is_empty(), "{}", m.error);
         let fastest = m.step_secs.iter().copied().fold(f64::INFINITY, f64::min);
-        Ok((runner::figures(&m.step_secs, c.global_batch(), 1).expect("timed steps").throughput_img_s, fastest))
+        Ok((figures(&m.step_secs, c.global_batch(), 1).expect("timed steps").throughput_img_s, fastest))
     };
     bare(warmup)?;
     for s in [&mut single as &mut dyn Strategy, &mut sampled, &mut dp] {

@@ -1,16 +1,17 @@
-//! A run's validated configuration. Everything the command line can get
-//! wrong is checked here, before any device is touched or any work is done.
-use anyhow::Result;
-use clap::ValueEnum;
+//! A run's configuration: plain types, complete and already validated.
+//!
+//! `RunConfig` is built once per process by the command line's one conversion
+//! (`cli::run`) and read by everything below it: the session, the strategies,
+//! the ddp launcher and workers, the PyTorch reference and each sweep cell.
+//! Nothing here parses flags, reads files or touches a device.
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::RunArgs;
 use crate::device::Devices;
-use crate::error::usage;
+pub use crate::dist::Backend;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StrategyKind {
     /// One device.
@@ -22,6 +23,8 @@ pub enum StrategyKind {
 }
 
 impl StrategyKind {
+    pub const ALL: [Self; 3] = [Self::Single, Self::Dp, Self::Ddp];
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Single => "single",
@@ -31,7 +34,7 @@ impl StrategyKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelKind {
     Resnet18,
@@ -44,6 +47,9 @@ pub enum ModelKind {
 }
 
 impl ModelKind {
+    pub const ALL: [Self; 6] =
+        [Self::Resnet18, Self::Resnet34, Self::Resnet50, Self::Resnet101, Self::Resnet152, Self::Tinycnn];
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Resnet18 => "resnet18",
@@ -64,18 +70,52 @@ impl ModelKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    Gloo,
-    Nccl,
+pub enum Precision {
+    /// Full fp32: TF32 off for matmuls and convolutions.
+    #[default]
+    Fp32,
+    /// fp32 storage, TF32 tensor-core math for cuBLAS and cuDNN (CUDA).
+    Tf32,
+    /// Autocast to float16 with dynamic loss scaling.
+    Fp16,
+    /// Autocast to bfloat16 (no loss scaling needed).
+    Bf16,
 }
 
-impl BackendKind {
+impl Precision {
+    pub const ALL: [Self; 4] = [Self::Fp32, Self::Tf32, Self::Fp16, Self::Bf16];
+
     pub fn name(self) -> &'static str {
         match self {
-            Self::Gloo => "gloo",
-            Self::Nccl => "nccl",
+            Self::Fp32 => "fp32",
+            Self::Tf32 => "tf32",
+            Self::Fp16 => "fp16",
+            Self::Bf16 => "bf16",
+        }
+    }
+}
+
+/// Which implementation runs the training loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Impl {
+    /// gpubench itself (Rust over libtorch).
+    #[default]
+    Gpubench,
+    /// PyTorch's own single / DataParallel / DistributedDataParallel, in Python.
+    Pytorch,
+}
+
+impl Impl {
+    pub const ALL: [Self; 2] = [Self::Gpubench, Self::Pytorch];
+
+    /// As in the `impl` column and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Gpubench => "gpubench",
+            Impl::Pytorch => "pytorch",
         }
     }
 }
@@ -93,10 +133,63 @@ mod humantime_serde_secs {
     }
 }
 
+/// `--save-init` / `--init-from`: where a run's start is written or read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InitSpec {
+    /// Write the model's initial weights and the data seed here.
+    pub save: Option<PathBuf>,
+    /// Start from the weights and data seed in this file (its metadata was
+    /// checked against the model when the configuration was built).
+    pub from: Option<PathBuf>,
+}
+
+/// DistributedDataParallel settings, checked and resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DdpConfig {
+    /// Resolved: `--backend`, else NCCL on CUDA and Gloo on the CPU.
+    pub backend: Backend,
+    pub bucket_cap_mb: f64,
+    pub gradient_as_bucket_view: bool,
+    pub find_unused_parameters: bool,
+    pub broadcast_buffers: bool,
+    /// Nodes in the job, and this node's rank among them (node_rank < nnodes).
+    pub nnodes: usize,
+    pub node_rank: usize,
+    pub master_addr: Option<String>,
+    pub master_port: Option<u16>,
+    /// Rendezvous and collective timeout.
+    pub timeout: Duration,
+}
+
+impl Default for DdpConfig {
+    fn default() -> Self {
+        DdpConfig {
+            backend: Backend::Gloo,
+            bucket_cap_mb: 25.0,
+            gradient_as_bucket_view: false,
+            find_unused_parameters: false,
+            broadcast_buffers: true,
+            nnodes: 1,
+            node_rank: 0,
+            master_addr: None,
+            master_port: None,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     pub strategy: StrategyKind,
+    pub implementation: Impl,
+    /// The devices this process drives: every local device for single, dp,
+    /// the ddp launcher and the PyTorch reference; its own device for a ddp rank.
     pub devices: Devices,
+    /// This node's devices (the same as `devices` except in a ddp rank).
+    pub node_devices: Devices,
+    /// Devices in the whole job: `devices.len()`, or every rank of every node
+    /// for ddp. The global batch and the default learning rate follow it.
+    pub world: usize,
     pub model: ModelKind,
     pub num_classes: i64,
     pub image_size: i64,
@@ -109,114 +202,48 @@ pub struct RunConfig {
     pub seed: u64,
     pub threads: Option<usize>,
     pub data: String,
+    /// Decode threads per device for `--data PATH` (resolved: the cores
+    /// shared among this node's devices when not given).
+    pub workers: usize,
     pub label: String,
     pub out: Option<PathBuf>,
     pub json: bool,
     pub quiet: bool,
-    pub precision: crate::strategy::precision::Precision,
+    pub precision: Precision,
     pub channels_last: bool,
     pub cudnn_benchmark: bool,
     pub deterministic: bool,
     pub breakdown: bool,
     pub sample_interval: Duration,
     pub telemetry: Option<PathBuf>,
+    pub init: InitSpec,
+    /// Meaningful when `strategy` is ddp.
+    pub ddp: DdpConfig,
 }
 
 impl RunConfig {
     pub fn global_batch(&self) -> i64 {
-        self.batch_per_device * self.devices.len() as i64
+        self.batch_per_device * self.world as i64
     }
-}
 
-pub fn parse_duration(flag: &str, s: &str) -> Result<Duration> {
-    let d = humantime::parse_duration(s.trim())
-        .map_err(|e| usage(format!("{flag} {s:?} is not a duration ({e}); write it like 30s, 2m or 1m30s")))?;
-    if d.is_zero() {
-        return Err(usage(format!("{flag} must be longer than zero")));
+    /// Whether this run reads real files (`--data PATH`).
+    pub fn reads_files(&self) -> bool {
+        self.data != "synthetic"
     }
-    Ok(d)
-}
 
-/// Checks everything that does not need a device; `devices` is resolved by
-/// the caller (it needs to ask CUDA).
-pub fn validate(a: &RunArgs, devices: Devices) -> Result<RunConfig> {
-    if a.batch_size <= 0 {
-        return Err(usage("--batch-size must be at least 1 (it is per device)"));
+    /// Human output (progress bar, summary, notes) is shown.
+    pub fn talks(&self) -> bool {
+        !self.quiet && !self.json
     }
-    if a.num_classes < 2 {
-        return Err(usage("--num-classes must be at least 2"));
-    }
-    let min = a.model.min_image_size();
-    if a.image_size < min {
-        return Err(usage(format!(
-            "--image-size {} is too small for {}; use at least {min}",
-            a.image_size,
-            a.model.name()
-        )));
-    }
-    let timed = match &a.duration {
-        Some(s) => Length::Time(parse_duration("--duration", s)?),
-        None if a.steps == 0 => return Err(usage("--steps must be at least 1")),
-        None => Length::Steps(a.steps),
-    };
-    let warmup = match &a.warmup_time {
-        Some(s) => Length::Time(parse_duration("--warmup-time", s)?),
-        None => Length::Steps(a.warmup),
-    };
-    if a.threads == Some(0) {
-        return Err(usage("--threads must be at least 1"));
-    }
-    if a.workers == Some(0) {
-        return Err(usage("--workers must be at least 1"));
-    }
-    if a.data != "synthetic" {
-        crate::data::imagefolder::check_layout(&a.data, a.num_classes)?;
-    }
-    if a.strategy == StrategyKind::Single && devices.len() > 1 {
-        return Err(usage(format!(
-            "--strategy single uses one device but {} were given; use --strategy dp or ddp for several",
-            devices.len()
-        )));
-    }
-    for (flag, v) in [("--lr", a.lr.unwrap_or(0.1)), ("--momentum", a.momentum), ("--weight-decay", a.weight_decay)] {
-        if !v.is_finite() || v < 0.0 {
-            return Err(usage(format!("{flag} must be a finite number ≥ 0")));
+
+    /// As written in the `devices` column: this node's devices, and the node
+    /// count of a multi-node ddp job.
+    pub fn devices_column(&self) -> String {
+        let d = self.node_devices.describe();
+        if self.strategy == StrategyKind::Ddp && self.ddp.nnodes > 1 {
+            format!("{d} ×{} nodes", self.ddp.nnodes)
+        } else {
+            d
         }
     }
-    {
-        use crate::strategy::precision::Precision;
-        let cpu = devices.kind == crate::device::DeviceKind::Cpu;
-        if cpu && a.precision == Precision::Tf32 {
-            return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
-        }
-    }
-    let n = devices.len() as i64;
-    let global = a.batch_size * n;
-    Ok(RunConfig {
-        strategy: a.strategy,
-        devices,
-        model: a.model,
-        num_classes: a.num_classes,
-        image_size: a.image_size,
-        batch_per_device: a.batch_size,
-        timed,
-        warmup,
-        lr: a.lr.unwrap_or(0.1 * global as f64 / 256.0),
-        momentum: a.momentum,
-        weight_decay: a.weight_decay,
-        seed: a.seed,
-        threads: a.threads,
-        data: a.data.clone(),
-        label: a.label.clone(),
-        out: a.out.clone(),
-        json: a.json,
-        quiet: a.quiet,
-        precision: a.precision,
-        channels_last: a.channels_last,
-        cudnn_benchmark: a.cudnn_benchmark,
-        deterministic: a.deterministic,
-        breakdown: a.breakdown,
-        sample_interval: parse_duration("--sample-interval", &a.sample_interval)?,
-        telemetry: a.telemetry.clone(),
-    })
 }

@@ -25,6 +25,8 @@ use std::time::Duration;
 use tch::Tensor;
 use torch_sys::C_tensor;
 
+use crate::device::DeviceKind;
+
 #[repr(C)]
 struct GbStore {
     _private: [u8; 0],
@@ -151,17 +153,27 @@ pub enum Backend {
 }
 
 impl Backend {
-    pub fn as_str(self) -> &'static str {
+    pub const ALL: [Self; 2] = [Backend::Gloo, Backend::Nccl];
+
+    pub fn name(self) -> &'static str {
         match self {
             Backend::Gloo => "gloo",
             Backend::Nccl => "nccl",
+        }
+    }
+
+    /// What DDP uses unless told otherwise: NCCL on CUDA, Gloo on the CPU.
+    pub fn default_for(kind: DeviceKind) -> Backend {
+        match kind {
+            DeviceKind::Cuda => Backend::Nccl,
+            DeviceKind::Cpu => Backend::Gloo,
         }
     }
 }
 
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.write_str(self.name())
     }
 }
 
@@ -174,6 +186,14 @@ impl FromStr for Backend {
             _ => bail!("unknown backend {s:?} (expected gloo or nccl)"),
         }
     }
+}
+
+/// A port that was free a moment ago on 127.0.0.1, for a single-node
+/// rendezvous store.
+pub fn free_port() -> Result<u16> {
+    use anyhow::Context;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port for the rendezvous store")?;
+    Ok(l.local_addr()?.port())
 }
 
 /// A c10d `TCPStore`: the key-value rendezvous of a run. Rank 0 hosts it.
@@ -280,7 +300,7 @@ impl ProcessGroup {
         cuda_device: Option<usize>,
         timeout: Duration,
     ) -> Result<ProcessGroup> {
-        let b = cstring(backend.as_str(), "backend")?;
+        let b = cstring(backend.name(), "backend")?;
         let dev = match cuda_device {
             Some(d) => int(d, "cuda device")?,
             None => -1,

@@ -59,3 +59,47 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         "unknown panic".to_string()
     }
 }
+
+/// Runs `f`, turning a panic from libtorch (tch panics on C++ errors) into an error.
+pub fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => Err(anyhow::anyhow!(panic_message(&*p))),
+    }
+}
+
+/// Out-of-memory errors from the CUDA caching allocator or the CPU allocator.
+pub fn is_oom(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    m.contains("out of memory") || m.contains("can't allocate memory") || m.contains("cannot allocate memory")
+}
+
+/// A failed run's error for its row: the chain on one line, without the C++
+/// backtrace that tch's panic messages carry (escaped).
+pub fn failure_message(err: &anyhow::Error) -> String {
+    let mut msg = one_line(err);
+    if let Some(i) = msg.find("\\nframe #") {
+        msg.truncate(i);
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oom_messages_are_recognised() {
+        assert!(is_oom("CUDA out of memory. Tried to allocate 2.00 GiB"));
+        assert!(is_oom("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"));
+        assert!(!is_oom("shape mismatch"));
+    }
+
+    #[test]
+    fn failures_are_one_line_without_the_cpp_backtrace() {
+        let e = anyhow::anyhow!("shape mismatch\\nframe #0: c10::Error").context("step 3");
+        assert_eq!(failure_message(&e), "step 3: shape mismatch");
+        let p = guarded(|| -> anyhow::Result<()> { panic!("libtorch said no") }).unwrap_err();
+        assert_eq!(p.to_string(), "libtorch said no");
+    }
+}

@@ -1,5 +1,7 @@
-//! Bindings to src/shim/info.cpp: versions, CUDA device properties and the
-//! CUDA caching allocator's statistics, which tch does not expose.
+//! Bindings to src/shim/info.cpp and src/shim/precision.cpp: versions, CUDA
+//! device properties, the CUDA caching allocator's statistics, autocast, the
+//! TF32 and determinism switches and the channels-last layout, which tch does
+//! not expose. (c10d's bindings are `dist`, one to one with c10d.cpp.)
 use anyhow::{anyhow, Result};
 use std::ffi::{c_char, c_int, c_long, CStr};
 
@@ -22,6 +24,11 @@ extern "C" {
     ) -> *mut c_char;
     fn gb_cuda_memory_stats(dev: c_int, out: *mut i64) -> *mut c_char;
     fn gb_cuda_reset_peak_memory(dev: c_int) -> *mut c_char;
+    fn gb_autocast(cuda: c_int, bf16: c_int, enabled: c_int) -> *mut c_char;
+    fn gb_set_tf32(on: c_int) -> *mut c_char;
+    fn gb_set_deterministic(on: c_int) -> *mut c_char;
+    fn gb_channels_last_(t: *mut std::ffi::c_void) -> *mut c_char;
+    fn gb_is_channels_last(t: *mut std::ffi::c_void) -> c_int;
 }
 
 /// Turns a shim error pointer into a Result, freeing the message.
@@ -134,6 +141,31 @@ pub fn cuda_reset_peak_memory(dev: usize) -> Result<()> {
     check(unsafe { gb_cuda_reset_peak_memory(dev as c_int) })
 }
 
+/// Enters (`on`) or leaves libtorch's autocast for CUDA or the CPU, to
+/// float16 or bfloat16. The state is thread-local.
+pub fn set_autocast(cuda: bool, bf16: bool, on: bool) -> Result<()> {
+    check(unsafe { gb_autocast(c_int::from(cuda), c_int::from(bf16), c_int::from(on)) })
+}
+
+/// TF32 tensor-core math for cuBLAS and cuDNN, process-wide.
+pub fn set_tf32(on: bool) -> Result<()> {
+    check(unsafe { gb_set_tf32(c_int::from(on)) })
+}
+
+/// Deterministic algorithms, process-wide.
+pub fn set_deterministic(on: bool) -> Result<()> {
+    check(unsafe { gb_set_deterministic(c_int::from(on)) })
+}
+
+/// Lays a 4-D tensor out as NHWC in place (other tensors are left alone).
+pub fn to_channels_last(t: &tch::Tensor) -> Result<()> {
+    check(unsafe { gb_channels_last_(t.as_ptr() as *mut _) })
+}
+
+pub fn is_channels_last(t: &tch::Tensor) -> bool {
+    unsafe { gb_is_channels_last(t.as_ptr() as *mut _) != 0 }
+}
+
 /// "13.0" from 13000.
 pub fn format_cuda_version(v: i64) -> String {
     if v <= 0 {
@@ -175,6 +207,16 @@ mod tests {
         assert_eq!(format_cudnn_version(91900), "9.19.0");
         assert_eq!(format_cudnn_version(8907), "8.9.7");
         assert_eq!(format_nccl_version((2 << 32) | (28 << 16) | 9), "2.28.9");
+    }
+
+    #[test]
+    fn channels_last_in_place() {
+        use tch::{Device, Kind, Tensor};
+        let t = Tensor::ones([2, 3, 4, 4], (Kind::Float, Device::Cpu));
+        assert!(!is_channels_last(&t));
+        to_channels_last(&t).unwrap();
+        assert!(is_channels_last(&t));
+        assert_eq!(t.size(), vec![2, 3, 4, 4]);
     }
 
     #[test]

@@ -1,14 +1,14 @@
-//! `main` only maps the result of `gpubench::cli::run` to an exit code; every
+//! `main` only maps the result of `gpubench::app::run` to an exit code; every
 //! error is printed once, here, as one line.
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     // libtorch errors surface in tch as panics; they are caught and turned into
-    // errors (see `gpubench::runner`), so the default hook's backtrace noise is
+    // errors (see `gpubench::error::guarded`), so the default hook's backtrace noise is
     // never what the user should see.
     std::panic::set_hook(Box::new(|_| {}));
     gpubench::ffi::init_logging();
-    let code = match std::panic::catch_unwind(gpubench::cli::run) {
+    let code = match std::panic::catch_unwind(gpubench::app::run) {
         Ok(Ok(code)) => code,
         Ok(Err(err)) => {
             eprintln!("error: {}", gpubench::error::one_line(&err));

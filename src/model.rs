@@ -2,9 +2,25 @@
 //! builders (same parameter counts as torchvision); `tinycnn` is ours.
 use tch::nn::{self, ModuleT};
 
-use crate::config::ModelKind;
+use crate::config::{ModelKind, RunConfig};
 
 pub type Model = Box<dyn ModuleT>;
+
+/// Builds the run's model on `device` with its seed, so every replica and
+/// rank starts from the same weights; convolution weights go channels-last
+/// when the run asks for it.
+pub fn build_model(cfg: &RunConfig, device: tch::Device) -> (nn::VarStore, Model) {
+    tch::manual_seed(cfg.seed as i64);
+    let vs = nn::VarStore::new(device);
+    let m = build(&vs.root(), cfg.model, cfg.num_classes);
+    if cfg.channels_last {
+        for v in vs.variables().values() {
+            // Only 4-D weights (convolutions) change layout.
+            let _ = crate::ffi::to_channels_last(v);
+        }
+    }
+    (vs, m)
+}
 
 pub fn build(p: &nn::Path, kind: ModelKind, num_classes: i64) -> Model {
     use tch::vision::resnet;

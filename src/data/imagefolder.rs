@@ -260,7 +260,7 @@ fn worker(sh: Arc<Shared>, first: u64, step: u64, tx: SyncSender<Result<HostBatc
     let mut st = WorkerState::default();
     let mut k = first;
     while !sh.stop.load(Ordering::Relaxed) {
-        let b = crate::runner::guarded(|| build_batch(&sh, k, &mut st));
+        let b = crate::error::guarded(|| build_batch(&sh, k, &mut st));
         let failed = b.is_err();
         if tx.send(b).is_err() || failed {
             return;

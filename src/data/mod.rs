@@ -1,5 +1,40 @@
-//! Where each step's input comes from. The runner asks a `DataSource` for the
-//! next batch and times how long it waits; strategies never see the source.
+//! Where each step's input comes from. The measurement loop (`bench::measure`) asks a `DataSource` for the next
+//! batch and times how long it waits; strategies never see the source. `SourceSpec` says what a run needs: single
+//! and each ddp rank load their per-device batch; dp loads the global batch on the master, with `--workers` ×
+//! devices decode threads (the same decode budget as ddp's `--workers` per rank).
+//!
+//! **Synthetic** (the default, `synthetic`): as tf_cnn_benchmarks does it, random images and labels are made once
+//! on the device, and the loop rotates among four distinct batches so that no step reuses the previous step's
+//! tensors. It isolates compute and communication from input.
+//!
+//! **`--data PATH`** (`imagefolder`): an ImageFolder tree, `PATH/train/<class>/*.JPEG` or `PATH` holding the
+//! class folders; labels are the sorted class names; files ending in .jpg, .jpeg or .png (any case) are listed.
+//! The row's `data` column is `imagefolder:PATH`. Layout errors (no such directory, no class folders, no images,
+//! more classes than `--num-classes`) are one line and exit 2, found before the run starts.
+//! - Decoding (`decode`): the format is told from the file's bytes, not its name (ImageNet has PNGs and CMYK
+//!   JPEGs named `.JPEG`); JPEGs come out as RGB. JPEG goes through zune-jpeg (pure Rust, one small dependency,
+//!   nothing to install on a fresh machine), PNG through the png crate. zune-jpeg fills a truncated scan with
+//!   grey, so a JPEG without an end-of-image marker in its last 4 KiB is decoded again in strict mode.
+//! - Transform (`transform`, the ImageNet training recipe): RandomResizedCrop to `--image-size` (area 0.08–1,
+//!   aspect 3/4–4/3, torchvision's ten tries then a centre crop), resized with an antialiased bilinear filter as
+//!   PIL does, horizontal flip with p = 0.5. An AVX2 path of the resize (`pmaddwd`) gives exactly the bytes of
+//!   the portable one, which a unit test checks.
+//! - Normalization happens on the device, as DALI does: workers produce uint8 NHWC batches (a quarter of the
+//!   bytes of float) in a host buffer pinned on CUDA, copied non-blocking; the device converts to float, applies
+//!   the ImageNet mean and std, and makes NCHW unless `--channels-last`.
+//! - Workers: `--workers N` decode threads per device (default: the cores shared among the devices, 1 to 8).
+//!   Worker w builds whole batches w, w+N, … into a queue of 2; the consumer takes batch k from worker k mod N,
+//!   so the order never depends on thread timing, and each sample's crop and flip come from its own generator
+//!   keyed by (seed, epoch, position): the same seed gives the same batches.
+//! - Sharding (`sampler`, ddp): DistributedSampler with drop_last; every rank uses the same seed, so shards are
+//!   disjoint and equal and reshuffled each epoch. Epochs follow each other without a break.
+//! - Bad files: a file that cannot be read or decoded is replaced by the next of the epoch, the first three are
+//!   named on stderr, and the row's `data_skipped` counts distinct files (one several ddp ranks met counts once).
+//!
+//! Input-bound runs: when `data_wait_share` exceeds 10 % (`INPUT_BOUND_SHARE`) the summary adds a line
+//! `input-bound: …` suggesting more `--workers`. `gpubench data-bench` (`bench`) runs the loader alone, no model:
+//! the decoder's raw rate (one thread, files in memory: the ceiling) and the full pipeline's;
+//! `scripts/bench-data` runs it beside torchvision's ImageFolder + DataLoader. Figures: `results/README.md`.
 pub mod bench;
 pub mod decode;
 pub mod imagefolder;

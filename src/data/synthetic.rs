@@ -33,7 +33,7 @@ impl Synthetic {
     /// Lays the images out as NHWC (for `--channels-last`), once, up front.
     pub fn to_channels_last(&self) -> Result<()> {
         for (x, _) in &self.batches {
-            crate::strategy::precision::to_channels_last(x)?;
+            crate::ffi::to_channels_last(x)?;
         }
         Ok(())
     }

@@ -1,23 +1,30 @@
-//! `check`: the CI gate. For every config in the baseline, each chosen metric
-//! gets a verdict. Like criterion, a change must clear two bars to count:
-//! it is larger than `--max-drop` (a relative noise threshold), and, when both
-//! sides have repeated runs, it is significant by Welch's t-test. With a
-//! single run on either side there is no noise estimate, so the threshold
-//! decides alone.
+//! `check`: the CI gate. For every configuration of one implementation (`--impl`, default gpubench; other rows
+//! are left out with a note, never pooled as repeats, since they are different workloads) each chosen metric
+//! (`--metric throughput,scaling,step-p50,step-p90`; default throughput and scaling) gets a verdict: regressed,
+//! improved, unchanged, or missing from the current results.
+//!
+//! Like criterion, a change must clear two bars to count: the medians differ by more than `--max-drop` (default
+//! 5%, a relative noise threshold; `5%` or `0.05`), and, when both sides have at least two runs, Welch's t-test
+//! says it is significant (two-sided p < `--alpha`, default 0.05). With a single run on either side there is no
+//! noise estimate, so the threshold decides alone. Welch's form does not assume equal variances and works from
+//! two runs per side (method and reasons: `report::significance`). Scaling divides each N-device run by the
+//! median of its own side's 1-device group, so its spread is the N-device runs' spread.
+//!
+//! Exit codes: 0 when nothing regressed, 1 when something did (or, with `--strict`, a configuration is missing),
+//! 2 for unusable input (no configuration in common). `--format markdown` gives a pull-request comment;
+//! `.ci/examples/gpu-regression.yml` is an example workflow for a self-hosted GPU runner.
 
 use anyhow::Result;
-use clap::ValueEnum;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::usage;
-use crate::report::devices::DeviceData;
 use crate::report::export::{Cell, Column, Table};
+use crate::report::format::{fmt_ms, fmt_pct, fmt_rate};
 use crate::report::significance::welch_t_test;
-use crate::report::summary::{
-    baseline_of, excluded_notes, fmt_ms, fmt_pct, fmt_rate, status_counts, summarize, ConfigKey, Group, Run, Scope,
-};
+use crate::report::summary::{baseline_of, excluded_notes, status_counts, summarize, ConfigKey, Group, Run, Scope};
+use crate::results::long::DeviceData;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Metric {
     /// Images per second (higher is better).
     Throughput,
@@ -30,6 +37,18 @@ pub enum Metric {
 }
 
 impl Metric {
+    pub const ALL: [Metric; 4] = [Metric::Throughput, Metric::Scaling, Metric::StepP50, Metric::StepP90];
+
+    /// As on the command line (`--metric`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Throughput => "throughput",
+            Metric::Scaling => "scaling",
+            Metric::StepP50 => "step-p50",
+            Metric::StepP90 => "step-p90",
+        }
+    }
+
     fn higher_is_better(self) -> bool {
         matches!(self, Metric::Throughput | Metric::Scaling)
     }

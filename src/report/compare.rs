@@ -7,12 +7,13 @@ use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::usage;
-use crate::report::devices::DeviceData;
 use crate::report::export::{Cell, Column, Table};
+use crate::report::format::{fmt_pct, fmt_rate, fmt_ratio};
 use crate::report::summary::{
-    cell_opt, excluded_notes, file_stem, fmt_pct, fmt_rate, fmt_ratio, status_counts, summarize, ConfigKey, Group, Run,
-    Scope, PUBLISHED, PUBLISHED_NOTE, SCALING_NOTE,
+    cell_opt, excluded_notes, file_stem, status_counts, summarize, ConfigKey, Group, Run, Scope, PUBLISHED,
+    PUBLISHED_NOTE, SCALING_NOTE,
 };
+use crate::results::long::DeviceData;
 
 /// The rows of one file that share a name.
 #[derive(Debug, Clone)]
@@ -203,7 +204,7 @@ mod tests {
     use crate::report::export::{Exporter, TextExporter};
     use crate::report::summary::tests::row;
 
-    fn run(file: &str, mut r: crate::report::results_csv::Row, label: &str) -> Run {
+    fn run(file: &str, mut r: crate::results::csv::Row, label: &str) -> Run {
         r.label = label.into();
         Run { file: file.into(), line: 2, row: r }
     }

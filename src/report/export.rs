@@ -7,7 +7,6 @@
 //! parse "97.3%" or "3.48x".
 
 use anyhow::Result;
-use clap::ValueEnum;
 use serde_json::{json, Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +80,7 @@ pub trait Exporter {
     fn export(&self, table: &Table) -> Result<Vec<u8>>;
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// Aligned plain text for the terminal.
     Table,
@@ -91,6 +90,20 @@ pub enum Format {
     Csv,
     /// Raw values as objects keyed by column, with title and notes.
     Json,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [Format::Table, Format::Markdown, Format::Csv, Format::Json];
+
+    /// As on the command line (`--format`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Markdown => "markdown",
+            Format::Csv => "csv",
+            Format::Json => "json",
+        }
+    }
 }
 
 pub fn exporter(format: Format) -> Box<dyn Exporter> {

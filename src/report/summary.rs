@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 
 use crate::error::usage;
 use crate::metrics::stats;
-use crate::report::devices::DeviceData;
 use crate::report::export::{Cell, Column, Table};
-use crate::report::results_csv::{read_rows_with_lines, Row};
+use crate::report::format::{fmt_ms, fmt_pct, fmt_rate, fmt_ratio};
+use crate::results::csv::{read_rows_with_lines, Row};
+use crate::results::long::DeviceData;
 
 /// One row and where it came from.
 #[derive(Debug, Clone)]
@@ -289,35 +290,6 @@ pub fn baseline_of(groups: &[Group], i: usize) -> Option<usize> {
         })
         .min_by_key(|(_, b)| (strategy_rank(&b.key.strategy), b.key.strategy.clone()))
         .map(|(j, _)| j)
-}
-
-// ---- number formats shared by tables and charts ---------------------------
-
-/// Images per second: no false precision on big numbers, enough on small.
-pub fn fmt_rate(v: f64) -> String {
-    if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-pub fn fmt_pct(fraction: f64) -> String {
-    format!("{:.1}%", fraction * 100.0)
-}
-
-pub fn fmt_ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
-pub fn fmt_ratio(v: f64) -> String {
-    format!("{v:.2}x")
 }
 
 pub fn cell_opt(v: Option<f64>, fmt: fn(f64) -> String) -> Cell {

@@ -1,23 +1,48 @@
-//! DataParallel semantics, costs included: one process; the master (first
-//! device) holds the model, the optimizer and the whole input batch. Every step
-//! it refreshes the replicas from the master, scatters the batch, runs the
-//! replicas' forwards on their own threads, gathers the outputs onto the
-//! master, computes the loss there, runs one backward through all replicas,
-//! sums the replicas' gradients into the master's and steps the optimizer on
-//! the master alone.
+//! DataParallel semantics, costs included. One process; the master (the first listed device) holds the model,
+//! the optimizer and the whole input batch (global batch = per-device batch × devices), as
+//! `torch.nn.DataParallel`'s input does. Every step:
 //!
-//! BatchNorm: as in torch.nn.DataParallel, each replica normalises over its
-//! own chunk, and the running statistics that survive are the master's
-//! (the other replicas' are overwritten by the next refresh).
+//! 1. **replicate**: the master's parameters and buffers are copied onto one replica per other device. Replicas
+//!    are built once and refreshed every step, as DataParallel replicates on every forward; replica 0 is the
+//!    master's own model.
+//! 2. **scatter**: the batch is split along dim 0 into one equal chunk per replica, each copied to its device
+//!    (non-blocking on CUDA).
+//! 3. **parallel forward**: each replica runs forward on its own thread, a new one each step, as PyTorch's
+//!    `parallel_apply` does. On one device the model is called directly with no replica thread, as DataParallel
+//!    does (a fresh thread would also build a fresh OpenMP team on the CPU, a cost PyTorch skips). A failing
+//!    replica's error names its device.
+//! 4. **gather**: the outputs are copied onto the master and concatenated; the loss is computed there.
+//! 5. **backward**: one backward call reaches every replica through the gather.
+//! 6. **reduce and step**: the replicas' gradients are summed into the master's, on the master, and the
+//!    optimizer steps on the master alone.
+//!
+//! These per-step copies and the master's extra work are DataParallel's real costs, which is why they are
+//! measured rather than optimised away. The master's extra memory (model, gathered outputs and loss, summed
+//! gradients) is what limits dp's batch while the replicas still have room; the row's `master_mem_excess_pct`
+//! and `master_util_excess_pct` show it.
+//!
+//! - **BatchNorm**: each replica normalises its own chunk with that chunk's statistics, and the running
+//!   statistics that survive are the master's (the other replicas' are overwritten by the next refresh).
+//! - **Precision**: autocast is thread-local, as `torch.autocast` is, so each replica thread enters it for its
+//!   own forward; under fp16 the gradients are unscaled after the gradient sum (`strategy::precision`).
+//! - **On the CPU** (`--strategy dp --cpu N`) the replicas share the cores: each replica thread gets
+//!   `threads ÷ N` intra-op threads (at least one), where `threads` is `--threads` or the number of cores, so N
+//!   replicas do not oversubscribe the machine; backward is called on the calling thread, whose thread count is
+//!   not split. The row's `note` names the master and the split (`bench::session`), and the one process gets
+//!   one per-device row, role `process`.
+//!
+//! Tests (`tests/strategies.rs`) check on the CPU that dp with 1, 2 and 4 replicas matches `single` on the
+//! global batch with `tinycnn`, which has no BatchNorm, so splitting a batch gives exactly the full-batch
+//! gradient. What has run on GPUs is in `results/README.md`.
 use anyhow::{anyhow, Result};
 use tch::{nn, Device, Kind, Tensor};
 
 use super::precision::{autocast, Amp};
-use super::{build_model, build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
+use super::{build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::data::Batch;
 use crate::device::{DeviceKind, Devices};
-use crate::model::Model;
+use crate::model::{build_model, Model};
 
 struct Replica {
     vs: nn::VarStore,

@@ -1,6 +1,7 @@
-//! Parallel strategies. The runner owns warm-up, timing, synchronization and
-//! sampling; a strategy holds only the parallelism: where the model lives,
-//! how a global batch becomes gradients, and how the optimizer steps.
+//! Parallel strategies. The measurement loop (`bench::measure`) owns warm-up,
+//! timing, synchronization and sampling; a strategy holds only the
+//! parallelism: where the model lives, how a global batch becomes gradients,
+//! and how the optimizer steps.
 pub mod ddp;
 pub mod dp;
 pub mod precision;
@@ -13,7 +14,6 @@ use tch::{Device, Tensor};
 use crate::config::RunConfig;
 use crate::data::Batch;
 use crate::device::Devices;
-use crate::model::{self, Model};
 
 pub trait Strategy {
     /// Where the runner must place each step's input.
@@ -31,9 +31,10 @@ pub trait Strategy {
     }
     /// The devices this process drives, for synchronization and metrics.
     fn devices(&self) -> &Devices;
-    /// The communication backend, for the `backend` column ("" when none).
-    fn backend(&self) -> String {
-        String::new()
+    /// ddp: the Reducer's runtime statistics, averaged over the sampled
+    /// iterations (None for the others, or when it has none).
+    fn reducer_stats(&mut self) -> Option<crate::dist::ReducerStats> {
+        None
     }
     /// Turns a step's loss and this process's "should we stop?" into the
     /// values every process acts on. Single and dp just read the loss; ddp
@@ -74,21 +75,6 @@ pub struct NoClock;
 
 impl PhaseClock for NoClock {
     fn mark(&mut self, _: Phase) {}
-}
-
-/// Builds the model on `device` with the run's seed, so every replica and rank
-/// starts from the same weights.
-pub fn build_model(cfg: &RunConfig, device: Device) -> (nn::VarStore, Model) {
-    tch::manual_seed(cfg.seed as i64);
-    let vs = nn::VarStore::new(device);
-    let m = model::build(&vs.root(), cfg.model, cfg.num_classes);
-    if cfg.channels_last {
-        for v in vs.variables().values() {
-            // Only 4-D weights (convolutions) change layout.
-            let _ = precision::to_channels_last(v);
-        }
-    }
-    (vs, m)
 }
 
 /// SGD with momentum and weight decay, as in the ResNet ImageNet recipe.

@@ -1,79 +1,61 @@
-//! Precision knobs shared by every strategy: autocast (fp16/bf16) around the
-//! forward pass, dynamic loss scaling for fp16 (as torch.amp.GradScaler), and
-//! the global settings (TF32, cuDNN autotuning, determinism, channels-last).
+//! Precision knobs shared by every strategy: autocast (fp16/bf16) around the forward pass and the loss, dynamic
+//! loss scaling for fp16 (as `torch.amp.GradScaler`), and the process-wide settings (TF32, cuDNN autotuning,
+//! determinism), applied once before any model is built (`apply_globals`, from `bench::session::apply_knobs`).
+//! Every knob is recorded in the row (`precision`, `channels_last`, `cudnn_benchmark`, `deterministic`), and
+//! precision is part of the configuration key in `report`, `compare` and `check`: fp32 and fp16 are different
+//! workloads.
+//!
+//! - `--precision fp32` (default): TF32 is off for both cuBLAS matmuls and cuDNN convolutions (PyTorch's own
+//!   default leaves it on for cuDNN), so that `fp32` means fp32.
+//! - `--precision tf32`: TF32 tensor-core math for cuBLAS and cuDNN, fp32 storage. CUDA only: on the CPU it is a
+//!   usage error (`cli::run`).
+//! - `--precision bf16`: autocast to bfloat16 for the forward pass and the loss, on the CPU and CUDA.
+//! - `--precision fp16`: autocast to float16 with dynamic loss scaling (`LossScaler`, GradScaler's defaults):
+//!   the loss is scaled (initially by 2^16), gradients are unscaled after backward (after dp's gradient sum and
+//!   ddp's all-reduce, so every rank decides alike), a step with non-finite gradients is skipped and the scale
+//!   halved, and after 2000 good steps in a row the scale doubles. Skipped steps are the row's `skipped_steps`.
+//!   The shim's autocast (`ffi::set_autocast`) works on the CPU too (tch's own is fp16 on CUDA only).
+//! - `--channels-last`: NHWC memory format for the model's 4-D weights (`model::build_model`) and the inputs.
+//! - `--cudnn-benchmark on|off` (default off): cuDNN autotuning.
+//! - `--deterministic`: deterministic algorithms and cuDNN, autotuning forced off, and
+//!   `CUBLAS_WORKSPACE_CONFIG=:4096:8` unless already set; with the same `--seed`, two runs give bit-identical
+//!   losses (`tests/run_cli.rs` checks it on the CPU).
+//!
+//! Autocast is entered per thread, as `torch.autocast` is thread-local: dp's replica threads each enter it for
+//! their forward, and leave it even when the forward fails (tch panics on libtorch errors).
+//!
+//! When to set `--cudnn-benchmark`: autotuning pays when input shapes are fixed, as they are here on every step
+//! and every strategy, because cuDNN picks the fastest convolution algorithm once per shape; the first steps are
+//! slower while it tunes, so give it warm-up (`--warmup` ≥ 5, more for large models). `--deterministic` disables
+//! it; that speed cost is the price of reproducibility. Measured figures, where there are any: `results/README.md`.
 use anyhow::Result;
-use clap::ValueEnum;
-use serde::Serialize;
-use std::ffi::c_int;
 use tch::{Device, Tensor};
 
-use crate::ffi::check;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    /// Full fp32: TF32 off for matmuls and convolutions.
-    #[default]
-    Fp32,
-    /// fp32 storage, TF32 tensor-core math for cuBLAS and cuDNN (CUDA).
-    Tf32,
-    /// Autocast to float16 with dynamic loss scaling.
-    Fp16,
-    /// Autocast to bfloat16 (no loss scaling needed).
-    Bf16,
-}
-
-impl Precision {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Fp32 => "fp32",
-            Self::Tf32 => "tf32",
-            Self::Fp16 => "fp16",
-            Self::Bf16 => "bf16",
-        }
-    }
-}
-
-extern "C" {
-    fn gb_autocast(cuda: c_int, bf16: c_int, enabled: c_int) -> *mut std::ffi::c_char;
-    fn gb_set_tf32(on: c_int) -> *mut std::ffi::c_char;
-    fn gb_set_deterministic(on: c_int) -> *mut std::ffi::c_char;
-    fn gb_channels_last_(t: *mut std::ffi::c_void) -> *mut std::ffi::c_char;
-    fn gb_is_channels_last(t: *mut std::ffi::c_void) -> c_int;
-}
+use crate::config::Precision;
+use crate::ffi;
 
 /// Process-wide settings, applied once before any model is built.
 pub fn apply_globals(p: Precision, cudnn_benchmark: bool, deterministic: bool) -> Result<()> {
-    check(unsafe { gb_set_tf32(c_int::from(p == Precision::Tf32)) })?;
+    ffi::set_tf32(p == Precision::Tf32)?;
     tch::Cuda::cudnn_set_benchmark(cudnn_benchmark && !deterministic);
-    check(unsafe { gb_set_deterministic(c_int::from(deterministic)) })?;
-    Ok(())
-}
-
-/// Lays a 4-D tensor out as NHWC in place (other tensors are left alone).
-pub fn to_channels_last(t: &Tensor) -> Result<()> {
-    check(unsafe { gb_channels_last_(t.as_ptr() as *mut _) })
-}
-
-pub fn is_channels_last(t: &Tensor) -> bool {
-    unsafe { gb_is_channels_last(t.as_ptr() as *mut _) != 0 }
+    ffi::set_deterministic(deterministic)
 }
 
 /// Runs `f` under autocast for `device` when the precision asks for it. The
 /// state is thread-local, so dp's replica threads each call this themselves.
 pub fn autocast<T>(p: Precision, device: Device, f: impl FnOnce() -> T) -> Result<T> {
     let bf16 = match p {
-        Precision::Fp16 => 0,
-        Precision::Bf16 => 1,
+        Precision::Fp16 => false,
+        Precision::Bf16 => true,
         _ => return Ok(f()),
     };
-    let cuda = c_int::from(device.is_cuda());
-    check(unsafe { gb_autocast(cuda, bf16, 1) })?;
+    let cuda = device.is_cuda();
+    ffi::set_autocast(cuda, bf16, true)?;
     // Leave autocast even if `f` panics (tch panics on libtorch errors).
-    struct Exit(c_int, c_int);
+    struct Exit(bool, bool);
     impl Drop for Exit {
         fn drop(&mut self) {
-            let _ = check(unsafe { gb_autocast(self.0, self.1, 0) });
+            let _ = ffi::set_autocast(self.0, self.1, false);
         }
     }
     let _exit = Exit(cuda, bf16);
@@ -232,14 +214,5 @@ mod tests {
         assert_eq!(a.matmul(&a).kind(), Kind::Float, "autocast left on");
         let z = autocast(Precision::Fp32, Device::Cpu, || a.matmul(&a)).unwrap();
         assert_eq!(z.kind(), Kind::Float);
-    }
-
-    #[test]
-    fn channels_last_in_place() {
-        let t = Tensor::ones([2, 3, 4, 4], (Kind::Float, Device::Cpu));
-        assert!(!is_channels_last(&t));
-        to_channels_last(&t).unwrap();
-        assert!(is_channels_last(&t));
-        assert_eq!(t.size(), vec![2, 3, 4, 4]);
     }
 }

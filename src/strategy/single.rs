@@ -3,11 +3,11 @@ use anyhow::Result;
 use tch::{nn, Device, Tensor};
 
 use super::precision::{autocast, Amp};
-use super::{build_model, build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
+use super::{build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::data::Batch;
 use crate::device::Devices;
-use crate::model::Model;
+use crate::model::{build_model, Model};
 
 pub struct Single {
     devices: Devices,

@@ -14,17 +14,15 @@
 //!   it has to write itself (the child died without one) still says how much
 //!   memory was in use.
 use anyhow::{Context, Result};
-use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::runner::Status;
+use crate::proc::{self, Ended, Exit};
+use crate::results::Status;
 
 /// Test hook, off unless set: run this program instead of this gpubench for
 /// each cell or probe (with the same arguments). The tests point it at a
@@ -74,37 +72,20 @@ pub struct ChildSpec<'a> {
     pub timeout: Option<Duration>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Code(i32),
-    Signal(i32),
-    /// Ctrl-C or SIGTERM: the sweep stopped the cell.
-    Interrupted,
-    /// Ran past the timeout and was stopped.
-    TimedOut,
-}
-
+/// How a cell's process ended, and what the sweep saw of it.
 #[derive(Debug, Clone)]
 pub struct ChildResult {
-    pub pid: u32,
-    pub exit: Exit,
-    /// The last lines the child wrote to stderr.
-    pub stderr_tail: Vec<String>,
+    pub ended: Ended,
     /// Largest resident set of any one process of the cell, MiB (sampled).
     pub peak_rss_mb: Option<f64>,
-    /// Whether the kernel's OOM killer fired while the cell ran (None: the
-    /// kernel does not say).
-    pub oom_killer_fired: Option<bool>,
-    pub secs: f64,
 }
 
 const TAIL_LINES: usize = 30;
-const MAX_LINE: usize = 2000;
 
 /// Runs the child to the end; `tick` is called every poll (progress bar).
 pub fn run(spec: &ChildSpec, mut tick: impl FnMut()) -> Result<ChildResult> {
     let mut cmd = Command::new(spec.program);
-    cmd.args(&spec.args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).process_group(0);
+    cmd.args(&spec.args).stdout(Stdio::null()).process_group(0);
     let parent = std::process::id() as libc::pid_t;
     let limit = spec.mem_limit;
     let fd = spec.inherit_fd;
@@ -132,44 +113,15 @@ pub fn run(spec: &ChildSpec, mut tick: impl FnMut()) -> Result<ChildResult> {
             Ok(())
         });
     }
-    let oom_before = oom_kill_count();
     let t0 = Instant::now();
-    let mut child = cmd.spawn().with_context(|| format!("starting {}", spec.program.display()))?;
+    let mut child =
+        proc::spawn(&mut cmd, None, TAIL_LINES).with_context(|| format!("starting {}", spec.program.display()))?;
     let pgid = child.id() as libc::pid_t;
-    let tail: Arc<Mutex<VecDeque<String>>> = Arc::new(Mutex::new(VecDeque::new()));
-    let reader = {
-        let err = child.stderr.take().expect("piped stderr");
-        let tail = Arc::clone(&tail);
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).split(b'\n').map_while(Result::ok) {
-                let mut s = String::from_utf8_lossy(&line).into_owned();
-                if s.trim().is_empty() {
-                    continue;
-                }
-                if s.len() > MAX_LINE {
-                    let mut cut = MAX_LINE;
-                    while !s.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    s.truncate(cut);
-                }
-                let mut t = tail.lock().expect("lock");
-                if t.len() == TAIL_LINES {
-                    t.pop_front();
-                }
-                t.push_back(s);
-            }
-        })
-    };
     let mut peak: Option<f64> = None;
     let mut last_sample = Instant::now() - Duration::from_secs(1);
-    let exit = loop {
-        if let Some(st) = child.try_wait().context("waiting for the cell's process")? {
-            break match (st.code(), st.signal()) {
-                (Some(c), _) => Exit::Code(c),
-                (None, Some(s)) => Exit::Signal(s),
-                _ => Exit::Code(1),
-            };
+    let stopped = loop {
+        if child.try_wait().context("waiting for the cell's process")?.is_some() {
+            break None;
         }
         let stop = if interrupted() {
             Some(Exit::Interrupted)
@@ -179,8 +131,8 @@ pub fn run(spec: &ChildSpec, mut tick: impl FnMut()) -> Result<ChildResult> {
             None
         };
         if let Some(why) = stop {
-            stop_group(pgid, &mut child);
-            break why;
+            stop_group(pgid, child.child_mut());
+            break Some(why);
         }
         if last_sample.elapsed() >= Duration::from_millis(250) {
             if let Some(mb) = group_max_rss_mb(pgid) {
@@ -196,17 +148,7 @@ pub fn run(spec: &ChildSpec, mut tick: impl FnMut()) -> Result<ChildResult> {
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
     }
-    let _ = reader.join();
-    let oom_after = oom_kill_count();
-    let stderr_tail = tail.lock().expect("lock").iter().cloned().collect();
-    Ok(ChildResult {
-        pid: pgid as u32,
-        exit,
-        stderr_tail,
-        peak_rss_mb: peak,
-        oom_killer_fired: oom_before.zip(oom_after).map(|(a, b)| b > a),
-        secs: t0.elapsed().as_secs_f64(),
-    })
+    Ok(ChildResult { ended: child.finish(stopped), peak_rss_mb: peak })
 }
 
 /// SIGTERM to the cell's process group, SIGKILL after two seconds.
@@ -227,12 +169,6 @@ fn stop_group(pgid: libc::pid_t, child: &mut std::process::Child) {
         libc::kill(-pgid, libc::SIGKILL);
     }
     let _ = child.wait();
-}
-
-/// The kernel's count of OOM kills since boot (/proc/vmstat, Linux ≥ 4.13).
-fn oom_kill_count() -> Option<u64> {
-    let t = std::fs::read_to_string("/proc/vmstat").ok()?;
-    t.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok())
 }
 
 /// Largest resident set among the processes of group `pgid`, in MiB.
@@ -264,38 +200,31 @@ fn parse_stat(s: &str) -> Option<(i64, i64)> {
 }
 
 /// Why a cell's process ended without writing a row, as a row's status and
-/// error. Out of memory when the kernel's OOM killer fired, when the process
-/// said so (libtorch, Rust's allocator, C++'s bad_alloc), or when it could not
-/// start a thread under `--mem-limit`.
+/// error. Out of memory when the kernel's OOM killer fired or the process
+/// said so (`Ended::looks_oom`), or when it could not start a thread under
+/// `--mem-limit`.
 pub fn classify_missing_row(r: &ChildResult, mem_limited: bool) -> (Status, String) {
-    let text = r.stderr_tail.join("\n");
-    let last =
-        r.stderr_tail.iter().rev().map(|l| l.trim()).find(|l| !l.is_empty()).map(tidy_last_line).unwrap_or_default();
-    let said_oom = crate::runner::is_oom(&text)
-        || text.contains("memory allocation of")
-        || text.contains("std::bad_alloc")
+    let e = &r.ended;
+    let text = e.tail_text();
+    let last = e.tail.iter().rev().map(|l| l.trim()).find(|l| !l.is_empty()).map(tidy_last_line).unwrap_or_default();
+    let said_oom = e.looks_oom()
         || (mem_limited
             && (text.contains("failed to spawn thread") || text.contains("Resource temporarily unavailable")));
     let with_last = |s: String| if last.is_empty() { s } else { format!("{s}: {last}") };
-    match r.exit {
-        Exit::Signal(libc::SIGKILL) if r.oom_killer_fired == Some(true) => {
-            (Status::Oom, "killed by the kernel's out-of-memory killer (SIGKILL) before writing a row".into())
+    match e.exit {
+        Exit::Signal(libc::SIGKILL) if e.oom_killer_fired == Some(true) => {
+            (Status::Oom, format!("{} before writing a row", e.how()))
         }
-        Exit::Signal(libc::SIGKILL) => {
-            let maybe = if r.oom_killer_fired.is_none() { " (perhaps the kernel's out-of-memory killer)" } else { "" };
+        Exit::Code(_) => {
             let s = if said_oom { Status::Oom } else { Status::Failed };
-            (s, with_last(format!("killed by SIGKILL{maybe} before writing a row")))
-        }
-        Exit::Signal(sig) => {
-            let s = if said_oom { Status::Oom } else { Status::Failed };
-            (s, with_last(format!("killed by signal {sig} ({}) before writing a row", signal_name(sig))))
-        }
-        Exit::Code(c) => {
-            let s = if said_oom { Status::Oom } else { Status::Failed };
-            (s, with_last(format!("exited with code {c} without writing a row")))
+            (s, with_last(format!("{} without writing a row", e.how())))
         }
         Exit::TimedOut => (Status::Failed, with_last("stopped after the time limit (--cell-timeout)".into())),
         Exit::Interrupted => (Status::Failed, "interrupted".into()),
+        Exit::Signal(_) => {
+            let s = if said_oom { Status::Oom } else { Status::Failed };
+            (s, with_last(format!("{} before writing a row", e.how())))
+        }
     }
 }
 
@@ -307,41 +236,6 @@ fn tidy_last_line(l: &str) -> String {
         }
     }
     l.trim_start_matches("error: ").to_string()
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGILL => "SIGILL",
-        libc::SIGFPE => "SIGFPE",
-        _ => "signal",
-    }
-}
-
-/// `2G`, `1.5GiB`, `512M`, `800MB`, `1048576`: bytes (binary units).
-pub fn parse_size(flag: &str, s: &str) -> Result<u64> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" | "kib" => 1024.0,
-        "m" | "mb" | "mib" => 1048576.0,
-        "g" | "gb" | "gib" => 1073741824.0,
-        "t" | "tb" | "tib" => 1099511627776.0,
-        _ => f64::NAN,
-    };
-    let v: f64 = num.parse().unwrap_or(f64::NAN);
-    let bytes = v * mult;
-    if !bytes.is_finite() || bytes < 1.0 {
-        return Err(crate::error::usage(format!("{flag} {s:?} is not a size; write it like 800M, 2G or 1.5GiB")));
-    }
-    Ok(bytes as u64)
 }
 
 /// Quotes an argument for a shell command line shown to the user.
@@ -358,25 +252,14 @@ mod tests {
     use super::*;
 
     fn result(exit: Exit, tail: &[&str], oom: Option<bool>) -> ChildResult {
-        ChildResult {
+        let ended = Ended {
             pid: 1,
             exit,
-            stderr_tail: tail.iter().map(|s| s.to_string()).collect(),
-            peak_rss_mb: Some(700.0),
+            tail: tail.iter().map(|s| s.to_string()).collect(),
             oom_killer_fired: oom,
             secs: 1.0,
-        }
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("--mem-limit", "2G").unwrap(), 2 << 30);
-        assert_eq!(parse_size("--mem-limit", "1.5GiB").unwrap(), 3 << 29);
-        assert_eq!(parse_size("--mem-limit", "800m").unwrap(), 800 << 20);
-        assert_eq!(parse_size("--mem-limit", "4096").unwrap(), 4096);
-        for bad in ["", "x", "2X", "-1G", "0"] {
-            assert_eq!(crate::error::exit_code(&parse_size("--mem-limit", bad).unwrap_err()), 2, "{bad}");
-        }
+        };
+        ChildResult { ended, peak_rss_mb: Some(700.0) }
     }
 
     #[test]

@@ -1,0 +1,145 @@
+//! Where a ddp process sits in the job, from the environment: our own
+//! launcher's, torchrun's (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+//! MASTER_ADDR, MASTER_PORT) or Slurm's (SLURM_PROCID, SLURM_NTASKS,
+//! SLURM_LOCALID). None of them set means this process is the launcher.
+use anyhow::Result;
+
+use crate::error::usage;
+
+/// Set by our launcher in its workers: their device is `--gpus`[LOCAL_RANK],
+/// and the launcher writes the row when a rank dies.
+pub const LAUNCHED_ENV: &str = "GPUBENCH_DDP_WORKER";
+/// The rendezvous port when neither MASTER_PORT nor --master-port says.
+pub const DEFAULT_PORT: u16 = 29500;
+/// The variables that make a process a rank; a child that must not be one
+/// (the PyTorch reference) has them removed.
+pub const RANK_VARS: [&str; 5] = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", LAUNCHED_ENV];
+
+/// Where this process sits in the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistEnv {
+    pub rank: usize,
+    pub world_size: usize,
+    pub local_rank: usize,
+    /// Ranks on this node (LOCAL_WORLD_SIZE), when the launcher says.
+    pub local_world: Option<usize>,
+    pub master_addr: String,
+    pub master_port: u16,
+    /// Started by gpubench's own launcher (which also writes the failure row).
+    pub ours: bool,
+}
+
+fn var(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<usize>> {
+    match get(name) {
+        None => Ok(None),
+        Some(v) => v.trim().parse().map(Some).map_err(|_| {
+            usage(format!("environment variable {name}={v:?} is not a whole number; unset it or fix the launcher"))
+        }),
+    }
+}
+
+impl DistEnv {
+    /// Reads torchrun's or Slurm's variables through `get`; None when neither
+    /// is set, i.e. when this process should launch the workers itself.
+    /// `master_addr` and `master_port` (the flags) stand in for
+    /// MASTER_ADDR/MASTER_PORT when those are unset.
+    pub fn detect(
+        master_addr: Option<&str>,
+        master_port: Option<u16>,
+        get: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<DistEnv>> {
+        let (rank, world, local) = if let (Some(r), Some(w)) = (var(get, "RANK")?, var(get, "WORLD_SIZE")?) {
+            (r, w, var(get, "LOCAL_RANK")?.unwrap_or(r))
+        } else if let (Some(r), Some(w)) = (var(get, "SLURM_PROCID")?, var(get, "SLURM_NTASKS")?) {
+            (r, w, var(get, "SLURM_LOCALID")?.unwrap_or(r))
+        } else {
+            return Ok(None);
+        };
+        if world == 0 || rank >= world {
+            return Err(usage(format!("rank {rank} is not below world size {world}; check the launcher's variables")));
+        }
+        let master_addr = get("MASTER_ADDR")
+            .or_else(|| master_addr.map(str::to_string))
+            .ok_or_else(|| usage("MASTER_ADDR is not set: export MASTER_ADDR=<rank 0's host> or pass --master-addr"))?;
+        let master_port = match get("MASTER_PORT") {
+            Some(p) => p.trim().parse().map_err(|_| usage(format!("MASTER_PORT={p:?} is not a port number")))?,
+            None => master_port.unwrap_or(DEFAULT_PORT),
+        };
+        Ok(Some(DistEnv {
+            rank,
+            world_size: world,
+            local_rank: local,
+            local_world: var(get, "LOCAL_WORLD_SIZE")?.filter(|&n| n > 0),
+            master_addr,
+            master_port,
+            ours: get(LAUNCHED_ENV).is_some(),
+        }))
+    }
+
+    /// This process's environment.
+    pub fn from_process(master_addr: Option<&str>, master_port: Option<u16>) -> Result<Option<DistEnv>> {
+        DistEnv::detect(master_addr, master_port, &|k| std::env::var(k).ok())
+    }
+
+    /// Nodes in the job, as far as the variables tell (one when they do not
+    /// say how many ranks share a node).
+    pub fn nnodes(&self) -> usize {
+        (self.world_size / self.local_world.unwrap_or(self.world_size)).max(1)
+    }
+
+    /// The ranks that share this node's cores (one when unknown).
+    pub fn ranks_on_node(&self) -> usize {
+        self.local_world.unwrap_or(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn no_variables_means_launch() {
+        assert_eq!(DistEnv::detect(None, None, &env(&[])).unwrap(), None);
+    }
+
+    #[test]
+    fn torchrun_variables() {
+        let e = env(&[
+            ("RANK", "3"),
+            ("WORLD_SIZE", "8"),
+            ("LOCAL_RANK", "1"),
+            ("LOCAL_WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "node0"),
+            ("MASTER_PORT", "1234"),
+        ]);
+        let d = DistEnv::detect(None, None, &e).unwrap().unwrap();
+        assert_eq!((d.rank, d.world_size, d.local_rank, d.master_port), (3, 8, 1, 1234));
+        assert_eq!(d.master_addr, "node0");
+        assert_eq!((d.nnodes(), d.ranks_on_node()), (2, 4));
+        assert!(!d.ours);
+    }
+
+    #[test]
+    fn slurm_variables_with_flags_for_the_master() {
+        let e = env(&[("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8"), ("SLURM_LOCALID", "1")]);
+        let d = DistEnv::detect(Some("n0"), Some(4000), &e).unwrap().unwrap();
+        assert_eq!((d.rank, d.world_size, d.local_rank, d.master_port), (5, 8, 1, 4000));
+        assert_eq!((d.nnodes(), d.ranks_on_node()), (1, 1));
+        let err = DistEnv::detect(None, None, &e).unwrap_err();
+        assert!(err.to_string().contains("MASTER_ADDR"));
+    }
+
+    #[test]
+    fn bad_variables_are_usage_errors() {
+        let e = env(&[("RANK", "x"), ("WORLD_SIZE", "2")]);
+        assert_eq!(crate::error::exit_code(&DistEnv::detect(None, None, &e).unwrap_err()), 2);
+        let e = env(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "a")]);
+        assert!(DistEnv::detect(None, None, &e).is_err());
+    }
+}

@@ -1,0 +1,138 @@
+//! ddp's launcher: one worker process per local device (this same binary,
+//! same arguments) with torchrun's variables set; their stderr forwarded with
+//! a rank prefix; all of them stopped if one fails, so that none is left
+//! waiting in a collective; and the row written, naming the rank, when rank 0
+//! could not write it.
+use anyhow::{anyhow, Context, Result};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::env::LAUNCHED_ENV;
+use crate::bench::row::base_row;
+use crate::bench::sinks::Sinks;
+use crate::config::RunConfig;
+use crate::proc::{self, Ended, Exit, Watched};
+use crate::results::{csv as results_csv, Status};
+
+/// How long the other workers may run on after one failed before they are
+/// stopped (they are usually blocked in a collective by then).
+const GRACE: Duration = Duration::from_secs(10);
+
+/// Starts this node's workers for `cfg` and waits for them; returns rank 0's
+/// exit code, or an error naming the first rank that failed.
+pub fn launch(cfg: &RunConfig) -> Result<i32> {
+    let d = &cfg.ddp;
+    if d.node_rank == 0 {
+        Sinks::new(cfg, None).check()?;
+    }
+    let local = cfg.devices.len();
+    let world = cfg.world;
+    let addr = d.master_addr.clone().unwrap_or_else(|| "127.0.0.1".into());
+    let port = match d.master_port {
+        Some(p) => p,
+        None => crate::dist::free_port()?,
+    };
+    if cfg.talks() {
+        eprintln!(
+            "gpubench: ddp on {}: {} worker(s) on this node, world size {world}, rendezvous {addr}:{port}; batch {} per device × {world} = {} global",
+            cfg.devices.describe(),
+            local,
+            cfg.batch_per_device,
+            cfg.global_batch()
+        );
+    }
+    let exe = std::env::current_exe().context("locating the gpubench binary to start workers")?;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut workers: Vec<(usize, Watched)> = vec![];
+    for lr in 0..local {
+        let rank = d.node_rank * local + lr;
+        let mut cmd = Command::new(&exe);
+        cmd.args(&args)
+            .env("RANK", rank.to_string())
+            .env("LOCAL_RANK", lr.to_string())
+            .env("WORLD_SIZE", world.to_string())
+            .env("LOCAL_WORLD_SIZE", local.to_string())
+            .env("MASTER_ADDR", &addr)
+            .env("MASTER_PORT", port.to_string())
+            .env(LAUNCHED_ENV, "1");
+        let w = proc::spawn(&mut cmd, Some(format!("[rank {rank}] ")), 1)
+            .with_context(|| format!("starting worker rank {rank}"))?;
+        workers.push((rank, w));
+    }
+    let rows_before = rows_in(cfg);
+    let ended = wait_all(workers, GRACE);
+    let all_exited = ended.iter().all(|(_, e)| e.exit != Exit::TimedOut);
+    let code = match ended.iter().find(|(r, _)| *r == 0) {
+        Some((_, e)) => e.exit.code(),
+        None => ended.iter().map(|(_, e)| e.exit.code()).max().unwrap_or(0),
+    };
+    // Rank 0 ended the run itself and wrote its row (ok, or e.g. diverged).
+    if all_exited && (code == 0 || rows_in(cfg) > rows_before) {
+        return Ok(code);
+    }
+    let Some((rank, e)) = ended.first().filter(|(_, e)| !e.exit.success()) else {
+        return Ok(code);
+    };
+    let last = e.tail.last().cloned().unwrap_or_default();
+    let last = last.trim_start_matches("error: ");
+    let msg = format!("ddp worker rank {rank} failed ({}): {last}", e.how());
+    // Rank 0 wrote no row (it was stopped in a collective, or failed before
+    // the measurement): record the failure, naming the rank, rather than lose it.
+    if let (Some(out), 0) = (&cfg.out, d.node_rank) {
+        let mut row = base_row(cfg);
+        row.status = if e.looks_oom() { Status::Oom } else { Status::Failed }.name().into();
+        row.error = msg.clone();
+        results_csv::append_rows(out, &[row])?;
+    }
+    Err(anyhow!(msg))
+}
+
+/// Rows in the results file now (0 when there is none or it cannot be read).
+fn rows_in(cfg: &RunConfig) -> usize {
+    cfg.out.as_deref().and_then(|p| results_csv::read_rows(p).ok()).map_or(0, |r| r.len())
+}
+
+/// Waits for every worker. Once one has failed, the others get `grace` to
+/// end by themselves and are then killed (their exit: `TimedOut`). Returns
+/// (rank, how it ended) for each, in start order except that the first
+/// worker to fail comes first.
+fn wait_all(mut workers: Vec<(usize, Watched)>, grace: Duration) -> Vec<(usize, Ended)> {
+    let mut exits: Vec<Option<Exit>> = vec![None; workers.len()];
+    let mut first_failure: Option<(usize, Instant)> = None;
+    loop {
+        for (i, (_, w)) in workers.iter_mut().enumerate() {
+            if exits[i].is_none() {
+                if let Ok(Some(x)) = w.try_wait() {
+                    exits[i] = Some(x);
+                    if !x.success() && first_failure.is_none() {
+                        first_failure = Some((i, Instant::now()));
+                    }
+                }
+            }
+        }
+        if exits.iter().all(Option::is_some) {
+            break;
+        }
+        if let Some((_, at)) = first_failure {
+            if at.elapsed() >= grace {
+                for (i, (_, w)) in workers.iter_mut().enumerate() {
+                    if exits[i].is_none() {
+                        w.kill();
+                        exits[i] = Some(Exit::TimedOut);
+                    }
+                }
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut ended: Vec<(usize, Ended)> =
+        workers.into_iter().zip(exits).map(|((rank, w), x)| (rank, w.finish(x))).collect();
+    // The first failure leads, so that the message names the rank that failed
+    // rather than one that was stopped, or failed because of it.
+    if let Some((i, _)) = first_failure {
+        let f = ended.remove(i);
+        ended.insert(0, f);
+    }
+    ended
+}

@@ -1,0 +1,403 @@
+//! The measurement loop, one for every strategy: warm-up, timed steps, a device synchronization before every
+//! clock read, divergence and failure handling. Strategies only step; this decides what is timed.
+//!
+//! - **Warm-up** (`--warmup` steps, default 5, or `--warmup-time`) runs first and is never timed: cuDNN
+//!   autotuning, caching-allocator growth and lazy initialisation happen there. When it ends, every device is
+//!   synchronized and the allocator's peak statistics are reset, so peak memory describes the timed window.
+//! - **Timed steps** (`--steps`, default 30, or `--duration` by wall clock) are each bracketed by clock reads,
+//!   and every device is synchronized before each read, so a step's time is the time of its finished work, not
+//!   of its queued kernels. The price is the overlap of one step's CPU launch with the previous step's GPU tail;
+//!   `scripts/bench-overhead` (`benches/overhead.rs`) measures it.
+//! - A step's clock starts before its batch is fetched, so the step time includes any wait for input; that wait
+//!   is also kept on its own (the row's `data_wait_ms`).
+//! - The loss is read, and ddp's ranks agree on the loss and on stopping (`Strategy::agree`: rank 0 decides, so
+//!   every rank stops at the same step), after the closing clock read, outside the timed region.
+//!
+//! **Figures** (`figures`): every timed step's duration is kept; the row reports the median, mean, p90, p99 and
+//! sample standard deviation (`metrics::stats`: percentiles interpolate linearly, numpy's default). Throughput is
+//! global images × steps ÷ the sum of step times; per device, that divided by the number of devices. `--json`
+//! prints every step time and every loss beside the row (`bench::sinks`).
+//!
+//! **Outcomes**: a non-finite loss (warm-up or timed) ends the run `diverged`, the error naming the step. An
+//! error, including a libtorch panic (tch panics on C++ errors; `error::guarded` catches it), ends it `oom` when
+//! the message says the CUDA or CPU allocator ran out of memory (`error::is_oom`), else `failed`. What was
+//! measured is kept, the row is still written, and the exit code is 1.
+//!
+//! **`--breakdown`** ends every phase of a step (forward, backward, optimizer) with a device sync and times each.
+//! Those syncs remove overlap between phases, so a `--breakdown` run's step time is not the one to compare
+//! strategies by.
+//!
+//! **Overhead benchmark** (`scripts/bench-overhead`): a bare tch loop, `single`, `dp` on one device and `single`
+//! with the telemetry sampler running (at the run's `--sample-interval` and at 10 ms) take turns in short blocks,
+//! the order rotating each round (`--rounds`, default 15; `--steps` timed steps per block). Targets:
+//! single/bare ≥ 0.98, dp×1/single ≥ 0.97, sampled/single ≥ 0.99. Each ratio gets a 95 % interval from a paired
+//! bootstrap over rounds and is called met or missed only when the interval clears the target, else
+//! inconclusive; each variant's fastest step is printed too. Speed targets are checked there, never by timed
+//! tests. Figures: `results/README.md`.
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use crate::config::{Length, RunConfig};
+use crate::data::DataSource;
+use crate::error::{guarded, is_oom};
+use crate::metrics::stats::{summarize, Summary};
+use crate::results::Status;
+use crate::strategy::{Phase, PhaseClock, Strategy};
+
+/// What one process measured.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Measurement {
+    /// Duration of every timed step, in seconds, in order.
+    pub step_secs: Vec<f64>,
+    /// Loss of every timed step.
+    pub losses: Vec<f64>,
+    pub warmup_steps: u64,
+    /// The loss of the first step, warm-up included (None if none ran).
+    pub loss_first: Option<f64>,
+    pub status: Option<Status>,
+    pub error: String,
+    /// Time each timed step waited for its input, in seconds.
+    pub data_wait_secs: Vec<f64>,
+    /// With `--breakdown`: per timed step, seconds in forward, backward and
+    /// optimizer (each ended by a device sync).
+    pub phase_secs: Option<[Vec<f64>; 3]>,
+    /// The timed window, for the per-device metrics.
+    #[serde(skip)]
+    pub window: Option<crate::metrics::collect::Window>,
+}
+
+/// For `--breakdown`: synchronizes the devices at the end of each phase and
+/// adds the time since the previous mark to that phase.
+struct SyncClock<'a> {
+    devices: &'a crate::device::Devices,
+    last: Instant,
+    secs: [f64; 3],
+}
+
+impl PhaseClock for SyncClock<'_> {
+    fn mark(&mut self, phase: Phase) {
+        self.devices.synchronize();
+        let now = Instant::now();
+        let i = match phase {
+            Phase::Forward => 0,
+            Phase::Backward => 1,
+            Phase::Optimizer => 2,
+        };
+        self.secs[i] += (now - self.last).as_secs_f64();
+        self.last = now;
+    }
+}
+
+/// A failed run's status and error: out of memory, or failed.
+pub fn failure(err: &anyhow::Error) -> (Status, String) {
+    let msg = crate::error::failure_message(err);
+    (if is_oom(&msg) { Status::Oom } else { Status::Failed }, msg)
+}
+
+pub fn progress(cfg: &RunConfig) -> ProgressBar {
+    let visible = !cfg.quiet && !cfg.json && std::io::stderr().is_terminal();
+    if !visible {
+        return ProgressBar::hidden();
+    }
+    let pb = match cfg.timed {
+        Length::Steps(n) => ProgressBar::new(n),
+        Length::Time(d) => ProgressBar::new(d.as_millis() as u64),
+    };
+    pb.set_draw_target(ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {prefix} [{bar:30}] {msg} ({elapsed})")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    pb
+}
+
+/// Warm-up then timed steps. The device is synchronized before every clock
+/// read, so a step's time covers its finished work; warm-up steps are not timed.
+/// A failure after the run started is recorded in the measurement, not lost.
+pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSource, pb: &ProgressBar) -> Measurement {
+    let mut m = Measurement::default();
+    let global = cfg.global_batch() as f64;
+    let res = guarded(|| -> Result<()> {
+        pb.set_prefix("warm-up");
+        let t_warm = Instant::now();
+        let mut warming = cfg.warmup != Length::Steps(0);
+        while warming {
+            let batch = data.next_batch()?;
+            let loss_t = strat.step(&batch)?;
+            m.warmup_steps += 1;
+            let stop = match cfg.warmup {
+                Length::Steps(k) => m.warmup_steps >= k,
+                Length::Time(d) => t_warm.elapsed() >= d,
+            };
+            let (loss, stop) = strat.agree(&loss_t, stop)?;
+            m.loss_first.get_or_insert(loss);
+            pb.tick();
+            if !loss.is_finite() {
+                m.status = Some(Status::Diverged);
+                m.error = format!("loss became {loss} during warm-up step {}", m.warmup_steps);
+                return Ok(());
+            }
+            warming = !stop;
+        }
+        strat.devices().synchronize();
+        crate::metrics::collect::reset_peaks(strat.devices());
+        pb.set_prefix("timed");
+        let t_run = Instant::now();
+        let cpu0 = crate::metrics::sampler::process_cpu_seconds();
+        if cfg.breakdown {
+            m.phase_secs = Some([vec![], vec![], vec![]]);
+        }
+        loop {
+            let t0 = Instant::now();
+            let batch = data.next_batch()?;
+            let t_data = Instant::now();
+            m.data_wait_secs.push((t_data - t0).as_secs_f64());
+            let loss_t = if let Some(p) = m.phase_secs.as_mut() {
+                let devices = strat.devices().clone();
+                let mut clock = SyncClock { devices: &devices, last: t_data, secs: [0.0; 3] };
+                let l = strat.step_timed(&batch, &mut clock)?;
+                for (v, x) in p.iter_mut().zip(clock.secs) {
+                    v.push(x);
+                }
+                l
+            } else {
+                strat.step(&batch)?
+            };
+            strat.devices().synchronize();
+            let t1 = Instant::now();
+            let dt = (t1 - t0).as_secs_f64();
+            m.step_secs.push(dt);
+            let cpu = crate::metrics::sampler::process_cpu_seconds();
+            m.window = Some(crate::metrics::collect::Window {
+                start: t_run,
+                end: t1,
+                cpu_secs: cpu0.zip(cpu).map(|(a, b)| b - a),
+            });
+            let n = m.step_secs.len();
+            let stop = match cfg.timed {
+                Length::Steps(k) => {
+                    pb.set_position(n as u64);
+                    n as u64 >= k
+                }
+                Length::Time(d) => {
+                    pb.set_position(t_run.elapsed().as_millis().min(d.as_millis()) as u64);
+                    t_run.elapsed() >= d
+                }
+            };
+            let (loss, stop) = strat.agree(&loss_t, stop)?;
+            m.losses.push(loss);
+            m.loss_first.get_or_insert(loss);
+            let elapsed: f64 = m.step_secs.iter().sum();
+            pb.set_message(format!("{:.1} img/s, loss {loss:.4}", global * n as f64 / elapsed));
+            if !loss.is_finite() {
+                m.status = Some(Status::Diverged);
+                m.error = format!("loss became {loss} at timed step {n}");
+                return Ok(());
+            }
+            if stop {
+                return Ok(());
+            }
+        }
+    });
+    pb.finish_and_clear();
+    match res {
+        Ok(()) => {
+            m.status.get_or_insert(Status::Ok);
+        }
+        Err(e) => {
+            let (s, msg) = failure(&e);
+            m.status = Some(s);
+            m.error = msg;
+        }
+    }
+    m
+}
+
+/// The figures a run reports, derived from its samples.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub throughput_img_s: f64,
+    pub throughput_per_device_img_s: f64,
+    /// Step time statistics in milliseconds.
+    pub step_ms: Summary,
+}
+
+pub fn figures(step_secs: &[f64], global_batch: i64, n_devices: usize) -> Option<Figures> {
+    if step_secs.is_empty() {
+        return None;
+    }
+    let total: f64 = step_secs.iter().sum();
+    let thr = global_batch as f64 * step_secs.len() as f64 / total;
+    let ms: Vec<f64> = step_secs.iter().map(|s| s * 1e3).collect();
+    Some(Figures {
+        throughput_img_s: thr,
+        throughput_per_device_img_s: thr / n_devices as f64,
+        step_ms: summarize(&ms),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::run::{parse_run_args, Placement};
+    use crate::data::Batch;
+    use crate::device::Devices;
+    use std::time::Duration;
+    use tch::{nn, Device, Tensor};
+
+    /// A strategy whose losses (and failures) are scripted, step by step.
+    struct Mock {
+        devices: Devices,
+        vs: nn::VarStore,
+        /// Loss of step i (warm-up included); an Err is a failing step.
+        script: Vec<Result<f64, &'static str>>,
+        step: usize,
+        /// ddp's collective decision at step i: Some(stop) overrides the local one.
+        agree_at: Vec<(usize, bool)>,
+        sleep: Duration,
+    }
+
+    impl Mock {
+        fn new(script: Vec<Result<f64, &'static str>>) -> Mock {
+            let vs = nn::VarStore::new(Device::Cpu);
+            Mock { devices: Devices::cpu(1), vs, script, step: 0, agree_at: vec![], sleep: Duration::ZERO }
+        }
+    }
+
+    impl Strategy for Mock {
+        fn input_device(&self) -> Device {
+            Device::Cpu
+        }
+        fn input_batch(&self) -> i64 {
+            1
+        }
+        fn step_timed(&mut self, _: &Batch, clock: &mut dyn PhaseClock) -> Result<tch::Tensor> {
+            std::thread::sleep(self.sleep);
+            let s = self.script.get(self.step).copied().unwrap_or(Ok(1.0));
+            self.step += 1;
+            clock.mark(Phase::Forward);
+            clock.mark(Phase::Backward);
+            clock.mark(Phase::Optimizer);
+            match s {
+                Ok(l) => Ok(Tensor::from(l)),
+                Err(e) => anyhow::bail!(e),
+            }
+        }
+        fn agree(&mut self, loss: &Tensor, stop: bool) -> Result<(f64, bool)> {
+            let forced = self.agree_at.iter().find(|(i, _)| *i == self.step).map(|(_, s)| *s);
+            Ok((loss.f_double_value(&[])?, forced.unwrap_or(stop)))
+        }
+        fn devices(&self) -> &crate::device::Devices {
+            &self.devices
+        }
+        fn var_store(&self) -> &nn::VarStore {
+            &self.vs
+        }
+    }
+
+    /// Batches from memory; fails at the given call.
+    struct Source {
+        calls: usize,
+        fail_at: Option<usize>,
+    }
+
+    impl DataSource for Source {
+        fn next_batch(&mut self) -> Result<Batch> {
+            self.calls += 1;
+            if Some(self.calls) == self.fail_at {
+                anyhow::bail!("truncated JPEG");
+            }
+            Ok(Batch { images: Tensor::zeros([1], (tch::Kind::Float, Device::Cpu)), labels: Tensor::from(0i64) })
+        }
+        fn name(&self) -> String {
+            "memory".into()
+        }
+    }
+
+    fn cfg(args: &str) -> RunConfig {
+        let v: Vec<&str> = args.split_whitespace().collect();
+        parse_run_args(&v).unwrap().into_config(Placement::Local(Devices::cpu(1))).unwrap()
+    }
+
+    fn run(args: &str, strat: &mut Mock) -> Measurement {
+        measure(&cfg(args), strat, &mut Source { calls: 0, fail_at: None }, &ProgressBar::hidden())
+    }
+
+    #[test]
+    fn warm_up_steps_are_not_timed() {
+        let mut m = Mock::new(vec![Ok(9.0), Ok(8.0), Ok(7.0), Ok(6.0), Ok(5.0)]);
+        let r = run("--warmup 2 --steps 3 --breakdown", &mut m);
+        assert_eq!(r.status, Some(Status::Ok));
+        assert_eq!((r.warmup_steps, r.step_secs.len()), (2, 3));
+        assert_eq!(r.loss_first, Some(9.0), "the first loss is the first warm-up step's");
+        assert_eq!(r.losses, [7.0, 6.0, 5.0]);
+        assert_eq!(r.data_wait_secs.len(), 3);
+        assert!(r.phase_secs.as_ref().is_some_and(|p| p.iter().all(|v| v.len() == 3)));
+        assert!(r.window.is_some());
+    }
+
+    #[test]
+    fn warm_up_and_timed_phases_by_wall_time() {
+        let mut m = Mock::new(vec![]);
+        m.sleep = Duration::from_millis(2);
+        let t = Instant::now();
+        let r = run("--warmup-time 20ms --duration 30ms", &mut m);
+        assert_eq!(r.status, Some(Status::Ok));
+        assert!(r.warmup_steps >= 1 && !r.step_secs.is_empty());
+        assert!(t.elapsed() >= Duration::from_millis(50), "stopped before both phases' time had passed");
+        let w = r.window.unwrap();
+        assert!(w.end - w.start >= Duration::from_millis(30));
+        assert_eq!(m.step as u64, r.warmup_steps + r.step_secs.len() as u64);
+    }
+
+    #[test]
+    fn no_warm_up_at_all() {
+        let r = run("--warmup 0 --steps 2", &mut Mock::new(vec![]));
+        assert_eq!((r.warmup_steps, r.step_secs.len()), (0, 2));
+    }
+
+    #[test]
+    fn a_non_finite_loss_diverges_in_warm_up_or_timed_steps() {
+        let r = run("--warmup 3 --steps 3", &mut Mock::new(vec![Ok(1.0), Ok(f64::NAN)]));
+        assert_eq!(r.status, Some(Status::Diverged));
+        assert_eq!(r.error, "loss became NaN during warm-up step 2");
+        assert!(r.step_secs.is_empty());
+        let r = run("--warmup 1 --steps 5", &mut Mock::new(vec![Ok(1.0), Ok(1.0), Ok(f64::INFINITY)]));
+        assert_eq!(r.status, Some(Status::Diverged));
+        assert_eq!(r.error, "loss became inf at timed step 2");
+        assert_eq!(r.step_secs.len(), 2, "the diverged step's time is kept");
+    }
+
+    #[test]
+    fn errors_become_failed_or_oom_and_keep_what_was_measured() {
+        let r = run("--warmup 1 --steps 5", &mut Mock::new(vec![Ok(1.0), Ok(1.0), Err("shape mismatch")]));
+        assert_eq!((r.status, r.error.as_str()), (Some(Status::Failed), "shape mismatch"));
+        assert_eq!(r.losses, [1.0]);
+        let oom = Err("CUDA out of memory. Tried to allocate 2.00 GiB");
+        let r = run("--warmup 1 --steps 5", &mut Mock::new(vec![Ok(1.0), oom]));
+        assert_eq!(r.status, Some(Status::Oom));
+        let mut data = Source { calls: 0, fail_at: Some(3) };
+        let r = measure(&cfg("--warmup 1 --steps 5"), &mut Mock::new(vec![]), &mut data, &ProgressBar::hidden());
+        assert_eq!((r.status, r.error.as_str()), (Some(Status::Failed), "truncated JPEG"));
+        assert_eq!(r.step_secs.len(), 1);
+    }
+
+    #[test]
+    fn the_collective_decision_ends_each_phase() {
+        // Rank 0 says stop at step 3 (the second timed step) although this
+        // rank would go on: all ranks stop together.
+        let mut m = Mock::new(vec![]);
+        m.agree_at = vec![(1, true), (3, true)];
+        let r = run("--warmup 5 --steps 10", &mut m);
+        assert_eq!((r.warmup_steps, r.step_secs.len()), (1, 2));
+        // …and a rank whose own count is reached waits for rank 0's word.
+        let mut m = Mock::new(vec![]);
+        m.agree_at = vec![(1, false), (2, true), (3, false), (4, false)];
+        let r = run("--warmup 1 --steps 1", &mut m);
+        assert_eq!((r.warmup_steps, r.step_secs.len()), (2, 3));
+    }
+}

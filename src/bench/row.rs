@@ -1,0 +1,108 @@
+//! A run's row: identity and set-up from the configuration, results from
+//! the measurement, per-device summary from the metrics. Every row gpubench
+//! writes (a run's, a ddp launcher's failure row, the PyTorch reference's, a
+//! sweep's row for a cell that died) starts from `base_row`, so the schema's
+//! meaning lives here once.
+use crate::bench::measure::{Figures, Measurement};
+use crate::config::{RunConfig, StrategyKind};
+use crate::device::{self, DeviceKind};
+use crate::metrics::devices::DeviceMetrics;
+use crate::results::csv::{Row, SCHEMA_VERSION};
+use crate::results::Status;
+
+/// A run id unique across hosts and processes: start time and process id.
+pub fn new_run_id(nanos: u128) -> String {
+    format!("{:x}-{:x}", nanos, std::process::id())
+}
+
+/// Run identity, set-up and workload: everything a row holds before the
+/// run's results, the same for every row of this process.
+pub fn base_row(cfg: &RunConfig) -> Row {
+    let now = std::time::SystemTime::now();
+    let nanos = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let cuda = cfg.devices.kind == DeviceKind::Cuda;
+    let v = crate::ffi::cuda_versions();
+    Row {
+        schema_version: SCHEMA_VERSION,
+        run_id: new_run_id(nanos),
+        timestamp: humantime::format_rfc3339_seconds(now).to_string(),
+        gpubench_version: env!("CARGO_PKG_VERSION").into(),
+        host: device::hostname(),
+        label: cfg.label.clone(),
+        implementation: cfg.implementation.name().into(),
+        strategy: cfg.strategy.name().into(),
+        backend: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.backend.name() } else { "" }.into(),
+        device_kind: if cuda { "cuda" } else { "cpu" }.into(),
+        devices: cfg.devices_column(),
+        n_devices: cfg.world as u32,
+        device_name: if cuda { device::device_name(cfg.devices.ordinals[0]) } else { device::cpu_model() },
+        driver_version: device::driver_version().unwrap_or_default(),
+        cuda_version: if cuda { crate::ffi::format_cuda_version(v.cudart) } else { String::new() },
+        libtorch_version: crate::ffi::libtorch_version(),
+        model: cfg.model.name().into(),
+        image_size: Some(cfg.image_size as u32),
+        precision: cfg.precision.name().into(),
+        channels_last: Some(cfg.channels_last),
+        cudnn_benchmark: Some(cfg.cudnn_benchmark),
+        deterministic: Some(cfg.deterministic),
+        batch_per_device: Some(cfg.batch_per_device as u32),
+        global_batch: Some(cfg.global_batch() as u32),
+        seed: Some(cfg.seed),
+        threads: Some(tch::get_num_threads() as u32),
+        data: crate::data::column_name(&cfg.data),
+        ..Default::default()
+    }
+}
+
+/// Fills a row's results and outcome from the measurement.
+pub fn fill_row(row: &mut Row, m: &Measurement, fig: Option<&Figures>) {
+    row.steps = Some(m.step_secs.len() as u32);
+    row.warmup = Some(m.warmup_steps as u32);
+    if let Some(f) = fig {
+        row.throughput_img_s = Some(f.throughput_img_s);
+        row.throughput_per_device_img_s = Some(f.throughput_per_device_img_s);
+        row.step_ms_mean = Some(f.step_ms.mean);
+        row.step_ms_p50 = Some(f.step_ms.p50);
+        row.step_ms_p90 = Some(f.step_ms.p90);
+        row.step_ms_p99 = Some(f.step_ms.p99);
+        row.step_ms_std = Some(f.step_ms.std);
+    }
+    row.loss_first = m.loss_first;
+    row.loss_last = m.losses.last().copied();
+    row.status = m.status.unwrap_or(Status::Failed).name().into();
+    row.error = m.error.clone();
+}
+
+/// The main row's per-device summary, imbalance and time breakdown.
+pub fn fill_metrics(row: &mut Row, devs: &[DeviceMetrics], master: Option<usize>, m: &Measurement) {
+    let max = |f: fn(&DeviceMetrics) -> Option<f64>| devs.iter().filter_map(f).reduce(f64::max);
+    let avg = |f: fn(&DeviceMetrics) -> Option<f64>| {
+        let v: Vec<f64> = devs.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| crate::metrics::stats::mean(&v))
+    };
+    row.peak_mem_alloc_mb = max(|d| d.peak_alloc_mb);
+    row.peak_mem_reserved_mb = max(|d| d.peak_reserved_mb);
+    row.nvml_mem_peak_mb = max(|d| d.nvml_mem_peak_mb);
+    row.util_mean_pct = avg(|d| d.util_mean_pct);
+    row.util_p95_pct = max(|d| d.util_p95_pct);
+    row.power_mean_w = avg(|d| d.power_mean_w);
+    row.cpu_util_pct = max(|d| d.cpu_util_pct);
+    row.peak_rss_mb = max(|d| d.peak_rss_mb);
+    let imb = crate::metrics::devices::imbalance(devs, master);
+    row.mem_imbalance = imb.mem_imbalance;
+    row.util_spread_pct = imb.util_spread_pct;
+    row.master_mem_excess_pct = imb.master_mem_excess_pct;
+    row.master_util_excess_pct = imb.master_util_excess_pct;
+    if !m.data_wait_secs.is_empty() {
+        let wait = crate::metrics::stats::mean(&m.data_wait_secs);
+        row.data_wait_ms = Some(wait * 1e3);
+        let step = crate::metrics::stats::mean(&m.step_secs);
+        row.data_wait_share = (step > 0.0).then(|| wait / step);
+    }
+    if let Some(p) = &m.phase_secs {
+        let ms = |v: &Vec<f64>| (!v.is_empty()).then(|| crate::metrics::stats::mean(v) * 1e3);
+        row.forward_ms = ms(&p[0]);
+        row.backward_ms = ms(&p[1]);
+        row.optimizer_ms = ms(&p[2]);
+    }
+}

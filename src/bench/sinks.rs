@@ -1,0 +1,202 @@
+//! Where a run's outcome goes: the results CSV, its devices file, the
+//! telemetry timeline, JSON or the human summary on stdout. Shaped like
+//! hyperfine's export manager: every output is checked before any work is
+//! done (`Sinks::check`), and written once at the end (`Sinks::write`).
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::path::PathBuf;
+
+use crate::bench::measure::{Figures, Measurement};
+use crate::config::RunConfig;
+use crate::metrics::devices::DeviceMetrics;
+use crate::metrics::sampler::DeviceSample;
+use crate::results::csv::{self as results_csv, Row};
+use crate::results::{long, Status};
+
+/// A finished run, ready to be written.
+pub struct Outcome<'a> {
+    pub row: &'a Row,
+    pub m: &'a Measurement,
+    pub fig: Option<&'a Figures>,
+    pub devs: &'a [DeviceMetrics],
+}
+
+/// The outputs of one process's run.
+#[derive(Debug, Clone)]
+pub struct Sinks {
+    out: Option<PathBuf>,
+    telemetry: Option<PathBuf>,
+    json: bool,
+    quiet: bool,
+}
+
+impl Sinks {
+    /// The run's outputs. A ddp rank r > 0 writes its telemetry beside the
+    /// file, to FILE.rank<r>.csv, so that ranks never interleave.
+    pub fn new(cfg: &RunConfig, rank: Option<usize>) -> Sinks {
+        let telemetry = cfg.telemetry.as_ref().map(|t| match rank {
+            Some(r) if r > 0 => t.with_extension(format!("rank{r}.csv")),
+            _ => t.clone(),
+        });
+        Sinks { out: cfg.out.clone(), telemetry, json: cfg.json, quiet: cfg.quiet }
+    }
+
+    /// Checks every file the run will write, before any work is done.
+    pub fn check(&self) -> Result<()> {
+        if let Some(out) = &self.out {
+            results_csv::check_writable(out)?;
+            long::check_writable(&long::devices_path(out), &long::devices_header(), "--out")?;
+        }
+        if let Some(t) = &self.telemetry {
+            long::check_writable(t, &long::telemetry_header(), "--telemetry")?;
+        }
+        Ok(())
+    }
+
+    /// Appends this process's sampled timeline (`--telemetry`).
+    pub fn write_telemetry(&self, run_id: &str, samples: &[DeviceSample]) -> Result<()> {
+        match &self.telemetry {
+            Some(t) => long::append_telemetry(t, run_id, samples),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends the row (and its devices) to `--out`, then prints JSON or the
+    /// human summary; returns the exit code (0 when the run is ok).
+    pub fn write(&self, o: &Outcome) -> Result<i32> {
+        if let Some(out) = &self.out {
+            results_csv::append_rows(out, std::slice::from_ref(o.row))?;
+            let key = long::RunKey {
+                run_id: o.row.run_id.clone(),
+                strategy: o.row.strategy.clone(),
+                n_devices: o.row.n_devices,
+            };
+            long::append_devices(&long::devices_path(out), &key, o.devs)?;
+        }
+        if self.json {
+            let s = JsonSummary {
+                row: o.row,
+                step_ms: o.m.step_secs.iter().map(|s| s * 1e3).collect(),
+                losses: &o.m.losses,
+            };
+            println!("{}", serde_json::to_string_pretty(&s).context("serializing the summary")?);
+        } else if !self.quiet {
+            print!("{}", human_summary(o.row, o.fig));
+            print!("{}", device_table(o.devs));
+            if let Some(out) = &self.out {
+                println!("row appended to {}", out.display());
+            }
+        }
+        Ok(if Status::of(&o.row.status) == Status::Ok { 0 } else { 1 })
+    }
+}
+
+#[derive(Serialize)]
+struct JsonSummary<'a> {
+    row: &'a Row,
+    step_ms: Vec<f64>,
+    losses: &'a [f64],
+}
+
+fn cell(v: Option<f64>, prec: usize) -> String {
+    v.map(|x| format!("{x:.prec$}")).unwrap_or_else(|| "n/a".into())
+}
+
+/// The per-device table of the human summary.
+pub fn device_table(devs: &[DeviceMetrics]) -> String {
+    if devs.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "{:<10} {:<8} {:>11} {:>11} {:>11} {:>7} {:>7} {:>8} {:>8} {:>9}\n",
+        "device", "role", "alloc MiB", "reserv MiB", "nvml MiB", "util%", "p95%", "power W", "cpu%", "rss MiB"
+    );
+    for d in devs {
+        s += &format!(
+            "{:<10} {:<8} {:>11} {:>11} {:>11} {:>7} {:>7} {:>8} {:>8} {:>9}\n",
+            d.device,
+            d.role,
+            cell(d.peak_alloc_mb, 0),
+            cell(d.peak_reserved_mb, 0),
+            cell(d.nvml_mem_peak_mb, 0),
+            cell(d.util_mean_pct, 0),
+            cell(d.util_p95_pct, 0),
+            cell(d.power_mean_w, 0),
+            cell(d.cpu_util_pct, 0),
+            cell(d.peak_rss_mb, 0)
+        );
+    }
+    s
+}
+
+pub fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
+    let mut s = String::new();
+    let opt = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
+    s += &format!(
+        "gpubench {} · {} · {} {}×{} · {} · {} ({})\n",
+        r.gpubench_version,
+        r.strategy,
+        r.model,
+        opt(r.image_size),
+        opt(r.image_size),
+        r.precision,
+        r.devices,
+        r.device_name
+    );
+    s += &format!(
+        "batch      {} per device × {} device(s) = {} global\n",
+        opt(r.batch_per_device),
+        r.n_devices,
+        opt(r.global_batch)
+    );
+    s += &format!("steps      {} timed after {} warm-up\n", opt(r.steps), opt(r.warmup));
+    if let Some(f) = fig {
+        s += &format!("throughput {:.1} img/s ({:.1} per device)\n", f.throughput_img_s, f.throughput_per_device_img_s);
+        let t = &f.step_ms;
+        s += &format!(
+            "step time  p50 {:.1} ms · mean {:.1} · p90 {:.1} · p99 {:.1} · std {:.1}\n",
+            t.p50, t.mean, t.p90, t.p99, t.std
+        );
+    }
+    if let Some(w) = r.data_wait_ms {
+        s += &format!("data wait  {w:.2} ms per step ({:.1}% of the step)\n", r.data_wait_share.unwrap_or(0.0) * 100.0);
+        if let Some(line) = crate::data::input_bound_line(r.data_wait_share, r.workers) {
+            s += &format!("{line}\n");
+        }
+    }
+    if let (Some(f), Some(b), Some(o)) = (r.forward_ms, r.backward_ms, r.optimizer_ms) {
+        s += &format!(
+            "breakdown  forward {f:.1} ms · backward {b:.1} · optimizer {o:.1} (--breakdown: synced per phase)\n"
+        );
+    }
+    if r.ddp_backward_comm_ms.is_some() {
+        s += &format!(
+            "reducer    forward {} ms · backward compute {} · comm {} · overlap {} · {} buckets\n",
+            cell(r.ddp_forward_compute_ms, 1),
+            cell(r.ddp_backward_compute_ms, 1),
+            cell(r.ddp_backward_comm_ms, 1),
+            cell(r.ddp_overlap_ms, 1),
+            r.ddp_buckets.map(|b| b.to_string()).unwrap_or_else(|| "n/a".into())
+        );
+    }
+    if r.mem_imbalance.is_some() || r.util_spread_pct.is_some() {
+        s += &format!(
+            "imbalance  memory max/min {} · utilization spread {} pts",
+            cell(r.mem_imbalance, 2),
+            cell(r.util_spread_pct, 0)
+        );
+        if let Some(x) = r.master_mem_excess_pct {
+            s += &format!(" · master memory {x:+.0}% over the others");
+        }
+        s.push('\n');
+    }
+    if let (Some(a), Some(b)) = (r.loss_first, r.loss_last) {
+        s += &format!("loss       {a:.4} → {b:.4}\n");
+    }
+    s += &format!("status     {}", r.status);
+    if !r.error.is_empty() {
+        s += &format!(" ({})", r.error);
+    }
+    s.push('\n');
+    s
+}

@@ -1,0 +1,153 @@
+//! The command line: clap's types, and the one conversion of each
+//! subcommand's arguments into the plain configuration the layers below take
+//! (`run::job`, `sweep::plan`, …). Nothing below this layer names clap.
+pub mod data_bench;
+pub mod parse;
+pub mod report;
+pub mod run;
+pub mod sweep;
+
+use clap::builder::PossibleValue;
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{Backend, Impl, ModelKind, Precision, StrategyKind};
+use crate::report::check::Metric;
+use crate::report::export::Format;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "gpubench",
+    version,
+    about = "Which parallel training strategy (single, DataParallel, DistributedDataParallel) is fastest on your GPUs, and why",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print versions, CUDA devices, CPU and which process groups work here.
+    Info(InfoArgs),
+    /// Run the ResNet training loop under one strategy and record its speed.
+    Run(Box<run::RunArgs>),
+    // report subcommands
+    /// Summarize result files: a table by hardware and config, and charts.
+    Report(report::ReportArgs),
+    /// Put result sets side by side (machines, dates, published figures).
+    Compare(report::CompareArgs),
+    /// CI gate: exit 1 when the current results regressed against a baseline.
+    Check(report::CheckArgs),
+    /// Run a matrix of strategies × device counts × batch sizes × models, each
+    /// cell in its own process; out-of-memory cells become `oom` rows.
+    Sweep(Box<sweep::SweepArgs>),
+    /// Find the largest per-device batch that fits in memory (doubling, then
+    /// binary search; each probe a few steps in its own process).
+    MaxBatch(Box<sweep::MaxBatchArgs>),
+    /// Measure the input pipeline alone (decode, crop, resize, flip) in images/s, no model.
+    DataBench(data_bench::DataBenchArgs),
+    /// Print the columns of gpubench's CSV files: name, unit and meaning.
+    Schema(SchemaArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SchemaArgs {
+    /// Output format: an aligned table, or markdown (for documentation).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// Implements clap's `ValueEnum` for a plain enum of the layers below from
+/// its `ALL` and `name()`, with each value's help text here, where the
+/// command line is described.
+macro_rules! value_enum {
+    ($t:ty { $($v:ident => $help:expr),+ $(,)? }) => {
+        impl clap::ValueEnum for $t {
+            fn value_variants<'a>() -> &'a [Self] {
+                &<$t>::ALL
+            }
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                let help: &str = match self { $(<$t>::$v => $help,)+ };
+                let v = PossibleValue::new(self.name());
+                Some(if help.is_empty() { v } else { v.help(help) })
+            }
+        }
+    };
+}
+
+value_enum!(StrategyKind {
+    Single => "One device",
+    Dp => "DataParallel: one process, replicas refreshed from the master every step",
+    Ddp => "DistributedDataParallel: one process per device, c10d Reducer all-reduce",
+});
+value_enum!(ModelKind {
+    Resnet18 => "",
+    Resnet34 => "",
+    Resnet50 => "",
+    Resnet101 => "",
+    Resnet152 => "",
+    Tinycnn => "Small BatchNorm-free CNN for tests and smoke runs",
+});
+value_enum!(Backend {
+    Gloo => "",
+    Nccl => "",
+});
+value_enum!(Precision {
+    Fp32 => "Full fp32: TF32 off for matmuls and convolutions",
+    Tf32 => "fp32 storage, TF32 tensor-core math for cuBLAS and cuDNN (CUDA)",
+    Fp16 => "Autocast to float16 with dynamic loss scaling",
+    Bf16 => "Autocast to bfloat16 (no loss scaling needed)",
+});
+value_enum!(Impl {
+    Gpubench => "gpubench itself (Rust over libtorch)",
+    Pytorch => "PyTorch's own single / DataParallel / DistributedDataParallel, in Python",
+});
+value_enum!(Format {
+    Table => "Aligned plain text for the terminal",
+    Markdown => "GitHub-flavoured markdown, e.g. for a PR comment",
+    Csv => "Raw values, one line per row; notes go to stderr",
+    Json => "Raw values as objects keyed by column, with title and notes",
+});
+value_enum!(Metric {
+    Throughput => "Images per second (higher is better)",
+    Scaling => "Throughput over devices x the 1-device throughput (higher is better)",
+    StepP50 => "Median step time in ms (lower is better)",
+    StepP90 => "90th-percentile step time in ms (lower is better)",
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn every_value_parses_back_to_itself() {
+        fn check<T: ValueEnum + PartialEq + std::fmt::Debug>() {
+            for v in T::value_variants() {
+                let name = v.to_possible_value().unwrap().get_name().to_string();
+                assert_eq!(&T::from_str(&name, false).unwrap(), v);
+            }
+        }
+        check::<StrategyKind>();
+        check::<ModelKind>();
+        check::<Backend>();
+        check::<Precision>();
+        check::<Impl>();
+        check::<Format>();
+        check::<Metric>();
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

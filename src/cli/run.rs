@@ -1,0 +1,385 @@
+//! `gpubench run`'s arguments, and the one conversion into a `RunConfig`:
+//! every check the command line can fail happens here, once per process,
+//! before any device is used or any file is written.
+//!
+//! A process first finds its role (`Role`): a local run (single, dp), ddp's
+//! launcher, one ddp rank (started by our launcher, torchrun or Slurm), or
+//! the PyTorch reference; the role decides which devices the configuration
+//! is for (`Placement`).
+use anyhow::Result;
+use clap::{Args, Parser};
+use std::path::PathBuf;
+
+use super::parse::{parse_duration, parse_on_off};
+use crate::bench::ddp::env::DistEnv;
+use crate::bench::Role;
+use crate::config::{Backend, DdpConfig, Impl, InitSpec, Length, ModelKind, Precision, RunConfig, StrategyKind};
+use crate::device::{self, DeviceKind, Devices};
+use crate::error::usage;
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Parallel strategy.
+    #[arg(long, value_enum, default_value_t = StrategyKind::Single)]
+    pub strategy: StrategyKind,
+    /// Implementation: gpubench itself, or PyTorch's own (the Python reference,
+    /// run with set-up's torch venv) for a side-by-side row with impl=pytorch.
+    #[arg(long = "impl", value_enum, default_value_t = Impl::Gpubench)]
+    pub implementation: Impl,
+    /// Write the model's initial weights and the data seed to FILE (safetensors).
+    #[arg(long, value_name = "FILE")]
+    pub save_init: Option<PathBuf>,
+    /// Start from the weights and data seed in FILE (written by --save-init).
+    #[arg(long, value_name = "FILE")]
+    pub init_from: Option<PathBuf>,
+    /// CUDA device ordinals, comma-separated (e.g. 0,1,2,3). Default: GPU 0 if
+    /// there is one, else the CPU.
+    #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
+    pub gpus: Option<String>,
+    /// Run on the CPU with N replicas (dp) or ranks (ddp); 1 for single.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1")]
+    pub cpu: Option<usize>,
+    /// Model to train. `tinycnn` is a small BatchNorm-free CNN for tests and smoke runs.
+    #[arg(long, value_enum, default_value_t = ModelKind::Resnet50)]
+    pub model: ModelKind,
+    #[arg(long, default_value_t = 1000)]
+    pub num_classes: i64,
+    /// Square input size in pixels.
+    #[arg(long, default_value_t = 224)]
+    pub image_size: i64,
+    /// Images per device; the global batch is this times the number of devices.
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: i64,
+    /// Timed steps (ignored when --duration is given).
+    #[arg(long, default_value_t = 30)]
+    pub steps: u64,
+    /// Warm-up steps, excluded from timing (ignored when --warmup-time is given).
+    #[arg(long, default_value_t = 5)]
+    pub warmup: u64,
+    /// Time the run for this long instead of a step count (e.g. 30s, 2m).
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Warm up for this long instead of a step count (e.g. 10s).
+    #[arg(long, value_name = "DURATION")]
+    pub warmup_time: Option<String>,
+    /// Learning rate. Default: 0.1 × global_batch / 256 (Goyal et al.).
+    #[arg(long)]
+    pub lr: Option<f64>,
+    #[arg(long, default_value_t = 0.9)]
+    pub momentum: f64,
+    #[arg(long, default_value_t = 1e-4)]
+    pub weight_decay: f64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Intra-op threads on the CPU (per process; dp splits them among replicas).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Input data: `synthetic` (the default) generates random batches on the
+    /// device; a path reads an ImageFolder tree (DIR/train/<class>/*.JPEG or
+    /// DIR/<class>/*.JPEG) with the ImageNet training transform.
+    #[arg(long, default_value = "synthetic")]
+    pub data: String,
+    /// Decode threads per device for --data PATH (dp: this many per device, all
+    /// on the master). Default: the cores shared among the devices, 1 to 8.
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Free text stored in the row's `label` column (e.g. "V100 box").
+    #[arg(long, default_value = "")]
+    pub label: String,
+    /// Append the result row to this CSV file (created with a header if new).
+    #[arg(long, value_name = "FILE.csv")]
+    pub out: Option<PathBuf>,
+    /// Print a JSON summary instead of the human one.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar and no summary (the row is still written).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Numeric precision: fp32, tf32 (TF32 matmuls and convolutions on CUDA),
+    /// fp16 (autocast + dynamic loss scaling) or bf16 (autocast).
+    #[arg(long, value_enum, default_value_t = Precision::Fp32)]
+    pub precision: Precision,
+    /// NHWC (channels-last) memory format for the model and its inputs.
+    #[arg(long)]
+    pub channels_last: bool,
+    /// cuDNN autotuning: on or off (fixed input shapes benefit; the first
+    /// steps are slower while it tunes, so warm up long enough).
+    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off)]
+    pub cudnn_benchmark: bool,
+    /// Deterministic algorithms (plus the seed) for reproducible losses.
+    #[arg(long)]
+    pub deterministic: bool,
+    /// Time each step's phases (data wait, forward, backward, optimizer). Adds
+    /// a device sync after every phase, which perturbs the step time.
+    #[arg(long)]
+    pub breakdown: bool,
+    /// How often to sample device telemetry (NVML) and the process.
+    #[arg(long, default_value = "100ms", value_name = "DURATION")]
+    pub sample_interval: String,
+    /// Write the full sampled timeline (every device, every field) to this CSV.
+    #[arg(long, value_name = "FILE.csv")]
+    pub telemetry: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub ddp: DdpArgs,
+}
+
+/// DistributedDataParallel options; they mean what they mean in PyTorch.
+#[derive(Args, Debug, Clone)]
+pub struct DdpArgs {
+    /// Process-group backend. Default: nccl on CUDA, gloo on CPU.
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    #[arg(long, default_value_t = 25.0)]
+    pub bucket_cap_mb: f64,
+    #[arg(long)]
+    pub gradient_as_bucket_view: bool,
+    #[arg(long)]
+    pub find_unused_parameters: bool,
+    /// Do not broadcast buffers (BatchNorm statistics) from rank 0 before each forward.
+    #[arg(long)]
+    pub no_broadcast_buffers: bool,
+    /// Number of nodes (multi-node runs start one launcher per node).
+    #[arg(long, default_value_t = 1)]
+    pub nnodes: usize,
+    /// This node's rank among --nnodes.
+    #[arg(long, default_value_t = 0)]
+    pub node_rank: usize,
+    /// Address of global rank 0's node (default 127.0.0.1).
+    #[arg(long)]
+    pub master_addr: Option<String>,
+    /// Port for the rendezvous store on the master (default: a free port, single node only).
+    #[arg(long)]
+    pub master_port: Option<u16>,
+    /// How long to wait for peers at rendezvous and in collectives.
+    #[arg(long, default_value = "300s", value_name = "DURATION")]
+    pub dist_timeout: String,
+}
+
+/// Which devices a configuration is for.
+#[derive(Debug, Clone)]
+pub enum Placement {
+    /// This process drives `devices`: single, dp, the ddp launcher (one
+    /// worker per device) and the PyTorch reference.
+    Local(Devices),
+    /// One ddp rank: its own device, its node's devices and the job's size.
+    Rank { mine: Devices, node: Devices, env: DistEnv },
+}
+
+/// Parses `gpubench run ARGS` (without `gpubench run`); a bad argument is a
+/// usage error with clap's first line.
+pub fn parse_run_args<S: AsRef<str>>(args: &[S]) -> Result<RunArgs> {
+    let argv = ["gpubench", "run"].into_iter().map(String::from).chain(args.iter().map(|s| s.as_ref().to_string()));
+    match super::Cli::try_parse_from(argv) {
+        Ok(super::Cli { command: super::Command::Run(a) }) => Ok(*a),
+        Ok(_) => unreachable!("parsed as run"),
+        Err(e) => {
+            let text = e.render().to_string();
+            Err(usage(text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()))
+        }
+    }
+}
+
+/// This process's role and its configuration, from `gpubench run`'s
+/// arguments and the environment (ddp ranks are told by RANK/WORLD_SIZE or
+/// Slurm's variables).
+pub fn job(a: RunArgs) -> Result<(Role, RunConfig)> {
+    let talks = !(a.quiet || a.json);
+    if a.implementation == Impl::Pytorch {
+        let devices = device::resolve(a.gpus.as_deref(), a.cpu, !talks)?;
+        return Ok((Role::Pytorch, a.into_config(Placement::Local(devices))?));
+    }
+    if a.strategy != StrategyKind::Ddp {
+        let devices = device::resolve(a.gpus.as_deref(), a.cpu, !talks)?;
+        return Ok((Role::Local, a.into_config(Placement::Local(devices))?));
+    }
+    match DistEnv::from_process(a.ddp.master_addr.as_deref(), a.ddp.master_port)? {
+        None => {
+            let devices = device::resolve(a.gpus.as_deref(), a.cpu, !talks)?;
+            Ok((Role::Launcher, a.into_config(Placement::Local(devices))?))
+        }
+        Some(env) => {
+            let (mine, node) = rank_devices(&a, &env)?;
+            let cfg = a.into_config(Placement::Rank { mine, node, env: env.clone() })?;
+            Ok((Role::Rank(env), cfg))
+        }
+    }
+}
+
+/// A rank's device, `--gpus`[LOCAL_RANK] or `--cpu` when given, else
+/// cuda:LOCAL_RANK where CUDA exists, else the CPU; and its node's devices:
+/// the `--gpus`/`--cpu` list, or as many as the node has ranks.
+fn rank_devices(a: &RunArgs, env: &DistEnv) -> Result<(Devices, Devices)> {
+    let node_ranks = if env.ours { env.ranks_on_node() } else { env.local_world.unwrap_or(env.world_size) };
+    if let Some(n) = a.cpu {
+        let node = if env.ours { device::resolve(None, Some(n), true)? } else { Devices::cpu(node_ranks) };
+        return Ok((Devices::cpu(1), node));
+    }
+    if let Some(list) = &a.gpus {
+        let ords = device::parse_gpu_list(list)?;
+        let o = *ords.get(env.local_rank).ok_or_else(|| {
+            usage(format!(
+                "LOCAL_RANK {} has no device in --gpus {list}; list one device per local rank",
+                env.local_rank
+            ))
+        })?;
+        let all = device::resolve(Some(list), None, true)?;
+        return Ok((Devices::cuda(vec![o]), all));
+    }
+    if device::cuda_device_count() > env.local_rank {
+        Ok((Devices::cuda(vec![env.local_rank]), Devices::cuda((0..node_ranks).collect())))
+    } else {
+        Ok((Devices::cpu(1), Devices::cpu(node_ranks)))
+    }
+}
+
+fn check_nodes(d: &DdpArgs) -> Result<()> {
+    if d.nnodes == 0 || d.node_rank >= d.nnodes {
+        return Err(usage(format!("--node-rank {} must be below --nnodes {}", d.node_rank, d.nnodes)));
+    }
+    if d.nnodes > 1 && (d.master_addr.is_none() || d.master_port.is_none()) {
+        return Err(usage("a multi-node run needs --master-addr HOST and --master-port PORT, the same on every node"));
+    }
+    Ok(())
+}
+
+impl RunArgs {
+    /// The configuration for `placement`, with every check that needs no
+    /// device work; the only conversion from `run`'s arguments.
+    pub fn into_config(self, placement: Placement) -> Result<RunConfig> {
+        let a = self;
+        if a.batch_size <= 0 {
+            return Err(usage("--batch-size must be at least 1 (it is per device)"));
+        }
+        if a.num_classes < 2 {
+            return Err(usage("--num-classes must be at least 2"));
+        }
+        let min = a.model.min_image_size();
+        if a.image_size < min {
+            return Err(usage(format!(
+                "--image-size {} is too small for {}; use at least {min}",
+                a.image_size,
+                a.model.name()
+            )));
+        }
+        let timed = match &a.duration {
+            Some(s) => Length::Time(parse_duration("--duration", s)?),
+            None if a.steps == 0 => return Err(usage("--steps must be at least 1")),
+            None => Length::Steps(a.steps),
+        };
+        let warmup = match &a.warmup_time {
+            Some(s) => Length::Time(parse_duration("--warmup-time", s)?),
+            None => Length::Steps(a.warmup),
+        };
+        if a.threads == Some(0) {
+            return Err(usage("--threads must be at least 1"));
+        }
+        if a.workers == Some(0) {
+            return Err(usage("--workers must be at least 1"));
+        }
+        if a.data != "synthetic" {
+            crate::data::imagefolder::check_layout(&a.data, a.num_classes)?;
+        }
+        let (devices, node_devices, rank) = match placement {
+            Placement::Local(d) => (d.clone(), d, None),
+            Placement::Rank { mine, node, env } => (mine, node, Some(env)),
+        };
+        if a.strategy == StrategyKind::Single && devices.len() > 1 {
+            return Err(usage(format!(
+                "--strategy single uses one device but {} were given; use --strategy dp or ddp for several",
+                devices.len()
+            )));
+        }
+        for (flag, v) in [("--lr", a.lr.unwrap_or(0.1)), ("--momentum", a.momentum), ("--weight-decay", a.weight_decay)]
+        {
+            if !v.is_finite() || v < 0.0 {
+                return Err(usage(format!("{flag} must be a finite number ≥ 0")));
+            }
+        }
+        let cpu = devices.kind == DeviceKind::Cpu;
+        if cpu && a.precision == Precision::Tf32 {
+            return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
+        }
+        let sample_interval = parse_duration("--sample-interval", &a.sample_interval)?;
+        let ddp = a.strategy == StrategyKind::Ddp;
+        let d = &a.ddp;
+        let timeout = parse_duration("--dist-timeout", &d.dist_timeout)?;
+        let backend = d.backend.unwrap_or(Backend::default_for(devices.kind));
+        if ddp {
+            if rank.is_none() {
+                check_nodes(d)?;
+            }
+            if backend == Backend::Nccl && cpu {
+                return Err(usage("--backend nccl needs CUDA devices; use --backend gloo on the CPU"));
+            }
+        }
+        if a.implementation == Impl::Pytorch {
+            if a.strategy == StrategyKind::Dp && cpu {
+                return Err(usage(
+                    "--impl pytorch --strategy dp needs CUDA devices: on the CPU, torch.nn.DataParallel just calls the \
+                     module (no replicas), which is not a DataParallel run; use --strategy single or ddp on the CPU",
+                ));
+            }
+            if a.breakdown || a.telemetry.is_some() {
+                return Err(usage(
+                    "--breakdown and --telemetry time and sample gpubench's own process; drop them with --impl pytorch",
+                ));
+            }
+        }
+        if let Some(p) = &a.init_from {
+            crate::init::read_init_meta(p)?.check_fits(p, a.model, a.num_classes)?;
+        }
+        // The job's size and this node's share of it.
+        let (world, nnodes, node_share) = match &rank {
+            Some(env) => (env.world_size, env.nnodes(), env.ranks_on_node()),
+            None if ddp => (devices.len() * d.nnodes, d.nnodes, devices.len()),
+            None => (devices.len(), 1, devices.len()),
+        };
+        let global = a.batch_size * world as i64;
+        Ok(RunConfig {
+            strategy: a.strategy,
+            implementation: a.implementation,
+            devices,
+            node_devices,
+            world,
+            model: a.model,
+            num_classes: a.num_classes,
+            image_size: a.image_size,
+            batch_per_device: a.batch_size,
+            timed,
+            warmup,
+            lr: a.lr.unwrap_or(0.1 * global as f64 / 256.0),
+            momentum: a.momentum,
+            weight_decay: a.weight_decay,
+            seed: a.seed,
+            threads: a.threads,
+            workers: a.workers.unwrap_or_else(|| crate::data::default_workers(node_share)),
+            data: a.data,
+            label: a.label,
+            out: a.out,
+            json: a.json,
+            // Only rank 0 of a ddp job talks.
+            quiet: a.quiet || rank.as_ref().is_some_and(|e| e.rank != 0),
+            precision: a.precision,
+            channels_last: a.channels_last,
+            cudnn_benchmark: a.cudnn_benchmark,
+            deterministic: a.deterministic,
+            breakdown: a.breakdown,
+            sample_interval,
+            telemetry: a.telemetry,
+            init: InitSpec { save: a.save_init, from: a.init_from },
+            ddp: DdpConfig {
+                backend,
+                bucket_cap_mb: d.bucket_cap_mb,
+                gradient_as_bucket_view: d.gradient_as_bucket_view,
+                find_unused_parameters: d.find_unused_parameters,
+                broadcast_buffers: !d.no_broadcast_buffers,
+                nnodes,
+                node_rank: d.node_rank,
+                master_addr: d.master_addr.clone(),
+                master_port: d.master_port,
+                timeout,
+            },
+        })
+    }
+}

@@ -1,0 +1,96 @@
+//! `gpubench info`: what this machine offers a benchmark. Works with no GPU.
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::device;
+use crate::ffi::{self, DeviceProps};
+
+#[derive(Debug, Serialize)]
+pub struct Info {
+    pub gpubench_version: String,
+    pub libtorch_version: String,
+    pub cuda_version: String,
+    pub cudnn_version: String,
+    pub nccl_version: String,
+    pub cuda_available: bool,
+    pub cuda_shim: bool,
+    pub driver_version: String,
+    pub devices: Vec<DeviceProps>,
+    pub cpu_model: String,
+    pub cpu_cores: usize,
+    pub intra_op_threads: i32,
+    /// Backend name → "ok" or the reason it cannot be created here.
+    pub process_groups: Vec<(String, String)>,
+}
+
+pub fn collect() -> Info {
+    let v = ffi::cuda_versions();
+    let n = device::cuda_device_count();
+    let devices = (0..n).filter_map(|i| ffi::cuda_device_props(i).ok()).collect();
+    let process_groups = ["gloo", "nccl"]
+        .iter()
+        .map(|b| {
+            let r = probe_backend(b, n > 0);
+            (b.to_string(), r.map(|_| "ok".to_string()).unwrap_or_else(|e| crate::error::one_line(&e)))
+        })
+        .collect();
+    Info {
+        gpubench_version: env!("CARGO_PKG_VERSION").into(),
+        libtorch_version: ffi::libtorch_version(),
+        cuda_version: ffi::format_cuda_version(v.cudart),
+        cudnn_version: ffi::format_cudnn_version(v.cudnn),
+        nccl_version: ffi::format_nccl_version(v.nccl),
+        cuda_available: n > 0,
+        cuda_shim: ffi::built_with_cuda(),
+        driver_version: device::driver_version().unwrap_or_else(|| "n/a".into()),
+        devices,
+        cpu_model: device::cpu_model(),
+        cpu_cores: device::cpu_cores(),
+        intra_op_threads: tch::get_num_threads(),
+        process_groups,
+    }
+}
+
+/// Creates a one-rank process group of `backend` on a loopback store, which
+/// is what a ddp run needs first; the error says why it cannot be.
+pub fn probe_backend(backend: &str, cuda: bool) -> Result<()> {
+    use crate::dist::{Backend, ProcessGroup, Store};
+    let be: Backend = backend.parse()?;
+    let timeout = std::time::Duration::from_secs(10);
+    let port = crate::dist::free_port()?;
+    let store = Store::new("127.0.0.1", port, 0, 1, true, timeout)?;
+    let dev = (be == Backend::Nccl && cuda).then_some(0);
+    ProcessGroup::new(&store, be, 0, 1, dev, timeout)?;
+    Ok(())
+}
+
+pub fn run(json: bool) -> Result<i32> {
+    let i = collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&i)?);
+        return Ok(0);
+    }
+    println!("gpubench         {}", i.gpubench_version);
+    println!("libtorch         {}", i.libtorch_version);
+    println!("CUDA runtime     {}", i.cuda_version);
+    println!("cuDNN            {}", i.cudnn_version);
+    println!("NCCL             {}", i.nccl_version);
+    println!("NVIDIA driver    {}", i.driver_version);
+    println!("CUDA available   {}", if i.cuda_available { "yes" } else { "no" });
+    for d in &i.devices {
+        println!(
+            "  cuda:{}  {}  {:.1} GiB  sm_{}  ({} SMs, PCI {})",
+            d.ordinal,
+            d.name,
+            d.total_memory_bytes as f64 / (1u64 << 30) as f64,
+            d.compute_capability.replace('.', ""),
+            d.multiprocessors,
+            d.pci_bus_id
+        );
+    }
+    println!("CPU              {} ({} cores, {} intra-op threads)", i.cpu_model, i.cpu_cores, i.intra_op_threads);
+    for (b, r) in &i.process_groups {
+        println!("process group    {b}: {r}");
+    }
+    Ok(0)
+}

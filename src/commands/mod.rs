@@ -1,0 +1,10 @@
+//! One module per subcommand: the glue between a configuration and the
+//! engines (printing, exit codes). Commands take plain configurations;
+//! parsing and validating the command line is `cli`'s.
+pub mod data_bench;
+pub mod info;
+pub mod max_batch;
+pub mod report;
+pub mod run;
+pub mod schema;
+pub mod sweep;

@@ -1,0 +1,228 @@
+//! `gpubench sweep`: runs the plan's cells one by one (each in its own
+//! process), a line per finished cell, then the report's table over the
+//! matrix's rows and, with `--charts`, its charts.
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::error::usage;
+use crate::report::charts;
+use crate::report::format::{fmt_mib, fmt_rate, row_peak_mem, short_error};
+use crate::results::csv as results_csv;
+use crate::results::{long, Status};
+use crate::sweep::cells::{lock_path, read_rows_if_any, wait_lock, CellOutcome, Interrupted, Runner};
+use crate::sweep::child;
+use crate::sweep::plan::{Cell, CellKey, Plan};
+
+/// One line per finished cell.
+pub fn cell_line(i: usize, total: usize, what: &str, o: &CellOutcome) -> String {
+    let r = &o.row;
+    let w = total.to_string().len();
+    let mut s = format!("[{i:>w$}/{total}] {what:<30} {:<8}", r.status);
+    if let Some(t) = r.throughput_img_s {
+        s += &format!(" {:>9} img/s", fmt_rate(t));
+        if let Some(p) = r.throughput_per_device_img_s {
+            s += &format!(" ({}/dev)", fmt_rate(p));
+        }
+    }
+    if let Some((m, kind)) = row_peak_mem(r) {
+        s += &format!(" · peak {} {kind}", fmt_mib(m));
+    }
+    s += &format!(" · {:.1}s", o.secs);
+    if !r.error.is_empty() {
+        s += &format!(" · {}", short_error(&r.error, 160));
+    }
+    if o.written_by_sweep {
+        s += " (row written by the sweep)";
+    }
+    s
+}
+
+fn say(pb: &ProgressBar, line: &str) {
+    if pb.is_hidden() {
+        println!("{line}");
+    } else {
+        pb.suspend(|| println!("{line}"));
+    }
+}
+
+/// The command line that continues this sweep.
+fn resume_command() -> String {
+    let mut args: Vec<String> = std::env::args().collect();
+    if !args.iter().any(|a| a == "--resume") {
+        args.push("--resume".into());
+    }
+    args.iter().map(|a| child::shell_quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+/// `gpubench sweep`.
+pub fn run(plan: Plan) -> Result<i32> {
+    if plan.preset_creates_results_dir() {
+        std::fs::create_dir_all("results").context("creating results/ for the demo")?;
+    }
+    results_csv::check_writable(&plan.out)?;
+    long::check_writable(&long::devices_path(&plan.out), &long::devices_header(), "--out")?;
+    if let Some(dir) = &plan.charts {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| usage(format!("--charts {}: cannot create directory ({e})", dir.display())))?;
+    }
+    child::install_interrupt_handler();
+    let program = child::child_program()?;
+    let lock_file_path = lock_path(&plan.out);
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_file_path)
+        .with_context(|| format!("cannot open {}", lock_file_path.display()))?;
+
+    // One sweep per results file at a time; after a kill -9, this also waits
+    // for any process of the killed sweep that could still append.
+    wait_lock(&lock, &lock_file_path)?;
+    // Which cells are done already.
+    let mut todo: Vec<&Cell> = plan.cells.iter().collect();
+    let mut skipped = 0;
+    if plan.resume {
+        let mut done: HashMap<CellKey, usize> = HashMap::new();
+        for r in read_rows_if_any(&plan.out)? {
+            if Status::of(&r.status) == Status::Ok {
+                if let Some(k) = CellKey::of_row(&r) {
+                    *done.entry(k).or_default() += 1;
+                }
+            }
+        }
+        todo.retain(|c| match done.get_mut(&c.key) {
+            Some(k) if *k > 0 => {
+                *k -= 1;
+                false
+            }
+            _ => true,
+        });
+        skipped = plan.cells.len() - todo.len();
+    }
+    use std::os::fd::AsRawFd;
+    let runner = Runner {
+        program,
+        out: plan.out.clone(),
+        mem_limit: plan.mem_limit,
+        timeout: plan.cell_timeout,
+        inherit_fd: Some(lock.as_raw_fd()),
+    };
+
+    eprintln!("gpubench sweep: {}", plan.describe());
+    for n in &plan.notes {
+        eprintln!("note: {n}");
+    }
+    if plan.resume {
+        eprintln!(
+            "resume: {skipped} of {} cells already have an ok row in {}; {} to run",
+            plan.cells.len(),
+            plan.out.display(),
+            todo.len()
+        );
+    }
+
+    let pb = if std::io::stderr().is_terminal() {
+        let pb = ProgressBar::with_draw_target(Some(todo.len() as u64), ProgressDrawTarget::stderr());
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{spinner} sweep [{bar:30}] {pos}/{len} cells · {elapsed_precise} · ETA {eta} · {msg}",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
+        );
+        pb.enable_steady_tick(Duration::from_millis(200));
+        pb
+    } else {
+        ProgressBar::hidden()
+    };
+    let t0 = Instant::now();
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let total = todo.len();
+    for (i, c) in todo.iter().enumerate() {
+        pb.set_message(c.describe());
+        let res = runner.run(c);
+        let o = match res {
+            Ok(o) => o,
+            Err(e) if e.is::<Interrupted>() => {
+                pb.finish_and_clear();
+                eprintln!(
+                    "interrupted: stopped cell {} ({}) and its processes; the rows of finished cells ({i} in this \
+                     session) are kept in {}",
+                    i + 1,
+                    c.describe(),
+                    plan.out.display()
+                );
+                eprintln!("resume with: {}", resume_command());
+                return Ok(130);
+            }
+            Err(e) => {
+                pb.finish_and_clear();
+                return Err(e.context(format!("cell {}", c.describe())));
+            }
+        };
+        *counts.entry(o.row.status.clone()).or_default() += 1;
+        say(&pb, &cell_line(i + 1, total, &c.describe(), &o));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+
+    let summary = summarize_plan(&plan)?;
+    print!("{}", summary.text);
+    if let Some(dir) = &plan.charts {
+        match render_charts(&plan.out, &summary, dir) {
+            Ok(n) => eprintln!("wrote {n} chart file{} to {}", if n == 1 { "" } else { "s" }, dir.display()),
+            Err(e) => eprintln!("note: charts not written: {}", crate::error::one_line(&e)),
+        }
+    }
+    let mut parts: Vec<String> =
+        ["ok", "oom", "diverged", "failed"].iter().filter_map(|s| counts.get(*s).map(|n| format!("{n} {s}"))).collect();
+    if skipped > 0 {
+        parts.push(format!("{skipped} skipped (already ok)"));
+    }
+    println!(
+        "sweep done: {total} cell(s) run in {} ({}); rows in {}",
+        humantime::format_duration(Duration::from_secs(t0.elapsed().as_secs())),
+        parts.join(", "),
+        plan.out.display()
+    );
+    let bad = counts.get("failed").copied().unwrap_or(0) + counts.get("diverged").copied().unwrap_or(0);
+    Ok(if bad > 0 { 1 } else { 0 })
+}
+
+/// The summary of a finished sweep: the report's table (medians, scaling
+/// against the 1-device run of the same config), over this matrix's rows.
+pub struct Summary {
+    pub text: String,
+    pub runs: Vec<crate::report::summary::Run>,
+    pub groups: Vec<crate::report::summary::Group>,
+}
+
+pub fn summarize_plan(plan: &Plan) -> Result<Summary> {
+    use crate::report::summary::{self as rs, Scope};
+    let keys: std::collections::HashSet<&CellKey> = plan.cells.iter().map(|c| &c.key).collect();
+    let all = if plan.out.exists() { rs::load_files(std::slice::from_ref(&plan.out))? } else { vec![] };
+    let runs: Vec<rs::Run> =
+        all.into_iter().filter(|r| CellKey::of_row(&r.row).is_some_and(|k| keys.contains(&k))).collect();
+    let (devices, _) = long::load_devices(std::slice::from_ref(&plan.out));
+    let idx: Vec<usize> = (0..runs.len()).collect();
+    let groups = rs::summarize(&runs, &idx, Scope::of, &devices);
+    let mut table = rs::report_table(&runs, &groups, std::slice::from_ref(&plan.out));
+    table.title = format!("sweep summary ({} row(s) of this matrix in {})", runs.len(), plan.out.display());
+    let bytes = crate::report::export::exporter(crate::report::export::Format::Table).export(&table)?;
+    Ok(Summary { text: String::from_utf8_lossy(&bytes).into_owned(), runs, groups })
+}
+
+/// The report's charts for the sweep's rows; returns the number of files written.
+pub fn render_charts(out: &Path, s: &Summary, dir: &Path) -> Result<usize> {
+    let mut w = super::report::chart_writer(dir)?;
+    let (devices, _) = long::load_devices(&[out.to_path_buf()]);
+    for n in charts::report_charts(&mut w, &s.runs, &s.groups, &devices)? {
+        eprintln!("note: {n}");
+    }
+    Ok(w.written.len())
+}

@@ -1,0 +1,87 @@
+//! Finding the Python that runs the reference: one that imports torch,
+//! preferably set-up's venv of the torch version gpubench is built on.
+use anyhow::{anyhow, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The torch version gpubench is built against; the reference should use the same.
+pub const TORCH_VERSION: &str = "2.11.0";
+
+/// A Python interpreter that imports torch, and torch's version.
+#[derive(Debug, Clone)]
+pub struct Python {
+    pub path: PathBuf,
+    pub torch_version: String,
+}
+
+fn torch_version_of(py: &Path) -> Option<String> {
+    let out = Command::new(py)
+        .args(["-W", "ignore", "-c", "import torch; print(torch.__version__)"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !v.is_empty()).then_some(v)
+}
+
+/// Where to look, in order: $GPUBENCH_PYTHON, $GPUBENCH_PYTHON_BIN (set-up's
+/// env.sh), set-up's venv in the cache, python3.
+pub fn python_candidates() -> Vec<PathBuf> {
+    let mut c: Vec<PathBuf> = vec![];
+    for k in ["GPUBENCH_PYTHON", "GPUBENCH_PYTHON_BIN"] {
+        if let Some(v) = std::env::var_os(k).filter(|v| !v.is_empty()) {
+            c.push(PathBuf::from(v));
+        }
+    }
+    let home = std::env::var_os("GPUBENCH_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("gpubench")));
+    if let Some(dir) = home.and_then(|h| std::fs::read_dir(h).ok()) {
+        let mut venvs: Vec<PathBuf> = dir
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("torch-{TORCH_VERSION}-py")))
+            .map(|e| e.path().join("bin").join("python"))
+            .filter(|p| p.exists())
+            .collect();
+        venvs.sort();
+        venvs.reverse();
+        c.extend(venvs);
+    }
+    c.push(PathBuf::from("python3"));
+    c
+}
+
+/// The first candidate that imports torch.
+pub fn find_python() -> Result<Python> {
+    let cands = python_candidates();
+    for p in &cands {
+        if let Some(v) = torch_version_of(p) {
+            return Ok(Python { path: p.clone(), torch_version: v });
+        }
+    }
+    let tried: Vec<String> = cands.iter().map(|p| p.display().to_string()).collect();
+    Err(anyhow!(
+        "--impl pytorch needs a Python with torch {TORCH_VERSION}, and none of {} imports torch: run scripts/setup, \
+         or set GPUBENCH_PYTHON to such a python",
+        tried.join(", ")
+    ))
+}
+
+/// A private temporary directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> Result<Self> {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let p = std::env::temp_dir().join(format!("gpubench-pytorch-{}-{nanos:x}", std::process::id()));
+        std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,499 @@
+//! The results file: CSV schema v1, one row per run, appended.
+//!
+//! Rows are appended with the file locked, each in a single write, so a crash
+//! or a concurrent writer cannot leave half a row. A file whose header differs
+//! from ours is refused, never mixed.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+
+use crate::error::usage;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One benchmark result. Field order is column order; `schema::RESULTS`
+/// documents every column (`gpubench schema`), and a test keeps the two equal.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    // run identity
+    pub schema_version: u32,
+    pub run_id: String,
+    pub timestamp: String,
+    pub gpubench_version: String,
+    pub host: String,
+    pub label: String,
+    // set-up
+    #[serde(rename = "impl")]
+    pub implementation: String,
+    pub strategy: String,
+    pub backend: String,
+    pub device_kind: String,
+    pub devices: String,
+    pub n_devices: u32,
+    pub device_name: String,
+    pub driver_version: String,
+    pub cuda_version: String,
+    pub libtorch_version: String,
+    // workload
+    pub model: String,
+    pub image_size: Option<u32>,
+    pub precision: String,
+    pub channels_last: Option<bool>,
+    pub cudnn_benchmark: Option<bool>,
+    pub deterministic: Option<bool>,
+    pub batch_per_device: Option<u32>,
+    pub global_batch: Option<u32>,
+    pub steps: Option<u32>,
+    pub warmup: Option<u32>,
+    pub data: String,
+    /// --data PATH: distinct unreadable files skipped (a file several ddp ranks met counts once).
+    pub data_skipped: Option<u64>,
+    /// --data PATH: decode threads per device.
+    pub workers: Option<u32>,
+    pub seed: Option<u64>,
+    pub threads: Option<u32>,
+    // results
+    pub throughput_img_s: Option<f64>,
+    pub throughput_per_device_img_s: Option<f64>,
+    pub step_ms_mean: Option<f64>,
+    pub step_ms_p50: Option<f64>,
+    pub step_ms_p90: Option<f64>,
+    pub step_ms_p99: Option<f64>,
+    pub step_ms_std: Option<f64>,
+    pub loss_first: Option<f64>,
+    pub loss_last: Option<f64>,
+    /// fp16 steps skipped by the loss scaler (non-finite gradients).
+    pub skipped_steps: Option<u64>,
+    // per-device summary over the timed window (see metrics::devices)
+    pub peak_mem_alloc_mb: Option<f64>,
+    pub peak_mem_reserved_mb: Option<f64>,
+    pub nvml_mem_peak_mb: Option<f64>,
+    pub util_mean_pct: Option<f64>,
+    pub util_p95_pct: Option<f64>,
+    pub power_mean_w: Option<f64>,
+    pub mem_imbalance: Option<f64>,
+    pub util_spread_pct: Option<f64>,
+    pub master_mem_excess_pct: Option<f64>,
+    pub master_util_excess_pct: Option<f64>,
+    pub cpu_util_pct: Option<f64>,
+    pub peak_rss_mb: Option<f64>,
+    // time breakdown per step (forward/backward/optimizer only with --breakdown)
+    pub data_wait_ms: Option<f64>,
+    pub data_wait_share: Option<f64>,
+    pub forward_ms: Option<f64>,
+    pub backward_ms: Option<f64>,
+    pub optimizer_ms: Option<f64>,
+    // ddp: the Reducer's own averaged runtime statistics
+    pub ddp_forward_compute_ms: Option<f64>,
+    pub ddp_backward_compute_ms: Option<f64>,
+    pub ddp_backward_comm_ms: Option<f64>,
+    pub ddp_overlap_ms: Option<f64>,
+    pub ddp_buckets: Option<u32>,
+    // outcome
+    pub status: String,
+    pub error: String,
+    pub note: String,
+    /// Citation for published reference rows; empty for measured rows.
+    pub source: String,
+}
+
+impl Row {
+    /// The header line of schema v1, as written to files.
+    pub fn header() -> String {
+        let mut w = csv::Writer::from_writer(vec![]);
+        w.serialize(Row::default()).expect("serializing a default row");
+        let bytes = w.into_inner().expect("flushing to a Vec");
+        let text = String::from_utf8(bytes).expect("CSV is UTF-8");
+        text.lines().next().unwrap_or_default().to_string()
+    }
+
+    /// The row as one CSV record, without header, ending in a newline.
+    pub fn to_record(&self) -> String {
+        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(vec![]);
+        w.serialize(self).expect("serializing a row");
+        String::from_utf8(w.into_inner().expect("flushing to a Vec")).expect("CSV is UTF-8")
+    }
+}
+
+pub(crate) fn first_line(path: &Path) -> Result<String> {
+    let f = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut line = String::new();
+    BufReader::new(f).read_line(&mut line).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
+fn header_mismatch(path: &Path) -> anyhow::Error {
+    usage(format!(
+        "{} has a different header than gpubench's CSV schema v{SCHEMA_VERSION}; \
+         write to a new file with --out (rows are never mixed across schemas)",
+        path.display()
+    ))
+}
+
+/// The directory a new file at `path` would go in; a usage error naming
+/// `flag` when it does not exist.
+pub(crate) fn existing_parent<'a>(path: &'a Path, flag: &str) -> Result<&'a Path> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(usage(format!(
+            "{flag} {}: directory {} does not exist; create it first (mkdir -p {})",
+            path.display(),
+            dir.display(),
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+/// Checks, before any work is done, that a row can later be appended to `path`:
+/// its directory exists and is writable, and an existing file has our header.
+pub fn check_writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        return Err(usage(format!(
+            "--out {} is a directory; give a file name such as {}/results.csv",
+            path.display(),
+            path.display()
+        )));
+    }
+    if path.exists() {
+        let len = std::fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?.len();
+        if len > 0 && first_line(path)? != Row::header() {
+            return Err(header_mismatch(path));
+        }
+        OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| usage(format!("--out {} is not writable ({e}); choose another file", path.display())))?;
+        return Ok(());
+    }
+    let dir = existing_parent(path, "--out")?;
+    let probe = dir.join(format!(".gpubench-probe-{}", std::process::id()));
+    match File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(usage(format!(
+            "--out {}: directory {} is not writable ({e}); choose another location",
+            path.display(),
+            dir.display()
+        ))),
+    }
+}
+
+/// Appends rows to `path`, writing the header first if the file is new or
+/// empty. The file is locked for the duration, and the bytes go out in one write.
+pub fn append_rows(path: &Path, rows: &[Row]) -> Result<()> {
+    let body: String = rows.iter().map(Row::to_record).collect();
+    append_locked(path, &Row::header(), &body, header_mismatch)
+}
+
+/// Appends `body` (whole CSV records) to `path` under an exclusive lock, with
+/// `header` first when the file is new or empty, in one write, then flushed
+/// to disk; an existing file with another header gets `mismatch(path)`.
+/// Every gpubench CSV (results, devices, telemetry) is written through here.
+pub(crate) fn append_locked(path: &Path, header: &str, body: &str, mismatch: fn(&Path) -> anyhow::Error) -> Result<()> {
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .open(path)
+        .with_context(|| format!("cannot open {} for appending", path.display()))?;
+    f.lock().with_context(|| format!("cannot lock {}", path.display()))?;
+    let len = f.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
+    let mut buf = String::new();
+    if len == 0 {
+        buf.push_str(header);
+        buf.push('\n');
+    } else if first_line(path)? != header {
+        return Err(mismatch(path));
+    }
+    buf.push_str(body);
+    f.write_all(buf.as_bytes()).with_context(|| format!("cannot write to {}", path.display()))?;
+    f.sync_data().with_context(|| format!("cannot flush {}", path.display()))?;
+    Ok(())
+}
+
+/// Reads every row of a results file written by gpubench.
+pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
+    Ok(read_rows_with_lines(path)?.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Reads every row with the line it starts on, for messages about single rows.
+/// Every problem is a usage error (exit 2) on one line naming the file and,
+/// where there is one, the line: these files are inputs the user chose.
+///
+/// Columns are matched by name. A file from an earlier gpubench, whose v1
+/// header lacks columns added since, reads with those columns empty, so a
+/// committed baseline or last month's results stay comparable; a column this
+/// gpubench does not know is refused. (Appending stays exact: see
+/// `check_writable`.)
+pub fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
+    let p = path.display();
+    let bytes = std::fs::read(path).map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            _ => e.to_string(),
+        };
+        usage(format!("cannot read {p}: {why}"))
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(usage(format!("{p}: the file is empty; expected a gpubench results CSV with a header line")));
+    }
+    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(&bytes[..]);
+    let headers = rdr.headers().map_err(|e| csv_error(path, e))?.clone();
+    check_header(path, &headers, &mut rdr)?;
+    let ours_text = Row::header();
+    let ours = csv::StringRecord::from(ours_text.split(',').collect::<Vec<_>>());
+    let from_file: Vec<Option<usize>> = ours.iter().map(|c| headers.iter().position(|h| h == c)).collect();
+
+    // A record that starts on the last line of a file lacking its final
+    // newline was cut off mid-write (gpubench always ends rows with one).
+    let last_line = bytes.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+    let unterminated = bytes.last() != Some(&b'\n');
+
+    let mut rows = vec![];
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| csv_error(path, e))?;
+        let line = rec.position().map_or(0, |pos| pos.line());
+        if rec.len() != headers.len() {
+            if unterminated && line == last_line {
+                return Err(usage(format!(
+                    "{p}:{line}: the last line is truncated ({} of {} columns, no final newline); \
+                     a run was probably interrupted while writing: delete that line",
+                    rec.len(),
+                    headers.len()
+                )));
+            }
+            return Err(usage(format!("{p}:{line}: {} columns, expected {}", rec.len(), headers.len())));
+        }
+        let rec: csv::StringRecord = from_file.iter().map(|i| i.and_then(|i| rec.get(i)).unwrap_or("")).collect();
+        let row: Row = rec.deserialize(Some(&ours)).map_err(|e| {
+            let de = match e.kind() {
+                csv::ErrorKind::Deserialize { err, .. } => Some(err),
+                _ => None,
+            };
+            let col = de.and_then(|d| d.field()).and_then(|i| ours.get(i as usize));
+            let value = de.and_then(|d| d.field()).and_then(|i| rec.get(i as usize));
+            let what = match de.map(|d| d.kind()) {
+                Some(csv::DeserializeErrorKind::ParseInt(_)) => "is not a whole number".to_string(),
+                Some(csv::DeserializeErrorKind::ParseFloat(_)) => "is not a number".to_string(),
+                Some(csv::DeserializeErrorKind::ParseBool(_)) => "is not true/false".to_string(),
+                Some(other) => format!("cannot be read ({other})"),
+                None => format!("cannot be read ({e})"),
+            };
+            match (col, value) {
+                (Some(c), Some(v)) => usage(format!("{p}:{line}: column `{c}`: `{v}` {what}")),
+                _ => usage(format!("{p}:{line}: {e}")),
+            }
+        })?;
+        if row.schema_version != SCHEMA_VERSION {
+            return Err(usage(format!(
+                "{p}:{line}: schema_version is {}, but this gpubench reads schema v{SCHEMA_VERSION} only",
+                row.schema_version
+            )));
+        }
+        rows.push((line, row));
+    }
+    Ok(rows)
+}
+
+fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {
+    let line = e.position().map(|pos| pos.line());
+    let why = match e.kind() {
+        csv::ErrorKind::Utf8 { .. } => "not valid UTF-8 text".to_string(),
+        _ => e.to_string(),
+    };
+    match line {
+        Some(l) => usage(format!("{}:{l}: {why}", path.display())),
+        None => usage(format!("{}: {why}", path.display())),
+    }
+}
+
+/// Accepts our header or a subset of its columns (an earlier v1 file). Tells
+/// another gpubench schema (header starts with `schema_version`) from another
+/// tool's CSV, and names the first column this gpubench does not know.
+fn check_header(path: &Path, headers: &csv::StringRecord, rdr: &mut csv::Reader<&[u8]>) -> Result<()> {
+    let ours = Row::header();
+    let ours: Vec<&str> = ours.split(',').collect();
+    let unknown = headers.iter().position(|h| !ours.contains(&h));
+    if headers.get(0) == Some("schema_version") && unknown.is_none() {
+        return Ok(());
+    }
+    let p = path.display();
+    if headers.get(0) != Some("schema_version") {
+        let start: Vec<&str> = headers.iter().take(4).collect();
+        return Err(usage(format!(
+            "{p}:1: not a gpubench results file (header starts `{}`; expected `{}`)",
+            start.join(","),
+            ours[..4].join(",")
+        )));
+    }
+    let version = rdr
+        .records()
+        .next()
+        .and_then(|r| r.ok())
+        .and_then(|r| r.get(0).map(str::to_string))
+        .filter(|v| v.as_str() != SCHEMA_VERSION.to_string());
+    let i = unknown.unwrap_or(0);
+    let diff = format!("column {} `{}` is unknown to this gpubench", i + 1, &headers[i]);
+    let from = match version {
+        Some(v) => format!("written by gpubench CSV schema v{v}"),
+        None => "from a newer gpubench".to_string(),
+    };
+    Err(usage(format!("{p}:1: header is {from} ({diff}); this gpubench reads schema v{SCHEMA_VERSION} only")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Row {
+        Row {
+            schema_version: SCHEMA_VERSION,
+            run_id: "abc".into(),
+            strategy: "single".into(),
+            model: "resnet18".into(),
+            label: "V100, \"box\"".into(),
+            throughput_img_s: Some(123.5),
+            loss_first: Some(6.9),
+            status: "ok".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn header_starts_with_identity_and_names_impl() {
+        let h = Row::header();
+        assert!(h.starts_with("schema_version,run_id,timestamp,gpubench_version,host,label,impl,strategy"));
+        assert!(h.ends_with("status,error,note,source"));
+    }
+
+    #[test]
+    fn append_creates_header_once_and_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.csv");
+        check_writable(&p).unwrap();
+        append_rows(&p, &[sample()]).unwrap();
+        append_rows(&p, &[sample()]).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text.matches("schema_version").count(), 1);
+        let rows = read_rows(&p).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0], sample());
+        assert_eq!(rows[1].throughput_img_s, Some(123.5));
+        assert_eq!(rows[1].step_ms_p50, None);
+    }
+
+    #[test]
+    fn foreign_header_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("other.csv");
+        std::fs::write(&p, "a,b\n1,2\n").unwrap();
+        let err = check_writable(&p).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert!(format!("{err}").contains("different header"));
+        assert!(append_rows(&p, &[sample()]).is_err());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n");
+    }
+
+    #[test]
+    fn missing_directory_is_a_usage_error() {
+        let err = check_writable(Path::new("/nonexistent-dir-gpubench/x.csv")).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert!(format!("{err}").contains("does not exist"));
+    }
+
+    /// Writes `text` to a file and returns read_rows' one-line error for it.
+    fn read_err(name: &str, text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        let err = read_rows(&p).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2, "{err}");
+        let msg = crate::error::one_line(&err);
+        assert!(msg.contains(name), "{msg}");
+        msg.replace(&format!("{}/", dir.path().display()), "")
+    }
+
+    fn file_of(rows: &[Row]) -> String {
+        let mut s = Row::header() + "\n";
+        for r in rows {
+            s.push_str(&r.to_record());
+        }
+        s
+    }
+
+    #[test]
+    fn bad_inputs_name_file_line_and_problem() {
+        assert_eq!(
+            read_err("e.csv", ""),
+            "e.csv: the file is empty; expected a gpubench results CSV with a header line"
+        );
+        assert_eq!(
+            read_err("o.csv", "model,batch,img_s\nresnet50,64,1\n"),
+            "o.csv:1: not a gpubench results file (header starts `model,batch,img_s`; \
+             expected `schema_version,run_id,timestamp,gpubench_version`)"
+        );
+        let v2 = Row::header().replace(",n_devices,", ",world_size,n_devices,");
+        assert_eq!(
+            read_err("v2.csv", &format!("{v2}\n2,x\n")),
+            "v2.csv:1: header is written by gpubench CSV schema v2 (column 12 `world_size` is unknown to this \
+             gpubench); this gpubench reads schema v1 only"
+        );
+        let text = file_of(&[sample(), sample()]).replace(",123.5,", ",fast,");
+        assert_eq!(read_err("t.csv", &text), "t.csv:2: column `throughput_img_s`: `fast` is not a number");
+        let text = file_of(&[sample(), sample()]);
+        let cut = &text[..text.len() - 12];
+        assert!(read_err("c.csv", cut).starts_with("c.csv:3: the last line is truncated ("));
+        let mut short = file_of(&[sample()]);
+        short.push_str("1,x\n");
+        let n = Row::header().split(',').count();
+        assert_eq!(read_err("s.csv", &short), format!("s.csv:3: 2 columns, expected {n}"));
+        let text = file_of(&[Row { schema_version: 7, ..sample() }]);
+        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schema v1 only");
+    }
+
+    #[test]
+    fn an_earlier_v1_file_with_fewer_columns_reads_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.csv");
+        // columns in another order, most missing: what an earlier gpubench wrote
+        std::fs::write(&p, "schema_version,strategy,throughput_img_s,status,n_devices\n1,ddp,812.5,ok,4\n").unwrap();
+        let rows = read_rows(&p).unwrap();
+        assert_eq!((rows[0].strategy.as_str(), rows[0].n_devices), ("ddp", 4));
+        assert_eq!((rows[0].throughput_img_s, rows[0].step_ms_p50), (Some(812.5), None));
+        // a column this gpubench does not know is refused, naming it
+        std::fs::write(&p, "schema_version,strategy,warp_factor\n1,ddp,9\n").unwrap();
+        let err = read_rows(&p).unwrap_err().to_string();
+        assert!(err.contains("column 3 `warp_factor` is unknown to this gpubench"), "{err}");
+        assert!(err.contains("from a newer gpubench"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_a_usage_error() {
+        let err = read_rows(Path::new("/nonexistent-gpubench/r.csv")).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2);
+        assert_eq!(err.to_string(), "cannot read /nonexistent-gpubench/r.csv: no such file");
+    }
+
+    #[test]
+    fn empty_optional_columns_read_as_none_and_lines_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ref.csv");
+        let r = Row { throughput_img_s: Some(51.9), loss_first: None, source: "a paper".into(), ..sample() };
+        // no final newline: a hand-written file, complete, is accepted
+        std::fs::write(&p, file_of(&[sample(), r.clone()]).trim_end()).unwrap();
+        let rows = read_rows_with_lines(&p).unwrap();
+        assert_eq!(rows.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(rows[1].1, r);
+        assert_eq!(rows[1].1.step_ms_p50, None);
+    }
+}

@@ -1,0 +1,65 @@
+//! gpubench's file formats, read and written: the results CSV (one row per
+//! run), its per-device companion and the telemetry timeline (`long`), the
+//! run outcome (`Status`) and the column reference (`schema`).
+pub mod csv;
+pub mod long;
+pub mod schema;
+
+use serde::Serialize;
+
+/// How a run ended, as in the `status` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Diverged,
+    Failed,
+    Oom,
+}
+
+impl Status {
+    pub const ALL: [Status; 4] = [Status::Ok, Status::Diverged, Status::Failed, Status::Oom];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Diverged => "diverged",
+            Self::Failed => "failed",
+            Self::Oom => "oom",
+        }
+    }
+
+    /// The status a column value names; anything unknown reads as failed
+    /// (a row that does not say it is ok is not).
+    pub fn of(s: &str) -> Status {
+        Status::ALL.into_iter().find(|x| x.name() == s).unwrap_or(Status::Failed)
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Status {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Status::ALL.into_iter().find(|x| x.name() == s).ok_or_else(|| format!("unknown status {s:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_read_back_and_unknown_ones_are_failures() {
+        for s in Status::ALL {
+            assert_eq!(s.name().parse::<Status>(), Ok(s));
+            assert_eq!(Status::of(&s.to_string()), s);
+        }
+        assert!("fine".parse::<Status>().is_err());
+        assert_eq!(Status::of("fine"), Status::Failed);
+    }
+}

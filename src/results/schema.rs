@@ -1,0 +1,386 @@
+//! The column reference of gpubench's CSV files, printed by `gpubench
+//! schema`. The writers serialize `csv::Row`, `metrics::devices::DeviceMetrics`
+//! and `metrics::sampler::DeviceSample`; the tests below keep these tables
+//! equal to the headers they produce, column for column, so that the
+//! reference cannot drift from the files.
+
+/// One column of a gpubench CSV file.
+pub struct ColumnDoc {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub meaning: &'static str,
+}
+
+/// The results file (`--out`, CSV schema v1): one row per run, columns in the
+/// order of `Row`'s fields, which is the header order.
+pub const RESULTS: &[ColumnDoc] = &[
+    // run identity
+    ColumnDoc { name: "schema_version", unit: "", meaning: "Version of the CSV schema; 1." },
+    ColumnDoc {
+        name: "run_id",
+        unit: "",
+        meaning: "Unique id of the run (start time and process id, in hex); a ddp job's ranks share rank 0's.",
+    },
+    ColumnDoc {
+        name: "timestamp",
+        unit: "",
+        meaning: "When the run started, RFC 3339 UTC to the second (a row the sweep writes for a cell that died: \
+                  when the sweep wrote it).",
+    },
+    ColumnDoc { name: "gpubench_version", unit: "", meaning: "Version of the gpubench binary that wrote the row." },
+    ColumnDoc { name: "host", unit: "", meaning: "Host name of the machine (of global rank 0 for ddp)." },
+    ColumnDoc { name: "label", unit: "", meaning: "The --label text, e.g. \"V100 box\"; empty without one." },
+    // set-up
+    ColumnDoc {
+        name: "impl",
+        unit: "",
+        meaning: "Who produced the figures: gpubench, pytorch (--impl pytorch, PyTorch's own implementation) or \
+                  published (reference figures from results/reference/).",
+    },
+    ColumnDoc { name: "strategy", unit: "", meaning: "Parallel strategy: single, dp or ddp." },
+    ColumnDoc { name: "backend", unit: "", meaning: "Process-group backend, gloo or nccl, for ddp; empty otherwise." },
+    ColumnDoc { name: "device_kind", unit: "", meaning: "cuda or cpu." },
+    ColumnDoc {
+        name: "devices",
+        unit: "",
+        meaning: "The devices, e.g. cuda:0,1,2,3 or cpu×2; multi-node ddp appends the node count (×N nodes).",
+    },
+    ColumnDoc { name: "n_devices", unit: "", meaning: "Number of devices: dp's replicas or ddp's ranks (world size)." },
+    ColumnDoc { name: "device_name", unit: "", meaning: "GPU name of the first device, or the CPU model on CPU runs." },
+    ColumnDoc {
+        name: "driver_version",
+        unit: "",
+        meaning: "NVIDIA driver version (from /proc/driver/nvidia/version); empty without a driver.",
+    },
+    ColumnDoc { name: "cuda_version", unit: "", meaning: "CUDA runtime version libtorch uses; empty on CPU runs." },
+    ColumnDoc {
+        name: "libtorch_version",
+        unit: "",
+        meaning: "libtorch version, e.g. 2.11.0 (for --impl pytorch rows, the torch version that ran).",
+    },
+    // workload
+    ColumnDoc { name: "model", unit: "", meaning: "Model trained: resnet18/34/50/101/152 or tinycnn." },
+    ColumnDoc { name: "image_size", unit: "px", meaning: "Input height = width, in pixels." },
+    ColumnDoc { name: "precision", unit: "", meaning: "Numeric precision: fp32, tf32, fp16 or bf16." },
+    ColumnDoc {
+        name: "channels_last",
+        unit: "",
+        meaning: "Whether --channels-last (NHWC weights and inputs) was on: true or false.",
+    },
+    ColumnDoc { name: "cudnn_benchmark", unit: "", meaning: "Whether cuDNN autotuning was on: true or false." },
+    ColumnDoc {
+        name: "deterministic",
+        unit: "",
+        meaning: "Whether --deterministic (deterministic algorithms, autotuning off) was on: true or false.",
+    },
+    ColumnDoc { name: "batch_per_device", unit: "", meaning: "Images per device per step (--batch-size)." },
+    ColumnDoc {
+        name: "global_batch",
+        unit: "",
+        meaning: "Images per step over all devices: batch_per_device × n_devices.",
+    },
+    ColumnDoc {
+        name: "steps",
+        unit: "",
+        meaning: "Timed steps that ran: --steps, or as many as fitted in --duration.",
+    },
+    ColumnDoc { name: "warmup", unit: "", meaning: "Warm-up steps that ran before timing started (never timed)." },
+    ColumnDoc { name: "data", unit: "", meaning: "Input source: synthetic, or imagefolder:PATH for --data PATH." },
+    ColumnDoc {
+        name: "data_skipped",
+        unit: "",
+        meaning: "--data PATH: distinct unreadable files skipped (a file several ddp ranks met counts once); empty \
+                  for synthetic data.",
+    },
+    ColumnDoc {
+        name: "workers",
+        unit: "",
+        meaning: "--data PATH: decode threads per device; empty for synthetic data.",
+    },
+    ColumnDoc { name: "seed", unit: "", meaning: "The --seed for model initialisation and synthetic data." },
+    ColumnDoc {
+        name: "threads",
+        unit: "",
+        meaning: "libtorch intra-op threads of the (master) process: dp's one process, ddp's rank 0, the PyTorch \
+                  process of a pytorch row.",
+    },
+    // results
+    ColumnDoc {
+        name: "throughput_img_s",
+        unit: "img/s",
+        meaning: "Global images per second over the timed steps: global_batch × steps ÷ the sum of step times.",
+    },
+    ColumnDoc { name: "throughput_per_device_img_s", unit: "img/s", meaning: "throughput_img_s ÷ n_devices." },
+    ColumnDoc {
+        name: "step_ms_mean",
+        unit: "ms",
+        meaning: "Mean timed step time (ddp: each step as long as its slowest rank).",
+    },
+    ColumnDoc {
+        name: "step_ms_p50",
+        unit: "ms",
+        meaning: "Median timed step time (percentiles interpolate linearly, as numpy's default).",
+    },
+    ColumnDoc { name: "step_ms_p90", unit: "ms", meaning: "90th percentile of the timed step times." },
+    ColumnDoc { name: "step_ms_p99", unit: "ms", meaning: "99th percentile of the timed step times." },
+    ColumnDoc {
+        name: "step_ms_std",
+        unit: "ms",
+        meaning: "Sample standard deviation (n − 1) of the timed step times; 0 for a single step.",
+    },
+    ColumnDoc {
+        name: "loss_first",
+        unit: "",
+        meaning: "Loss of the first step, warm-up included (ddp: the mean over ranks).",
+    },
+    ColumnDoc { name: "loss_last", unit: "", meaning: "Loss of the last timed step (ddp: the mean over ranks)." },
+    ColumnDoc {
+        name: "skipped_steps",
+        unit: "",
+        meaning: "fp16: steps the dynamic loss scaler skipped for non-finite gradients; 0 at other precisions.",
+    },
+    // per-device summary over the timed window
+    ColumnDoc {
+        name: "peak_mem_alloc_mb",
+        unit: "MiB",
+        meaning: "Highest, over devices, CUDA caching-allocator peak allocated memory since the end of warm-up.",
+    },
+    ColumnDoc {
+        name: "peak_mem_reserved_mb",
+        unit: "MiB",
+        meaning: "Highest, over devices, CUDA caching-allocator peak reserved memory since the end of warm-up.",
+    },
+    ColumnDoc {
+        name: "nvml_mem_peak_mb",
+        unit: "MiB",
+        meaning: "Highest, over devices, NVML peak memory used on the device (all processes) in the timed window.",
+    },
+    ColumnDoc {
+        name: "util_mean_pct",
+        unit: "%",
+        meaning: "Mean over devices of each device's mean NVML GPU utilization in the timed window.",
+    },
+    ColumnDoc {
+        name: "util_p95_pct",
+        unit: "%",
+        meaning: "The highest of the devices' 95th percentiles of NVML GPU utilization in the timed window.",
+    },
+    ColumnDoc {
+        name: "power_mean_w",
+        unit: "W",
+        meaning: "Mean over devices of each device's mean NVML power draw in the timed window.",
+    },
+    ColumnDoc {
+        name: "mem_imbalance",
+        unit: "",
+        meaning: "Max ÷ min peak memory across devices (allocator peak, else NVML); 1.00 = even; needs 2+ devices.",
+    },
+    ColumnDoc {
+        name: "util_spread_pct",
+        unit: "%",
+        meaning: "Max − min mean GPU utilization across devices, in percentage points.",
+    },
+    ColumnDoc {
+        name: "master_mem_excess_pct",
+        unit: "%",
+        meaning: "dp only: the master's peak memory over the mean of the other devices', in %.",
+    },
+    ColumnDoc {
+        name: "master_util_excess_pct",
+        unit: "%",
+        meaning: "dp only: the master's mean GPU utilization minus the other devices' mean, in percentage points.",
+    },
+    ColumnDoc {
+        name: "cpu_util_pct",
+        unit: "%",
+        meaning: "CPU time ÷ wall time of the driving process over the timed window, in % of one core (200 = two \
+                  cores busy); the highest over processes.",
+    },
+    ColumnDoc {
+        name: "peak_rss_mb",
+        unit: "MiB",
+        meaning: "Peak resident memory of the driving process over its whole lifetime, the highest over processes \
+                  (sweep-written rows: the peak the sweep sampled).",
+    },
+    // time breakdown per step
+    ColumnDoc {
+        name: "data_wait_ms",
+        unit: "ms",
+        meaning: "Mean time a timed step waited for its input batch (ddp: rank 0's).",
+    },
+    ColumnDoc {
+        name: "data_wait_share",
+        unit: "",
+        meaning: "data_wait_ms ÷ the mean step time, a fraction from 0 to 1; over 0.10 the run is input-bound.",
+    },
+    ColumnDoc {
+        name: "forward_ms",
+        unit: "ms",
+        meaning: "--breakdown only: mean forward phase per step, up to the loss (dp: with replicate, scatter and \
+                  gather; ddp: with the Reducer's preparation and buffer broadcast).",
+    },
+    ColumnDoc {
+        name: "backward_ms",
+        unit: "ms",
+        meaning: "--breakdown only: mean zero-grad and backward phase per step (dp: with the gradient sum on the \
+                  master; ddp: with the overlapped all-reduce).",
+    },
+    ColumnDoc { name: "optimizer_ms", unit: "ms", meaning: "--breakdown only: mean optimizer step per step." },
+    // ddp: the Reducer's own averaged runtime statistics (rank 0's)
+    ColumnDoc {
+        name: "ddp_forward_compute_ms",
+        unit: "ms",
+        meaning: "ddp: the c10d Reducer's average forward compute time per iteration (rank 0's).",
+    },
+    ColumnDoc {
+        name: "ddp_backward_compute_ms",
+        unit: "ms",
+        meaning: "ddp: the Reducer's average backward compute time per iteration (rank 0's).",
+    },
+    ColumnDoc {
+        name: "ddp_backward_comm_ms",
+        unit: "ms",
+        meaning: "ddp: the Reducer's average gradient all-reduce (communication) time per iteration (rank 0's).",
+    },
+    ColumnDoc {
+        name: "ddp_overlap_ms",
+        unit: "ms",
+        meaning: "ddp: the Reducer's average time communication ran while backward was still computing (rank 0's).",
+    },
+    ColumnDoc { name: "ddp_buckets", unit: "", meaning: "ddp: number of gradient buckets the Reducer all-reduces." },
+    // outcome
+    ColumnDoc { name: "status", unit: "", meaning: "How the run ended: ok, diverged, failed or oom." },
+    ColumnDoc {
+        name: "error",
+        unit: "",
+        meaning: "The error on one line, for any status but ok (ddp: prefixed with the failing rank).",
+    },
+    ColumnDoc {
+        name: "note",
+        unit: "",
+        meaning: "Remarks about how the row was measured (dp's master and thread split, the torch that ran a \
+                  pytorch row, a row the sweep wrote for a dead cell).",
+    },
+    ColumnDoc { name: "source", unit: "", meaning: "Citation for published reference rows; empty for measured rows." },
+];
+
+/// `<out>.devices.csv` (for `--out r.csv`, `r.devices.csv`): one row per
+/// (run, device), the identity columns and then `DeviceMetrics`' fields.
+pub const DEVICES: &[ColumnDoc] = &[
+    ColumnDoc { name: "run_id", unit: "", meaning: "The run's id, as in the results file's run_id column." },
+    ColumnDoc { name: "strategy", unit: "", meaning: "Parallel strategy: single, dp or ddp." },
+    ColumnDoc { name: "n_devices", unit: "", meaning: "Number of devices of the run." },
+    ColumnDoc {
+        name: "device",
+        unit: "",
+        meaning: "The device, e.g. cuda:0, or cpu (single, dp) or cpu:rankN (ddp) on CPU runs.",
+    },
+    ColumnDoc {
+        name: "role",
+        unit: "",
+        meaning: "master or replica (dp on CUDA), process (dp on the CPU, one process), rank N (ddp), single.",
+    },
+    ColumnDoc {
+        name: "peak_alloc_mb",
+        unit: "MiB",
+        meaning: "CUDA caching allocator's peak allocated memory on this device since the end of warm-up.",
+    },
+    ColumnDoc {
+        name: "peak_reserved_mb",
+        unit: "MiB",
+        meaning: "CUDA caching allocator's peak reserved memory on this device since the end of warm-up.",
+    },
+    ColumnDoc {
+        name: "nvml_mem_peak_mb",
+        unit: "MiB",
+        meaning: "NVML: peak memory used on the device (all processes, CUDA context included) in the timed window.",
+    },
+    ColumnDoc { name: "mem_total_mb", unit: "MiB", meaning: "NVML: the device's total memory." },
+    ColumnDoc {
+        name: "util_mean_pct",
+        unit: "%",
+        meaning: "NVML: mean GPU utilization of the device over the timed window.",
+    },
+    ColumnDoc {
+        name: "util_p95_pct",
+        unit: "%",
+        meaning: "NVML: 95th percentile of the device's GPU utilization over the timed window.",
+    },
+    ColumnDoc {
+        name: "mem_util_mean_pct",
+        unit: "%",
+        meaning:
+            "NVML: mean memory utilization (share of time device memory was read or written) over the timed window.",
+    },
+    ColumnDoc { name: "power_mean_w", unit: "W", meaning: "NVML: mean power draw over the timed window." },
+    ColumnDoc { name: "sm_clock_mean_mhz", unit: "MHz", meaning: "NVML: mean SM clock over the timed window." },
+    ColumnDoc {
+        name: "temperature_max_c",
+        unit: "°C",
+        meaning: "NVML: highest GPU temperature over the timed window.",
+    },
+    ColumnDoc {
+        name: "cpu_util_pct",
+        unit: "%",
+        meaning: "The process driving this device: CPU time ÷ wall time over the timed window, in % of one core \
+                  (200 = two cores busy).",
+    },
+    ColumnDoc {
+        name: "peak_rss_mb",
+        unit: "MiB",
+        meaning: "The process driving this device: peak resident memory over its whole lifetime.",
+    },
+];
+
+/// The `--telemetry FILE.csv` timeline (ddp rank r > 0: `FILE.rank<r>.csv`):
+/// one row per sample per device, `run_id` and then `DeviceSample`'s fields.
+pub const TELEMETRY: &[ColumnDoc] = &[
+    ColumnDoc { name: "run_id", unit: "", meaning: "The run's id, as in the results file's run_id column." },
+    ColumnDoc { name: "t", unit: "s", meaning: "Seconds since the sampler started." },
+    ColumnDoc { name: "timestamp", unit: "", meaning: "Wall-clock time of the reading, RFC 3339 with milliseconds." },
+    ColumnDoc {
+        name: "device",
+        unit: "",
+        meaning: "cuda:N (the CUDA ordinal, matched to NVML by PCI bus id), or cpu for the process on CPU runs.",
+    },
+    ColumnDoc { name: "gpu_util_pct", unit: "%", meaning: "NVML: GPU utilization at the reading." },
+    ColumnDoc {
+        name: "mem_util_pct",
+        unit: "%",
+        meaning: "NVML: memory utilization (share of time device memory was read or written) at the reading.",
+    },
+    ColumnDoc { name: "mem_used_mb", unit: "MiB", meaning: "NVML: memory used on the device (all processes)." },
+    ColumnDoc { name: "mem_total_mb", unit: "MiB", meaning: "NVML: the device's total memory." },
+    ColumnDoc { name: "power_w", unit: "W", meaning: "NVML: power draw at the reading." },
+    ColumnDoc { name: "sm_clock_mhz", unit: "MHz", meaning: "NVML: SM clock at the reading." },
+    ColumnDoc { name: "temperature_c", unit: "°C", meaning: "NVML: GPU temperature at the reading." },
+    ColumnDoc {
+        name: "process_cpu_pct",
+        unit: "%",
+        meaning: "CPU runs: the process's CPU time ÷ wall time since the previous sample, in % of one core.",
+    },
+    ColumnDoc {
+        name: "process_rss_mb",
+        unit: "MiB",
+        meaning: "CPU runs: the process's resident memory (VmRSS) at the reading.",
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(cols: &[ColumnDoc]) -> String {
+        cols.iter().map(|c| c.name).collect::<Vec<_>>().join(",")
+    }
+
+    #[test]
+    fn the_reference_covers_every_column_in_order() {
+        assert_eq!(names(RESULTS), super::super::csv::Row::header());
+        assert_eq!(names(DEVICES), super::super::long::devices_header());
+        assert_eq!(names(TELEMETRY), super::super::long::telemetry_header());
+        for c in RESULTS.iter().chain(DEVICES).chain(TELEMETRY) {
+            assert!(!c.meaning.is_empty(), "{} has no meaning", c.name);
+        }
+    }
+}

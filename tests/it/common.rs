@@ -1,0 +1,132 @@
+//! Helpers shared by the integration tests: argument lists written as one
+//! string, a command builder for the real binary (cwd, env), and readers.
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use gpubench::cli::run::{parse_run_args, Placement};
+use gpubench::config::RunConfig;
+
+/// The small model every quick run uses.
+pub const TINY: &str = "--model tinycnn --image-size 16 --num-classes 10";
+
+/// An argument list written as one string, split on whitespace.
+pub fn args(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+/// The gpubench binary with its arguments; ddp and Slurm variables of the
+/// test's own environment are removed, so that no test becomes a rank.
+pub struct Gpubench {
+    cmd: Command,
+}
+
+pub fn gpubench(a: &str) -> Gpubench {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpubench"));
+    cmd.args(args(a));
+    for k in
+        ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "GPUBENCH_DDP_WORKER"]
+    {
+        cmd.env_remove(k);
+    }
+    Gpubench { cmd }
+}
+
+impl Gpubench {
+    pub fn arg(mut self, a: impl AsRef<OsStr>) -> Self {
+        self.cmd.arg(a);
+        self
+    }
+
+    pub fn args(mut self, a: &str) -> Self {
+        self.cmd.args(args(a));
+        self
+    }
+
+    pub fn cwd(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cmd.current_dir(dir);
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: impl AsRef<OsStr>) -> Self {
+        self.cmd.env(k, v);
+        self
+    }
+
+    pub fn env_remove(mut self, k: &str) -> Self {
+        self.cmd.env_remove(k);
+        self
+    }
+
+    /// Runs it to the end.
+    pub fn output(mut self) -> Output {
+        self.cmd.output().expect("running gpubench")
+    }
+
+    /// Runs it to the end; the outcome as text.
+    pub fn run(self) -> Out {
+        let o = self.output();
+        Out { code: o.status.code().unwrap_or(-1), stdout: stdout(&o), stderr: stderr(&o) }
+    }
+
+    /// Starts it with stdout and stderr piped.
+    pub fn spawn(self) -> Child {
+        self.spawn_with(Stdio::piped(), Stdio::piped())
+    }
+
+    /// Starts it with the given stdout and stderr.
+    pub fn spawn_with(mut self, out: Stdio, err: Stdio) -> Child {
+        self.cmd.stdout(out).stderr(err).spawn().expect("starting gpubench")
+    }
+}
+
+/// A finished run's exit code and output, as text.
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Asserts a usage error: exit 2, one line on stderr mentioning `needle`, no panic.
+pub fn assert_usage_error(a: &str, needle: &str) {
+    assert_usage_error_of(gpubench(a), a, needle);
+}
+
+/// `assert_usage_error` for a command built with arguments that have spaces.
+pub fn assert_usage_error_of(g: Gpubench, what: &str, needle: &str) {
+    let o = g.output();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{what}: stderr {err}");
+    assert!(err.contains(needle), "{what}: expected {needle:?} in {err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{what}: not one line: {err:?}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+}
+
+/// Reads a results CSV as header→value maps.
+pub fn read_csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let mut r = csv::Reader::from_path(path).expect("reading results csv");
+    let headers = r.headers().unwrap().clone();
+    r.records()
+        .map(|rec| {
+            let rec = rec.unwrap();
+            headers.iter().zip(rec.iter()).map(|(h, v)| (h.to_string(), v.to_string())).collect()
+        })
+        .collect()
+}
+
+pub fn num(row: &std::collections::HashMap<String, String>, col: &str) -> f64 {
+    row[col].parse().unwrap_or_else(|_| panic!("column {col} = {:?} is not a number", row[col]))
+}
+
+/// `gpubench run ARGS` as the configuration for `placement`.
+pub fn run_config(a: &str, placement: Placement) -> RunConfig {
+    parse_run_args(&args(a)).unwrap().into_config(placement).unwrap()
+}

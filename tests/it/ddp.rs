@@ -1,0 +1,205 @@
+//! ddp on the CPU over gloo: equivalence with one process on the global
+//! batch, and the launcher's behaviour with real worker processes.
+use super::common::*;
+use gpubench::bench::ddp::env::DistEnv;
+use gpubench::cli::run::Placement;
+use gpubench::data::{synthetic::Synthetic, DataSource};
+use gpubench::device::Devices;
+use gpubench::dist::{Backend, ProcessGroup, Store};
+use gpubench::strategy::{ddp::Ddp, single::Single, Strategy};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tch::Tensor;
+
+fn params(s: &dyn Strategy) -> Vec<Tensor> {
+    s.var_store().trainable_variables().iter().map(|v| v.detach().copy()).collect()
+}
+
+fn max_rel(a: &[Tensor], b: &[Tensor]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).norm().double_value(&[]) / y.norm().double_value(&[]).max(1e-12))
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn two_ranks_equal_one_process_on_the_global_batch() {
+    let opts = "--model tinycnn --image-size 16 --num-classes 10 --lr 0.05";
+    let scfg = run_config(&format!("--batch-size 8 {opts}"), Placement::Local(Devices::cpu(1)));
+    let mut data = Synthetic::new(8, 16, 10, tch::Device::Cpu, 11).unwrap();
+    let batches: Vec<_> = (0..3).map(|_| data.next_batch().unwrap()).collect();
+    let chunks: Vec<Vec<(Tensor, Tensor)>> = (0..2)
+        .map(|r| {
+            batches.iter().map(|b| (b.images.narrow(0, 4 * r, 4).copy(), b.labels.narrow(0, 4 * r, 4).copy())).collect()
+        })
+        .collect();
+    let port = gpubench::dist::free_port().unwrap();
+    let handles: Vec<_> = chunks
+        .into_iter()
+        .enumerate()
+        .map(|(rank, my)| {
+            // This rank's configuration: its one device in a world of two.
+            let env = DistEnv {
+                rank,
+                world_size: 2,
+                local_rank: rank,
+                local_world: Some(2),
+                master_addr: "127.0.0.1".into(),
+                master_port: port,
+                ours: false,
+            };
+            let placement = Placement::Rank { mine: Devices::cpu(1), node: Devices::cpu(2), env };
+            let dcfg = run_config(&format!("--strategy ddp --cpu 2 --batch-size 4 {opts}"), placement);
+            assert_eq!(dcfg.global_batch(), 8);
+            std::thread::spawn(move || {
+                let t = Duration::from_secs(30);
+                let store = Store::new("127.0.0.1", port, rank, 2, rank == 0, t).unwrap();
+                let pg = ProcessGroup::new(&store, Backend::Gloo, rank, 2, None, t).unwrap();
+                let mut ddp = Ddp::new(&dcfg, pg).unwrap();
+                let init = params(&ddp);
+                for (x, y) in my {
+                    let _loss = ddp.step(&gpubench::data::Batch { images: x, labels: y }).unwrap();
+                }
+                let p = params(&ddp);
+                drop(ddp);
+                (init, p, store)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    // Rank 0's weights were broadcast: both ranks start and end identical.
+    assert_eq!(max_rel(&results[0].0, &results[1].0), 0.0);
+    assert_eq!(max_rel(&results[0].1, &results[1].1), 0.0, "ranks diverged");
+    // One process on the global batch of 8, from rank 0's initial weights.
+    let mut single = Single::new(&scfg).unwrap();
+    tch::no_grad(|| {
+        for (dst, src) in single.var_store().trainable_variables().iter().zip(&results[0].0) {
+            dst.shallow_clone().copy_(src);
+        }
+    });
+    for b in &batches {
+        let _loss = single.step(b).unwrap();
+    }
+    let e = max_rel(&results[0].1, &params(&single));
+    assert!(e < 1e-5, "parameters after 3 steps differ by {e:e} relative");
+}
+
+#[test]
+fn resnet18_two_ranks_row_is_sane() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ddp.csv");
+    let o = gpubench(&format!(
+        "run --strategy ddp --cpu 2 --model resnet18 --image-size 32 --batch-size 2 --steps 3 --warmup 1 --out {}",
+        out.display()
+    ))
+    .output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = &read_csv(&out)[0];
+    assert_eq!(r["strategy"], "ddp");
+    assert_eq!(r["backend"], "gloo");
+    assert_eq!(r["n_devices"], "2");
+    assert_eq!(r["global_batch"], "4");
+    assert_eq!(r["steps"], "3");
+    assert_eq!(r["status"], "ok");
+    assert!(num(r, "throughput_img_s") > 0.0);
+    assert!(num(r, "loss_last").is_finite());
+    // The Reducer's own statistics, and one per-device row per rank.
+    assert!(num(r, "ddp_backward_comm_ms") > 0.0 && num(r, "ddp_backward_compute_ms") > 0.0);
+    assert!(num(r, "ddp_buckets") >= 1.0);
+    let devs = read_csv(&dir.path().join("ddp.devices.csv"));
+    assert_eq!(devs.len(), 2);
+    assert_eq!(devs[1]["role"], "rank 1");
+    assert_eq!(devs[0]["run_id"], r["run_id"]);
+    assert_eq!(read_csv(&out).len(), 1, "only rank 0 writes the row");
+}
+
+fn worker_pids(launcher: u32) -> Vec<u32> {
+    let mut v = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+        let ppid: u32 = after.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if ppid == launcher {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+#[test]
+fn killed_worker_fails_the_run_in_bounded_time_and_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("k.csv");
+    let mut child = gpubench(&format!(
+        "run --strategy ddp --cpu 2 --model tinycnn --image-size 16 --batch-size 2 --duration 120s --quiet --out {}",
+        out.display()
+    ))
+    .spawn_with(Stdio::inherit(), Stdio::null());
+    let t = Instant::now();
+    let mut workers = vec![];
+    while workers.len() < 2 && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+        workers = worker_pids(child.id());
+    }
+    assert_eq!(workers.len(), 2, "workers did not start");
+    std::thread::sleep(Duration::from_secs(3));
+    let victim = *workers.iter().max().unwrap();
+    std::process::Command::new("kill").args(["-9", &victim.to_string()]).status().unwrap();
+    let t = Instant::now();
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        assert!(t.elapsed() < Duration::from_secs(40), "launcher did not exit");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(code, Some(1));
+    for w in workers {
+        assert!(!std::path::Path::new(&format!("/proc/{w}")).exists(), "worker {w} left behind");
+    }
+    let r = &read_csv(&out)[0];
+    assert_eq!(r["status"], "failed");
+    assert!(r["error"].contains("rank"), "{}", r["error"]);
+}
+
+#[test]
+fn two_launchers_with_nnodes_2_form_one_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nodes.csv");
+    let port = gpubench::dist::free_port().unwrap().to_string();
+    let common = format!(
+        "run --strategy ddp --cpu 1 --model tinycnn --image-size 16 --batch-size 2 --steps 3 --warmup 1 --quiet \
+         --nnodes 2 --master-addr 127.0.0.1 --master-port {port}"
+    );
+    let n0 =
+        gpubench(&format!("{common} --node-rank 0 --out {}", out.display())).spawn_with(Stdio::null(), Stdio::piped());
+    let n1 = gpubench(&format!("{common} --node-rank 1")).spawn_with(Stdio::null(), Stdio::piped());
+    let o0 = n0.wait_with_output().unwrap();
+    let o1 = n1.wait_with_output().unwrap();
+    assert_eq!(o0.status.code(), Some(0), "{}", String::from_utf8_lossy(&o0.stderr));
+    assert_eq!(o1.status.code(), Some(0), "{}", String::from_utf8_lossy(&o1.stderr));
+    let r = &read_csv(&out)[0];
+    assert_eq!(r["n_devices"], "2");
+    assert_eq!(r["global_batch"], "4");
+    assert_eq!(r["status"], "ok");
+    // This node's devices, and how many nodes.
+    assert_eq!(r["devices"], "cpu×1 ×2 nodes");
+}
+
+#[test]
+fn unreachable_master_is_a_clear_error_within_the_timeout() {
+    let port = gpubench::dist::free_port().unwrap().to_string();
+    let t = Instant::now();
+    let o = gpubench("run --strategy ddp --cpu --model tinycnn --image-size 16 --dist-timeout 3s")
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", &port)
+        .output();
+    assert!(t.elapsed() < Duration::from_secs(30), "took {:?}", t.elapsed());
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("rendezvous") && err.contains(&port), "{err}");
+}

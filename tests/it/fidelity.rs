@@ -1,0 +1,150 @@
+//! Fidelity on the CPU: gpubench and PyTorch's own implementation (the Python
+//! reference, `--impl pytorch`) compute the same per-step losses from the same
+//! start; `--save-init` / `--init-from` carry that start; dp on several
+//! replicas matches one device on the global batch.
+use super::common::*;
+
+/// Relative tolerance on each step's loss.
+const TOL: f64 = 1e-4;
+
+fn json_of(o: &std::process::Output) -> serde_json::Value {
+    let out = stdout(o);
+    assert!(o.status.success(), "exit {:?}\nstdout {out}\nstderr {}", o.status.code(), stderr(o));
+    let start = out.find('{').unwrap_or_else(|| panic!("no JSON in {out:?}"));
+    serde_json::from_str(&out[start..]).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Runs `gpubench run --json` with `args` (on one CPU unless they say
+/// otherwise); returns (per-step losses, row).
+fn run(args: &str) -> (Vec<f64>, serde_json::Value) {
+    let cpu = if args.contains("--cpu") { "" } else { "--cpu" };
+    let j = json_of(&gpubench(&format!("run --json --warmup 0 --steps 5 {cpu} {args}")).output());
+    let losses: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert_eq!(losses.len(), 5, "{j}");
+    (losses, j["row"].clone())
+}
+
+fn assert_close(a: &[f64], b: &[f64], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: {a:?} vs {b:?}");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let rel = (x - y).abs() / y.abs().max(1e-12);
+        assert!(rel <= TOL, "{what}: step {i}: {x} vs {y} (relative {rel:.2e} > {TOL:e}); all {a:?} vs {b:?}");
+    }
+}
+
+/// gpubench writes the start (--save-init), PyTorch starts from it
+/// (--init-from); both rows land in the same CSV.
+fn gpubench_vs_pytorch(cfg: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let init = dir.path().join("init.safetensors");
+    let out = dir.path().join("r.csv");
+    let (init, out) = (init.display(), out.display());
+    let (ours, row) = run(&format!("{cfg} --seed 3 --save-init {init} --out {out}"));
+    assert_eq!(row["impl"], "gpubench");
+    // Another --seed: weights and data must come from the file.
+    let (theirs, row) = run(&format!("{cfg} --impl pytorch --seed 11 --init-from {init} --out {out}"));
+    assert_eq!(row["impl"], "pytorch");
+    assert_eq!(row["status"], "ok");
+    assert!(row["note"].as_str().unwrap().contains("PyTorch 2."), "{row}");
+    assert_close(&theirs, &ours, &format!("pytorch vs gpubench ({cfg})"));
+    let rows = read_csv(dir.path().join("r.csv").as_path());
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0]["impl"].as_str(), rows[1]["impl"].as_str()), ("gpubench", "pytorch"));
+    assert_eq!(rows[0]["strategy"], rows[1]["strategy"]);
+    assert_eq!(rows[0]["global_batch"], rows[1]["global_batch"]);
+    assert!(num(&rows[1], "throughput_img_s") > 0.0);
+}
+
+#[test]
+fn single_tinycnn_losses_match_pytorch() {
+    gpubench_vs_pytorch("--model tinycnn --image-size 16 --num-classes 10 --batch-size 8");
+}
+
+#[test]
+fn single_resnet18_losses_match_pytorch() {
+    gpubench_vs_pytorch("--model resnet18 --image-size 32 --num-classes 10 --batch-size 4");
+}
+
+#[test]
+fn ddp_gloo_two_ranks_tinycnn_losses_match_pytorch() {
+    gpubench_vs_pytorch("--strategy ddp --cpu 2 --model tinycnn --image-size 16 --num-classes 10 --batch-size 4");
+}
+
+#[test]
+fn without_init_file_pytorch_starts_from_gpubench_weights_for_the_seed() {
+    let cfg = format!("{TINY} --batch-size 8 --seed 4");
+    let (ours, _) = run(&cfg);
+    let (theirs, row) = run(&format!("{cfg} --impl pytorch"));
+    assert_close(&theirs, &ours, "same --seed, no init file");
+    assert!(row["note"].as_str().unwrap().contains("seed 4"), "{row}");
+}
+
+fn init_from_sets_weights_and_data_seed(cfg: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let init = dir.path().join("i.safetensors");
+    let init = init.display();
+    let (seed5, _) = run(&format!("{cfg} --seed 5 --save-init {init}"));
+    let (seed9, _) = run(&format!("{cfg} --seed 9"));
+    assert_ne!(seed5, seed9, "different seeds must give different runs for this test to mean anything");
+    let (from_file, _) = run(&format!("{cfg} --seed 9 --init-from {init}"));
+    assert_eq!(from_file, seed5, "--init-from reproduces the --save-init run exactly");
+}
+
+#[test]
+fn single_init_from_sets_weights_and_data_seed() {
+    init_from_sets_weights_and_data_seed(&format!("{TINY} --batch-size 8"));
+}
+
+#[test]
+fn ddp_init_from_sets_weights_and_data_seed_on_every_rank() {
+    init_from_sets_weights_and_data_seed(&format!("--strategy ddp --cpu 2 {TINY} --batch-size 4"));
+}
+
+#[test]
+fn dp_two_replicas_match_single_on_the_global_batch() {
+    let opts = format!("{TINY} --lr 0.05");
+    let j = json_of(
+        &gpubench(&format!("run --cpu 2 --json --warmup 0 --steps 5 --strategy dp --batch-size 4 {opts}")).output(),
+    );
+    let dp: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let (single, _) = run(&format!("--batch-size 8 {opts}"));
+    assert_close(&dp, &single, "dp --cpu 2 vs single on the global batch");
+}
+
+#[test]
+fn bad_fidelity_input_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let init = dir.path().join("i.safetensors");
+    let init = init.display();
+    assert!(gpubench(&format!("run --cpu --steps 1 --warmup 0 --quiet --save-init {init} {TINY} --batch-size 2"))
+        .output()
+        .status
+        .success());
+    let base = "run --cpu --steps 1 --model tinycnn --image-size 16";
+    assert_usage_error(&format!("{base} --num-classes 7 --init-from {init}"), "--num-classes");
+    let wrong_model = format!("run --cpu --steps 1 --model resnet18 --init-from {init}");
+    assert_usage_error(&wrong_model, "tinycnn");
+    assert_usage_error(&format!("{wrong_model} --impl pytorch"), "tinycnn");
+    assert_usage_error("run --cpu --init-from /nonexistent/init.safetensors", "cannot read");
+    let junk = dir.path().join("junk.safetensors");
+    std::fs::write(&junk, b"not a tensor file").unwrap();
+    assert_usage_error(&format!("run --cpu --init-from {}", junk.display()), "--save-init");
+    assert_usage_error("run --impl pytorch --strategy dp --cpu 2", "DataParallel");
+    assert_usage_error("run --impl tensorflow", "--impl");
+    assert_usage_error("run --impl pytorch --cpu --breakdown", "--breakdown");
+    assert_usage_error("run --impl pytorch --strategy ddp --cpu 2 --dist-timeout soon", "not a duration");
+}
+
+#[test]
+fn missing_torch_python_is_one_line_with_the_fix() {
+    let o = gpubench("run --impl pytorch --cpu --model tinycnn --image-size 16 --steps 1")
+        .env("GPUBENCH_PYTHON", "/nonexistent/python")
+        .env_remove("GPUBENCH_PYTHON_BIN")
+        .env("GPUBENCH_HOME", "/nonexistent")
+        .env("PATH", "/nonexistent")
+        .output();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("scripts/setup") && err.contains("GPUBENCH_PYTHON"), "{err}");
+}

@@ -1,0 +1,10 @@
+//! The integration tests, one crate (one link against libtorch): the real
+//! binary and the library's public parts, by feature.
+mod common;
+mod data;
+mod ddp;
+mod fidelity;
+mod report;
+mod run;
+mod strategies;
+mod sweep;

@@ -1,0 +1,388 @@
+//! `report`, `compare` and `check` through the real binary, on the CSV
+//! fixtures in tests/fixtures/report (run from that directory, so paths in
+//! messages are short and stable) and on results/reference.
+//!
+//! v100.csv has today's header; k80.csv and the check fixtures have the
+//! shorter header of an earlier gpubench, as committed baselines will.
+use super::common::{gpubench, Gpubench, Out};
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report")
+}
+
+fn reference() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("results/reference")
+}
+
+/// gpubench, run from the fixtures directory.
+fn fx(a: &str) -> Gpubench {
+    gpubench(a).cwd(fixtures())
+}
+
+const NOTES_V100: &str = "\
+figures are medians over repeated runs of a config
+scaling = img/s / (devices x img/s of the 1-device run with the same hardware, model, image size, precision and batch/dev); '-' where there is no such run
+mem imbalance = max/min peak memory across a run's devices
+excluded v100.csv:17 (resnet50 224px fp32 dp x4 b128): status oom: CUDA out of memory. Tried to allocate 2.00 GiB
+";
+
+#[test]
+fn report_table_snapshot() {
+    let o = fx("report v100.csv").run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let want = "\
+gpubench report: 15 ok runs from v100.csv
+
+hardware              label     model     image  precision  strategy  devices  batch/dev  runs  excluded  img/s  img/s/dev  scaling  step p50 ms  step p90 ms  mem imbalance
+--------------------  --------  --------  -----  ---------  --------  -------  ---------  ----  --------  -----  ---------  -------  -----------  -----------  -------------
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       single          1         64     3              370        370   100.0%          173          178              -
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              2         64     3              560        280    75.7%          229          235          1.88x
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              4         64     3              900        225    60.8%          284          293          1.88x
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       ddp             2         64     3              720        360    97.3%          178          183          1.00x
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       ddp             4         64     3             1400        350    94.6%          183          188          1.01x
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              4        128     0  1 oom         -          -        -            -            -              -
+
+";
+    assert_eq!(o.stdout, format!("{want}{NOTES_V100}"));
+    assert_eq!(o.stderr, "");
+}
+
+#[test]
+fn report_markdown_snapshot() {
+    let o = fx("report v100.csv --format markdown").run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let want = "\
+**gpubench report: 15 ok runs from v100.csv**
+
+| hardware | label | model | image | precision | strategy | devices | batch/dev | runs | excluded | img/s | img/s/dev | scaling | step p50 ms | step p90 ms | mem imbalance |
+|---|---|---|--:|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | single | 1 | 64 | 3 |  | 370 | 370 | 100.0% | 173 | 178 | - |
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | dp | 2 | 64 | 3 |  | 560 | 280 | 75.7% | 229 | 235 | 1.88x |
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | dp | 4 | 64 | 3 |  | 900 | 225 | 60.8% | 284 | 293 | 1.88x |
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | ddp | 2 | 64 | 3 |  | 720 | 360 | 97.3% | 178 | 183 | 1.00x |
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | ddp | 4 | 64 | 3 |  | 1400 | 350 | 94.6% | 183 | 188 | 1.01x |
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | dp | 4 | 128 | 0 | 1 oom | - | - | - | - | - | - |
+
+";
+    let notes: String = NOTES_V100.lines().map(|l| format!("- {l}\n")).collect();
+    assert_eq!(o.stdout, format!("{want}{notes}"));
+}
+
+#[test]
+fn report_csv_and_json_carry_raw_values() {
+    let o = fx("report v100.csv --format csv").run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "hardware,label,model,image_size,precision,strategy,n_devices,batch_per_device,runs,excluded,\
+         throughput_img_s,throughput_per_device_img_s,scaling_efficiency,step_ms_p50,step_ms_p90,mem_imbalance"
+    );
+    assert!(
+        lines[2].starts_with("Tesla V100-SXM2-16GB,V100 box,resnet50,224,fp32,dp,2,64,3,,560,280,0.7567567567567568,")
+    );
+    assert_eq!(lines.len(), 7);
+    // notes stay visible, on stderr
+    assert!(o.stderr.contains("note: excluded v100.csv:17"), "{}", o.stderr);
+
+    let o = fx("report v100.csv --format json").run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let ddp4 = &v["rows"][4];
+    assert_eq!((ddp4["strategy"].as_str(), ddp4["n_devices"].as_i64()), (Some("ddp"), Some(4)));
+    assert!((ddp4["scaling_efficiency"].as_f64().unwrap() - 1400.0 / (4.0 * 370.0)).abs() < 1e-12);
+    assert!(v["rows"][5]["throughput_img_s"].is_null());
+    assert_eq!(v["notes"].as_array().unwrap().len(), 4);
+}
+
+fn png_dims(bytes: &[u8]) -> (u32, u32) {
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG magic");
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let be = |o: usize| u32::from_be_bytes(bytes[o..o + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
+fn check_svg(p: &Path) {
+    let s = std::fs::read_to_string(p).unwrap();
+    assert!(s.starts_with("<svg"), "{p:?}");
+    assert!(s.contains("<text") && s.trim_end().ends_with("</svg>"), "{p:?}");
+    assert!((3_000..500_000).contains(&s.len()), "{p:?}: {} bytes", s.len());
+}
+
+#[test]
+fn report_charts_are_valid_png_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = fx(&format!("report v100.csv --charts {}", d)).run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let stems = ["throughput", "scaling", "strategies", "memory_util", "step_time"];
+    for s in stems {
+        check_svg(&dir.path().join(format!("{s}.svg")));
+    }
+    let svg = std::fs::read_to_string(dir.path().join("memory_util.svg")).unwrap();
+    assert!(svg.contains("peak memory (GiB)") && svg.contains("mean utilization (%)"), "memory_util.svg");
+    match gpubench::report::charts::find_font() {
+        Ok(_) => {
+            for s in stems {
+                let p = dir.path().join(format!("{s}.png"));
+                let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+                let (w, h) = png_dims(&bytes);
+                assert!((600..=4000).contains(&w) && (400..=4000).contains(&h), "{p:?}: {w}x{h}");
+                assert!(bytes.len() > 15_000, "{p:?} looks blank: {} bytes", bytes.len());
+            }
+            assert!(o.stderr.ends_with(&format!("wrote 10 chart files to {d}\n")), "{}", o.stderr);
+        }
+        Err(msg) => {
+            assert!(o.stderr.contains(&msg), "{}", o.stderr);
+            assert!(!dir.path().join("throughput.png").exists());
+        }
+    }
+    // the table still goes to stdout
+    assert!(o.stdout.starts_with("gpubench report: 15 ok runs"));
+}
+
+#[test]
+fn an_unusable_font_still_gives_svg_and_one_line_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("notafont.ttf");
+    std::fs::write(&bad, "nope").unwrap();
+    let charts = dir.path().join("charts");
+    let o = fx(&format!("report v100.csv --charts {}", charts.display())).env("GPUBENCH_FONT", &bad).run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o.stderr.lines().filter(|l| l.contains("PNG")).collect();
+    assert_eq!(lines.len(), 1, "{}", o.stderr);
+    assert!(lines[0].contains("notafont.ttf is not a TrueType/OpenType font"), "{}", lines[0]);
+    assert!(charts.join("throughput.svg").exists());
+    assert!(!charts.join("throughput.png").exists());
+}
+
+#[test]
+fn a_charts_path_that_cannot_be_a_directory_is_a_usage_error() {
+    let o = fx("report v100.csv --charts v100.csv/charts").run();
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+    assert!(o.stderr.starts_with("error: --charts v100.csv/charts: cannot create directory"), "{}", o.stderr);
+}
+
+#[test]
+fn compare_table_snapshot_shows_gaps_as_missing() {
+    let o = fx("compare v100.csv k80.csv").run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let want = "\
+gpubench compare: V100 box vs Tesla K80
+
+model     image  precision  strategy  devices  batch/dev  V100 box img/s  V100 box scaling  Tesla K80 img/s  Tesla K80 scaling  Tesla K80 / V100 box
+--------  -----  ---------  --------  -------  ---------  --------------  ----------------  ---------------  -----------------  --------------------
+resnet50    224  fp32       single          1         64             370            100.0%             51.0             100.0%                 0.14x
+resnet50    224  fp32       dp              2         64             560             75.7%             80.0              78.4%                 0.14x
+resnet50    224  fp32       dp              4         64             900             60.8%          missing            missing                     -
+resnet50    224  fp32       ddp             2         64             720             97.3%             97.0              95.1%                 0.13x
+resnet50    224  fp32       ddp             4         64            1400             94.6%          missing            missing                     -
+resnet50    224  fp32       dp              4        128           1 oom                 -          missing            missing                     -
+
+joined on model, image size, precision, strategy, devices and batch/dev; medians over repeats
+'missing': the set has no run of that config
+scaling = img/s / (devices x img/s of the 1-device run with the same hardware, model, image size, precision and batch/dev); '-' where there is no such run
+excluded v100.csv:17 (resnet50 224px fp32 dp x4 b128): status oom: CUDA out of memory. Tried to allocate 2.00 GiB
+";
+    assert_eq!(o.stdout, want);
+}
+
+#[test]
+fn compare_against_a_published_reference_out_of_the_box() {
+    let k80_ref = reference().join("tf_cnn_benchmarks_k80.csv");
+    let dir = tempfile::tempdir().unwrap();
+    let o = fx(&format!("compare {} k80.csv --charts {}", k80_ref.display(), dir.path().display())).run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("A = tf_cnn_benchmarks GCE K80 synthetic [published]"), "{}", o.stdout);
+    assert!(o.stdout.contains("D = Tesla K80 (k80.csv)"));
+    assert!(o.stdout.contains("impl 'published' rows are other people's figures"));
+    let single = o.stdout.lines().find(|l| l.contains(" single ")).unwrap();
+    assert!(single.contains("51.9") && single.contains("51.0") && single.ends_with("0.98x"), "{single}");
+    check_svg(&dir.path().join("compare.svg"));
+}
+
+#[test]
+fn compare_needs_two_sets() {
+    let o = fx("compare baseline.csv").run();
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.starts_with("error: compare needs at least two result sets"), "{}", o.stderr);
+}
+
+fn check(current: &str, extra: &str) -> Out {
+    fx(&format!("check --baseline baseline.csv --current {current} {extra}")).run()
+}
+
+/// (config, metric, verdict) of each table line.
+fn verdicts(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .skip(4)
+        .take_while(|l| !l.is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split("  ").filter(|c| !c.trim().is_empty()).map(str::trim).collect();
+            format!("{} {} {}", cols[0], cols[1], cols[cols.len() - 1])
+        })
+        .collect()
+}
+
+#[test]
+fn check_catches_a_clear_regression() {
+    let o = check("current_regressed.csv", "");
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert_eq!(
+        verdicts(&o.stdout),
+        [
+            "resnet50 224px fp32 ddp x4 b64 img/s REGRESSED",
+            "resnet50 224px fp32 ddp x4 b64 scaling REGRESSED",
+            "resnet50 224px fp32 single x1 b64 img/s unchanged",
+            "resnet50 224px fp32 dp x2 b64 img/s unchanged",
+            "resnet50 224px fp32 dp x2 b64 scaling unchanged",
+        ]
+    );
+    assert!(o.stdout.starts_with("gpubench check: 2 regressed, 0 improved, 3 unchanged, 0 missing: FAIL\n"));
+}
+
+#[test]
+fn check_passes_changes_within_noise() {
+    let o = check("current_noise.csv", "");
+    assert_eq!(o.code, 0, "{}", o.stdout);
+    assert!(o.stdout.starts_with("gpubench check: 0 regressed, 0 improved, 5 unchanged, 0 missing: PASS\n"));
+    // A 7% median drop whose repeats scatter widely is not significant.
+    let o = check("current_noisy_drop.csv", "");
+    assert_eq!(o.code, 0, "{}", o.stdout);
+    let line = o.stdout.lines().find(|l| l.contains("ddp x4") && l.contains("img/s")).unwrap();
+    assert!(line.contains("-7.1%") && line.contains("0.514") && line.ends_with("unchanged"), "{line}");
+    // ...but with the t-test switched off (any p counts), the threshold alone fails it.
+    let o = check("current_noisy_drop.csv", "--alpha 0.99");
+    assert_eq!(o.code, 1, "{}", o.stdout);
+}
+
+#[test]
+fn check_reports_improvements_without_failing() {
+    let o = check("current_improved.csv", "");
+    assert_eq!(o.code, 0, "{}", o.stdout);
+    let v = verdicts(&o.stdout);
+    assert_eq!(v.iter().filter(|l| l.ends_with("improved")).count(), 3, "{v:?}");
+}
+
+#[test]
+fn missing_configs_are_reported_and_fail_only_with_strict() {
+    let o = check("current_missing.csv", "");
+    assert_eq!(o.code, 0, "{}", o.stdout);
+    assert_eq!(verdicts(&o.stdout)[0], "resnet50 224px fp32 dp x2 b64 - missing: not in current");
+    let o = check("current_missing.csv", "--strict");
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stdout.starts_with(
+        "gpubench check: 0 regressed, 0 improved, 3 unchanged, 1 missing (--strict: missing configs fail): FAIL\n"
+    ));
+}
+
+#[test]
+fn check_markdown_snapshot_for_a_pr_comment() {
+    let o = check("current_missing.csv", "--strict --format markdown --metric throughput");
+    assert_eq!(o.code, 1);
+    let want = "\
+**gpubench check: 0 regressed, 0 improved, 2 unchanged, 1 missing (--strict: missing configs fail): FAIL**
+
+| config | metric | baseline | current | change | p | runs b/c | verdict |
+|---|---|--:|--:|--:|--:|---|---|
+| resnet50 224px fp32 dp x2 b64 | - | - | - | - | - | 3/0 | missing: not in current |
+| resnet50 224px fp32 single x1 b64 | img/s | 370 | 371 | +0.3% | 0.672 | 3/3 | unchanged |
+| resnet50 224px fp32 ddp x4 b64 | img/s | 1400 | 1402 | +0.1% | 0.806 | 3/3 | unchanged |
+
+- rule: a change beyond 5.0% that is also significant (Welch t-test, p < 0.05) when both sides have 2+ runs; with fewer runs the threshold alone decides
+";
+    assert_eq!(o.stdout, want);
+}
+
+#[test]
+fn check_metric_and_threshold_options() {
+    let o = check("current_regressed.csv", "--metric step-p50,step-p90");
+    assert_eq!(o.code, 1);
+    let v = verdicts(&o.stdout);
+    assert!(v.contains(&"resnet50 224px fp32 ddp x4 b64 step p50 ms REGRESSED".to_string()), "{v:?}");
+    assert!(!o.stdout.contains(" img/s "));
+    // a 20% allowance lets the 14% drop through
+    assert_eq!(check("current_regressed.csv", "--max-drop 20%").code, 0);
+    let o = check("current_regressed.csv", "--max-drop 5");
+    assert_eq!(o.code, 2);
+    assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+    assert!(o.stderr.contains("ambiguous"));
+}
+
+#[test]
+fn check_warns_across_hardware_and_refuses_unrelated_results() {
+    let o = check("k80.csv", "");
+    assert_eq!(o.code, 1, "K80 shares single x1 and dp x2 with the baseline: {}", o.stdout);
+    assert!(o.stdout.contains("baseline ran on Tesla V100-SXM2-16GB, current on Tesla K80"));
+    let mut v = std::fs::read_to_string(fixtures().join("k80.csv")).unwrap();
+    v = v.replace("resnet50", "resnet18");
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("r18.csv");
+    std::fs::write(&other, v).unwrap();
+    let o = check(other.to_str().unwrap(), "");
+    assert_eq!(o.code, 2, "{}", o.stdout);
+    assert!(o.stderr.contains("nothing to compare"), "{}", o.stderr);
+}
+
+#[test]
+fn bad_inputs_give_one_line_with_file_and_line_and_exit_2() {
+    let cases = [
+        ("bad/empty.csv", "error: bad/empty.csv: the file is empty"),
+        ("bad/header_only.csv", "error: bad/header_only.csv: has a header but no result rows"),
+        ("bad/other_tool.csv", "error: bad/other_tool.csv:1: not a gpubench results file"),
+        ("bad/schema_v2.csv", "error: bad/schema_v2.csv:1: header is written by gpubench CSV schema v2"),
+        ("bad/wrong_type.csv", "error: bad/wrong_type.csv:3: column `throughput_img_s`: `fast` is not a number"),
+        ("bad/truncated.csv", "error: bad/truncated.csv:3: the last line is truncated"),
+        ("no-such-file.csv", "error: cannot read no-such-file.csv: no such file"),
+    ];
+    // Every file through report and check; each subcommand position once.
+    let mut runs: Vec<(String, &str)> = vec![];
+    for (file, want) in cases {
+        runs.push((format!("report {file}"), want));
+        runs.push((format!("check --baseline baseline.csv --current {file}"), want));
+    }
+    let (file, want) = cases[5];
+    runs.push((format!("compare v100.csv {file}"), want));
+    runs.push((format!("check --baseline {file} --current baseline.csv"), want));
+    for (args, want) in runs {
+        let o = fx(&args).run();
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+        assert_eq!(o.stderr.lines().count(), 1, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.starts_with(want), "{args:?}: {}", o.stderr);
+        assert_eq!(o.stdout, "", "{args:?}");
+    }
+}
+
+#[test]
+fn every_reference_csv_reads_and_is_marked_published() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(reference())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{files:?}");
+    for f in &files {
+        let rows = gpubench::results::csv::read_rows(f).unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(!rows.is_empty(), "{f:?}");
+        for r in rows {
+            assert_eq!((r.implementation.as_str(), r.status.as_str()), ("published", "ok"), "{f:?} {}", r.run_id);
+            assert!(!r.source.is_empty() && r.throughput_img_s.is_some(), "{f:?} {}", r.run_id);
+            // unknown columns are left empty, not made up
+            assert_eq!((r.step_ms_p50, r.loss_first, r.host.as_str()), (None, None, ""), "{f:?} {}", r.run_id);
+        }
+        let o = fx(&format!("report {}", f.display())).run();
+        assert_eq!(o.code, 0, "{f:?}: {}", o.stderr);
+        assert!(o.stdout.contains("published"));
+    }
+    // The published scaling figures come back out of the rows.
+    let o = fx(&format!("report {} --format csv", reference().join("nvidia_dle_rn50.csv").display())).run();
+    let v100_fp32_8 = o.stdout.lines().find(|l| l.contains("V100") && l.contains(",fp32,ddp,8,")).unwrap();
+    assert!(v100_fp32_8.contains(",2855,"), "{v100_fp32_8}");
+    let seed = fx(&format!("report {}", reference().join("seed_pytorch_distributed_v100.csv").display())).run();
+    let dp = seed.stdout.lines().find(|l| l.contains(" dp ")).unwrap();
+    assert!(dp.contains(" 310 "), "1281167 images / 4138.3 s: {dp}");
+}

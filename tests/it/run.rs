@@ -1,0 +1,251 @@
+//! The real binary on the CPU: a training run's row, and every bad input
+//! giving one clear line and the right exit code.
+use super::common::*;
+
+#[test]
+fn tiny_cnn_run_writes_a_sane_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.csv");
+    let o = gpubench(&format!(
+        "run --cpu --model tinycnn --image-size 32 --num-classes 10 --batch-size 4 --steps 6 --warmup 2 --out {}",
+        out.display()
+    ))
+    .args("--label")
+    .arg("test box")
+    .output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("4 per device × 1 device(s) = 4 global"), "{}", stdout(&o));
+    let rows = read_csv(&out);
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r["status"], "ok");
+    assert_eq!(r["strategy"], "single");
+    assert_eq!(r["impl"], "gpubench");
+    assert_eq!(r["label"], "test box");
+    assert_eq!(r["model"], "tinycnn");
+    assert_eq!(r["steps"], "6");
+    assert_eq!(r["warmup"], "2");
+    assert_eq!(r["global_batch"], "4");
+    assert_eq!(r["device_kind"], "cpu");
+    assert!(r["libtorch_version"].starts_with("2.11.0"));
+    assert!(num(r, "throughput_img_s") > 0.0);
+    assert!((num(r, "throughput_per_device_img_s") - num(r, "throughput_img_s")).abs() < 1e-9);
+    assert!(num(r, "step_ms_p50") > 0.0 && num(r, "step_ms_p99") >= num(r, "step_ms_p50"));
+    assert!(num(r, "loss_first").is_finite() && num(r, "loss_last").is_finite());
+    // throughput = global batch × steps / total step time
+    let implied = 4.0 * 1000.0 / num(r, "step_ms_mean");
+    assert!((implied / num(r, "throughput_img_s") - 1.0).abs() < 1e-6);
+
+    // A second run appends under the same header.
+    let o = gpubench(&format!(
+        "run --cpu --model tinycnn --image-size 32 --batch-size 2 --steps 2 --warmup 0 --quiet --out {}",
+        out.display()
+    ))
+    .output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty());
+    assert_eq!(read_csv(&out).len(), 2);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.matches("schema_version").count(), 1);
+}
+
+#[test]
+fn resnet18_small_images_json_summary() {
+    let o = gpubench("run --cpu --model resnet18 --image-size 32 --batch-size 2 --steps 3 --warmup 1 --json").output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON on stdout");
+    assert_eq!(v["row"]["status"], "ok");
+    assert_eq!(v["row"]["model"], "resnet18");
+    assert_eq!(v["step_ms"].as_array().unwrap().len(), 3);
+    assert!(v["row"]["throughput_img_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn duration_based_run() {
+    let o =
+        gpubench("run --cpu --model tinycnn --image-size 16 --batch-size 2 --duration 300ms --warmup-time 50ms --json")
+            .output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let steps = v["step_ms"].as_array().unwrap();
+    let timed: f64 = steps.iter().map(|x| x.as_f64().unwrap()).sum();
+    // The window's wall time reaches the duration; the steps themselves fill
+    // nearly all of it (the loss read between steps is not timed).
+    assert!(timed >= 0.8 * 300.0 && steps.len() > 1, "timed {timed} ms in {} steps", steps.len());
+}
+
+#[test]
+fn divergence_is_recorded_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d.csv");
+    let o = gpubench(&format!(
+        "run --cpu --model tinycnn --image-size 16 --batch-size 4 --steps 20 --warmup 0 --lr 1e30 --out {}",
+        out.display()
+    ))
+    .output();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let rows = read_csv(&out);
+    assert_eq!(rows[0]["status"], "diverged");
+    assert!(rows[0]["error"].contains("loss became"));
+}
+
+#[test]
+fn info_works_without_a_gpu() {
+    let o = gpubench("info").output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(s.contains("libtorch         2.11.0"), "{s}");
+    assert!(s.contains("CUDA available"));
+    let o = gpubench("info --json").output();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["cpu_cores"].as_u64().unwrap() >= 1);
+    assert!(v["libtorch_version"].as_str().unwrap().starts_with("2.11.0"));
+}
+
+#[test]
+fn bad_inputs_give_one_line_and_exit_2() {
+    let base = "run --cpu --model tinycnn --image-size 16 --steps 1 --warmup 0";
+    let cases = [
+        ("run --strategy nope".to_string(), "nope"),
+        ("run --model resnet9".into(), "resnet9"),
+        (format!("{base} --batch-size 0"), "--batch-size"),
+        (format!("{base} --steps 0"), "--steps"),
+        ("run --cpu --model resnet18 --image-size 16".into(), "too small"),
+        (format!("{base} --duration soon"), "not a duration"),
+        (format!("{base} --warmup-time 5parsecs"), "not a duration"),
+        (format!("{base} --out /nonexistent-gpubench-dir/r.csv"), "does not exist"),
+        (format!("{base} --cpu 0"), "--cpu"),
+        ("run --strategy single --cpu 2".into(), "dp or ddp"),
+        ("frobnicate".into(), "frobnicate"),
+    ];
+    for (a, needle) in cases {
+        assert_usage_error(&a, needle);
+    }
+}
+
+#[test]
+fn gpu_list_errors_on_a_machine_without_cuda() {
+    if gpubench::device::cuda_device_count() > 0 {
+        eprintln!("skipped: this machine has CUDA; the no-CUDA message cannot be checked here");
+        return;
+    }
+    assert_usage_error("run --gpus 0", "CUDA is not available");
+    assert_usage_error_of(gpubench("run --gpus").arg(""), "run --gpus ''", "--gpus is empty");
+    assert_usage_error("run --gpus 0,x", "not a device ordinal");
+    assert_usage_error("run --gpus 0 --cpu", "cannot be used with");
+}
+
+#[test]
+fn foreign_results_file_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("other.csv");
+    std::fs::write(&out, "time,value\n1,2\n").unwrap();
+    assert_usage_error(&format!("run --cpu {TINY} --steps 1 --out {}", out.display()), "different header");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "time,value\n1,2\n");
+}
+
+#[test]
+fn unwritable_out_directory_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("ro");
+    std::fs::create_dir(&sub).unwrap();
+    let mut perm = std::fs::metadata(&sub).unwrap().permissions();
+    use std::os::unix::fs::PermissionsExt;
+    perm.set_mode(0o555);
+    std::fs::set_permissions(&sub, perm).unwrap();
+    // root can write anywhere; the check is only meaningful for other users.
+    if std::fs::File::create(sub.join("probe")).is_ok() {
+        eprintln!("skipped: running as root, directory permissions do not apply");
+        return;
+    }
+    let out = sub.join("r.csv");
+    assert_usage_error(&format!("run --cpu --model tinycnn --out {}", out.display()), "not writable");
+}
+
+#[test]
+fn dp_on_two_cpu_replicas_writes_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dp.csv");
+    let o = gpubench(&format!(
+        "run --strategy dp --cpu 2 --model tinycnn --image-size 16 --batch-size 3 --steps 3 --warmup 1 --out {}",
+        out.display()
+    ))
+    .output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("3 per device × 2 device(s) = 6 global"), "{}", stdout(&o));
+    let r = &read_csv(&out)[0];
+    assert_eq!(r["strategy"], "dp");
+    assert_eq!(r["n_devices"], "2");
+    assert_eq!(r["devices"], "cpu×2");
+    assert_eq!(r["global_batch"], "6");
+    assert!(r["note"].contains("master cpu:0"), "{}", r["note"]);
+    assert!(num(r, "throughput_img_s") > 0.0);
+}
+
+#[test]
+fn metrics_breakdown_devices_csv_and_telemetry() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.csv");
+    let tel = dir.path().join("tel.csv");
+    let o = gpubench(&format!("run --cpu --model tinycnn --image-size 32 --batch-size 4 --steps 8 --warmup 1 --breakdown --sample-interval 10ms --out {} --telemetry {}", out.display(), tel.display())).output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("breakdown  forward"), "{}", stdout(&o));
+    let r = &read_csv(&out)[0];
+    // CPU runs report the process in place of device metrics.
+    assert!(num(r, "cpu_util_pct") > 0.0);
+    assert!(num(r, "peak_rss_mb") > 1.0);
+    assert_eq!(r["util_mean_pct"], "");
+    let parts = num(r, "forward_ms") + num(r, "backward_ms") + num(r, "optimizer_ms") + num(r, "data_wait_ms");
+    assert!(parts <= num(r, "step_ms_mean") * 1.05, "{parts} vs {}", num(r, "step_ms_mean"));
+    assert!(num(r, "data_wait_share") >= 0.0 && num(r, "data_wait_share") < 1.0);
+    let devs = read_csv(&dir.path().join("m.devices.csv"));
+    assert_eq!(devs.len(), 1);
+    assert_eq!(devs[0]["run_id"], r["run_id"]);
+    assert_eq!(devs[0]["device"], "cpu");
+    let t = read_csv(&tel);
+    assert!(t.len() >= 2, "{} samples", t.len());
+    assert!(t.iter().all(|s| s["run_id"] == r["run_id"]));
+}
+
+fn json_run(args: &str) -> serde_json::Value {
+    let o = gpubench(args).output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).expect("JSON on stdout")
+}
+
+#[test]
+fn bf16_and_fp16_cpu_runs_train_and_say_so() {
+    for p in ["bf16", "fp16"] {
+        let v = json_run(&format!(
+            "run --cpu --model resnet18 --image-size 32 --batch-size 4 --steps 3 --warmup 1 --precision {p} \
+             --channels-last --json"
+        ));
+        let r = &v["row"];
+        assert_eq!(r["precision"], p);
+        assert_eq!(r["channels_last"], true);
+        assert_eq!(r["status"], "ok");
+        assert!(r["loss_last"].as_f64().unwrap().is_finite());
+        assert!(r["skipped_steps"].as_u64().is_some(), "{r}");
+    }
+}
+
+#[test]
+fn deterministic_runs_give_bit_identical_losses() {
+    let args = "run --cpu --model resnet18 --image-size 32 --batch-size 4 --steps 4 --warmup 1 --deterministic \
+                --seed 7 --threads 2 --json";
+    let a = json_run(args);
+    let b = json_run(args);
+    assert_eq!(a["row"]["deterministic"], true);
+    let (la, lb) = (a["losses"].as_array().unwrap(), b["losses"].as_array().unwrap());
+    assert_eq!(la.len(), 4);
+    // compare the exact f64 bits, not approximately
+    let bits = |v: &Vec<serde_json::Value>| v.iter().map(|x| x.as_f64().unwrap().to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(la), bits(lb));
+}
+
+#[test]
+fn precision_bad_inputs() {
+    assert_usage_error("run --cpu --precision fp8", "fp8");
+    assert_usage_error("run --cpu --model tinycnn --precision tf32", "tf32");
+    assert_usage_error("run --cpu --cudnn-benchmark maybe", "maybe");
+}

@@ -1,0 +1,453 @@
+//! `gpubench sweep` and `gpubench max-batch` on the CPU: the matrix's rows and
+//! charts, forced out-of-memory errors (a memory cap on the cells), cells
+//! that die without a row, `kill -9` then `--resume`, Ctrl-C, concurrent
+//! appends, and bad input. Small on purpose: tinycnn, 16-pixel images, a few
+//! steps.
+use super::common::*;
+use gpubench::results::csv::{self as results_csv, Row};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The small model for every cell, and few threads.
+const TINY_CELLS: &str = "--models tinycnn --image-size 16 --num-classes 10 --threads 2";
+
+/// `gpubench sweep ARGS` with the small model's options.
+fn tiny(args: &str) -> String {
+    format!("sweep {args} {TINY_CELLS}")
+}
+
+/// gpubench with `args`, in `dir`.
+fn sweep_in(dir: &Path, args: &str) -> Gpubench {
+    gpubench(args).cwd(dir)
+}
+
+fn run_in(dir: &Path, args: &str) -> std::process::Output {
+    sweep_in(dir, args).output()
+}
+
+/// (strategy, n_devices, batch) → rows.
+fn by_cell(rows: &[Row]) -> HashMap<(String, u32, u32), Vec<&Row>> {
+    let mut m: HashMap<(String, u32, u32), Vec<&Row>> = HashMap::new();
+    for r in rows {
+        m.entry((r.strategy.clone(), r.n_devices, r.batch_per_device.unwrap())).or_default().push(r);
+    }
+    m
+}
+
+fn key(s: &str, n: u32, b: u32) -> (String, u32, u32) {
+    (s.to_string(), n, b)
+}
+
+fn wait_for_rows(path: &Path, n: usize, child: &mut Child) {
+    let t = Instant::now();
+    loop {
+        let rows = std::fs::read_to_string(path).map(|t| t.lines().count().saturating_sub(1)).unwrap_or(0);
+        if rows >= n {
+            return;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the sweep ended before writing {n} row(s)");
+        assert!(t.elapsed() < Duration::from_secs(120), "no {n} row(s) after 120s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Processes whose command line contains `needle` (other than this test).
+fn processes_with(needle: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut v = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) || name == me {
+            continue;
+        }
+        if let Ok(c) = std::fs::read(format!("/proc/{name}/cmdline")) {
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            if c.contains(needle) {
+                v.push(format!("{name}: {c}"));
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = tiny(
+        "--cpu 2 --strategies dp,ddp --device-counts 1,2 --batch-sizes 16 --steps 2 --warmup 1 --out r.csv \
+         --charts charts",
+    );
+    let o = run_in(dir.path(), &args);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
+    assert_eq!(rows.len(), 4, "{out}");
+    let cells = by_cell(&rows);
+    for k in [key("dp", 1, 16), key("dp", 2, 16), key("ddp", 1, 16), key("ddp", 2, 16)] {
+        let r = &cells[&k];
+        assert_eq!(r.len(), 1, "{k:?}");
+        assert_eq!(r[0].status, "ok", "{k:?}: {}", r[0].error);
+        assert_eq!((r[0].model.as_str(), r[0].image_size, r[0].steps), ("tinycnn", Some(16), Some(2)));
+        assert!(r[0].throughput_img_s.unwrap() > 0.0);
+    }
+    assert_eq!(cells[&key("ddp", 2, 16)][0].devices, "cpu×2");
+    // a line per finished cell, then the summary with scaling efficiency
+    for i in 1..=4 {
+        assert!(out.contains(&format!("[{i}/4] ")), "{out}");
+    }
+    assert!(out.contains("sweep summary") && out.contains("scaling"), "{out}");
+    assert!(out.contains("sweep done: 4 cell(s)") && out.contains("4 ok"), "{out}");
+    // the per-device companion and the report's charts
+    assert!(dir.path().join("r.devices.csv").is_file());
+    for f in ["throughput.svg", "scaling.svg"] {
+        let p = dir.path().join("charts").join(f);
+        assert!(p.is_file(), "{f} missing; stderr: {err}");
+        assert!(std::fs::read_to_string(&p).unwrap().contains("<svg"));
+    }
+}
+
+#[test]
+fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = tiny(
+        "--cpu 2 --impl gpubench,pytorch --strategies single,dp,ddp --device-counts 1,2 --batch-sizes 8 \
+         --steps 2 --warmup 1 --out r.csv",
+    );
+    let o = run_in(dir.path(), &args);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    // PyTorch's DataParallel needs CUDA: its dp cells are left out, and said so.
+    assert!(err.contains("note: no PyTorch dp cells on the CPU"), "{err}");
+    let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
+    let mut got: Vec<(String, String, u32)> =
+        rows.iter().map(|r| (r.implementation.clone(), r.strategy.clone(), r.n_devices)).collect();
+    got.sort();
+    let want: Vec<(String, String, u32)> = [
+        ("gpubench", "ddp", 1),
+        ("gpubench", "ddp", 2),
+        ("gpubench", "dp", 1),
+        ("gpubench", "dp", 2),
+        ("gpubench", "single", 1),
+        ("pytorch", "ddp", 1),
+        ("pytorch", "ddp", 2),
+        ("pytorch", "single", 1),
+    ]
+    .iter()
+    .map(|&(i, s, n)| (i.to_string(), s.to_string(), n))
+    .collect();
+    assert_eq!(got, want, "{out}");
+    assert!(rows.iter().all(|r| r.status == "ok"), "{out}");
+    // --resume knows the two implementations apart: nothing is left to run.
+    let o = run_in(dir.path(), &format!("{args} --resume"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(results_csv::read_rows(&dir.path().join("r.csv")).unwrap().len(), 8);
+}
+
+#[test]
+fn out_of_memory_under_a_cap_gives_oom_rows_and_the_sweep_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // 262144 images of 16 px need 0.8 GB for the input alone; 16 fit easily.
+    let args = tiny(
+        "--cpu 1 --strategies single,dp,ddp --batch-sizes 262144,16 --steps 2 --warmup 1 --mem-limit 1G --out r.csv",
+    );
+    let o = run_in(dir.path(), &args);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+    let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
+    assert_eq!(rows.len(), 6, "{out}");
+    // the big batch first, in every strategy; the sweep goes on to the small one
+    for (i, s) in ["single", "dp", "ddp"].iter().enumerate() {
+        let big = &rows[i];
+        assert_eq!((big.strategy.as_str(), big.batch_per_device), (*s, Some(262144)));
+        assert_eq!(big.status, "oom", "{s}: {}", big.error);
+        assert!(big.error.contains("allocate memory"), "{s}: {}", big.error);
+        assert!(!big.error.contains("frame #"), "{s}: the libtorch backtrace was kept: {}", big.error);
+        if *s != "ddp" {
+            // In-process strategies know the memory in use; for ddp the
+            // launcher writes the row for a worker that died, and cannot.
+            assert!(big.peak_rss_mb.unwrap() > 10.0, "{s}: memory in use is known");
+        }
+        let small = &rows[3 + i];
+        assert_eq!((small.strategy.as_str(), small.status.as_str()), (*s, "ok"), "{}", small.error);
+    }
+    // ddp names the rank that ran out
+    assert!(rows[2].error.contains("rank 0"), "{}", rows[2].error);
+    assert!(out.contains("3 ok, 3 oom"), "{out}");
+    assert!(out.contains("excluded"), "the summary counts the oom cells: {out}");
+}
+
+#[test]
+fn a_cell_that_dies_without_a_row_gets_one_from_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    // The documented test hook: each cell runs this script instead of gpubench.
+    let script = dir.path().join("child.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n\
+         case \" $* \" in\n\
+         *\" --batch-size 3 \"*) echo 'memory allocation of 1048576 bytes failed' >&2; kill -ABRT $$ ;;\n\
+         *\" --batch-size 5 \"*) echo 'step 1' >&2; kill -KILL $$ ;;\n\
+         esac\n\
+         exec \"$GPUBENCH_REAL\" \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let args = tiny("--cpu 1 --strategies single --batch-sizes 3,5,4 --steps 1 --warmup 0 --out r.csv");
+    let o = sweep_in(dir.path(), &args)
+        .env("GPUBENCH_SWEEP_CHILD", &script)
+        .env("GPUBENCH_REAL", env!("CARGO_BIN_EXE_gpubench"))
+        .output();
+    let out = stdout(&o);
+    // a failed cell makes the sweep exit 1, after running every cell
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
+    let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
+    let b: Vec<(Option<u32>, &str)> = rows.iter().map(|r| (r.batch_per_device, r.status.as_str())).collect();
+    assert_eq!(b[0], (Some(3), "oom"));
+    assert_eq!(b[1].0, Some(5));
+    assert_eq!(b[2], (Some(4), "ok"), "{}", rows[2].error);
+    assert!(rows[0].error.contains("SIGABRT") && rows[0].error.contains("memory allocation"), "{}", rows[0].error);
+    assert!(rows[1].error.contains("SIGKILL"), "{}", rows[1].error);
+    if rows[1].status == "oom" {
+        // the kernel's OOM killer happened to fire (somewhere) meanwhile
+        assert!(rows[1].error.contains("killed by the kernel's out-of-memory killer"), "{}", rows[1].error);
+    } else {
+        assert_eq!(rows[1].status, "failed");
+    }
+    for r in &rows[..2] {
+        assert!(r.note.contains("written by gpubench sweep"), "{}", r.note);
+        let what = (r.strategy.as_str(), r.model.as_str(), r.implementation.as_str(), r.devices.as_str());
+        assert_eq!(what, ("single", "tinycnn", "gpubench", "cpu×1"));
+    }
+    assert!(out.contains("(row written by the sweep)"), "{out}");
+}
+
+#[test]
+fn kill_9_mid_sweep_then_resume_gives_every_cell_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = tiny(
+        "--cpu 2 --strategies single,dp,ddp --device-counts 1,2 --batch-sizes 16 --steps 3 --warmup 1 \
+         --label kill9-test --out r.csv",
+    );
+    let out = dir.path().join("r.csv");
+    let mut sweep = sweep_in(dir.path(), &args).spawn_with(Stdio::null(), Stdio::null());
+    wait_for_rows(&out, 1, &mut sweep);
+    std::thread::sleep(Duration::from_millis(300)); // into the next cell
+    sweep.kill().unwrap(); // SIGKILL
+    sweep.wait().unwrap();
+    let before = results_csv::read_rows(&out).unwrap();
+    assert!(!before.is_empty() && before.len() < 5, "{} rows", before.len());
+
+    let o = run_in(dir.path(), &format!("{args} --resume"));
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}\n{}", stderr(&o));
+    // (a ddp worker of the killed cell may still have finished its row: resume
+    // waits for the killed sweep's processes, then counts)
+    let err = stderr(&o);
+    let done: usize = err
+        .lines()
+        .find_map(|l| l.strip_prefix("resume: "))
+        .and_then(|l| l.strip_suffix(" to run"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no resume line in {err}"));
+    assert!(done >= before.len() && done < 5, "{err}");
+    assert!(err.contains(&format!("resume: {done} of 5 cells already have an ok row")), "{err}");
+    let rows = results_csv::read_rows(&out).unwrap();
+    assert_eq!(rows.len(), 5, "complete, and no cell twice: {rows:#?}");
+    let cells = by_cell(&rows);
+    assert_eq!(cells.len(), 5);
+    assert!(rows.iter().all(|r| r.status == "ok"), "{rows:#?}");
+    let ids: std::collections::HashSet<&str> = rows.iter().map(|r| r.run_id.as_str()).collect();
+    assert_eq!(ids.len(), 5);
+    assert!(processes_with("kill9-test").is_empty(), "{:?}", processes_with("kill9-test"));
+}
+
+#[test]
+fn ctrl_c_stops_the_cell_and_its_processes_and_says_how_to_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    // The test hook again: the second cell (batch 16) warms up for a minute,
+    // so that Ctrl-C lands while its launcher and two ddp workers run.
+    let script = dir.path().join("child.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n\
+         case \" $* \" in *\" --batch-size 16 \"*) exec \"$GPUBENCH_REAL\" \"$@\" --warmup-time 60s ;; esac\n\
+         exec \"$GPUBENCH_REAL\" \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let args = tiny(
+        "--cpu 2 --strategies ddp --device-counts 2 --batch-sizes 8,16,32 --steps 2 --warmup 1 \
+         --label ctrl-c-test --out r.csv",
+    );
+    let out = dir.path().join("r.csv");
+    let mut sweep = sweep_in(dir.path(), &args)
+        .env("GPUBENCH_SWEEP_CHILD", &script)
+        .env("GPUBENCH_REAL", env!("CARGO_BIN_EXE_gpubench"))
+        .spawn();
+    wait_for_rows(&out, 1, &mut sweep);
+    // the second cell's launcher and its two workers are up
+    let t = Instant::now();
+    while processes_with("--warmup-time 60s").len() < 3 && t.elapsed() < Duration::from_secs(60) {
+        assert!(sweep.try_wait().unwrap().is_none(), "the sweep ended early");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(processes_with("--warmup-time 60s").len(), 3, "{:?}", processes_with("ctrl-c-test"));
+    unsafe {
+        libc::kill(sweep.id() as i32, libc::SIGINT);
+    }
+    let t0 = Instant::now();
+    let o = sweep.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "Ctrl-C took {:?}", t0.elapsed());
+    assert!(err.contains("interrupted: stopped cell 2 (ddp ×2 tinycnn 16px b16)"), "{err}");
+    let hint = err.lines().find_map(|l| l.strip_prefix("resume with: ")).unwrap_or_else(|| panic!("{err}"));
+    assert!(hint.ends_with(" --resume") && hint.contains("--label ctrl-c-test"), "{hint}");
+    assert!(processes_with("ctrl-c-test").is_empty(), "left behind: {:?}", processes_with("ctrl-c-test"));
+    // the finished row is kept; the interrupted cell has none, the third never ran
+    let rows = results_csv::read_rows(&out).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].batch_per_device, rows[0].status.as_str()), (Some(8), "ok"));
+    assert!(stdout(&o).contains("[1/3] ddp ×2 tinycnn 16px b8"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_second_sweep_on_the_same_file_waits_for_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first sweep's only cell starts 3 s late (test hook).
+    let script = dir.path().join("slow.sh");
+    std::fs::write(&script, "#!/bin/sh\nsleep 3\nexec \"$GPUBENCH_REAL\" \"$@\"\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let args = tiny("--cpu 1 --strategies single --batch-sizes 8 --steps 1 --warmup 0 --out r.csv");
+    let mut first = sweep_in(dir.path(), &args)
+        .env("GPUBENCH_SWEEP_CHILD", &script)
+        .env("GPUBENCH_REAL", env!("CARGO_BIN_EXE_gpubench"))
+        .spawn_with(Stdio::null(), Stdio::null());
+    let t = Instant::now();
+    while processes_with(script.to_str().unwrap()).is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(30) && first.try_wait().unwrap().is_none());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = run_in(dir.path(), &format!("{args} --resume"));
+    assert!(first.wait().unwrap().success());
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("waiting for another sweep on this file"), "{err}");
+    assert!(err.contains("resume: 1 of 1 cells already have an ok row"), "{err}");
+    assert_eq!(results_csv::read_rows(&dir.path().join("r.csv")).unwrap().len(), 1);
+}
+
+#[test]
+fn concurrent_appends_do_not_interleave() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.csv");
+    // threads appending big rows (one 64 KiB label each) through the library
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let out = out.clone();
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    let label = format!("t{t}-{i}-{}", char::from(b'a' + t as u8).to_string().repeat(65536));
+                    let row = Row {
+                        schema_version: results_csv::SCHEMA_VERSION,
+                        run_id: format!("{t}-{i}"),
+                        label,
+                        status: "ok".into(),
+                        ..Default::default()
+                    };
+                    results_csv::append_rows(&out, &[row]).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let rows = results_csv::read_rows(&out).unwrap();
+    assert_eq!(rows.len(), 100);
+    for r in &rows {
+        let (t, _) = r.run_id.split_once('-').unwrap();
+        let c = char::from(b'a' + t.parse::<u8>().unwrap());
+        assert!(r.label.starts_with(&format!("t{}-", r.run_id)), "{}", &r.label[..20]);
+        assert_eq!(r.label.matches(c).count(), 65536, "row {} was mixed with another", r.run_id);
+    }
+    // and separate gpubench processes appending to the same file at once
+    let out2 = dir.path().join("p.csv");
+    let big = "x".repeat(100_000);
+    let kids: Vec<Child> = (0..3)
+        .map(|i| {
+            let label = format!("p{i}{big}");
+            gpubench(&format!(
+                "run --cpu --model tinycnn --image-size 8 --num-classes 10 --batch-size 2 --steps 1 --warmup 0 \
+                 --quiet --threads 1 --label {label} --out {}",
+                out2.display()
+            ))
+            .spawn_with(Stdio::inherit(), Stdio::inherit())
+        })
+        .collect();
+    for mut k in kids {
+        assert!(k.wait().unwrap().success());
+    }
+    let rows = results_csv::read_rows(&out2).unwrap();
+    let mut labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
+    labels.sort();
+    assert_eq!(labels, (0..3).map(|i| format!("p{i}{big}")).collect::<Vec<_>>());
+    let devs = std::fs::read_to_string(dir.path().join("p.devices.csv")).unwrap();
+    assert_eq!(devs.lines().count(), 4, "header and one line per run");
+}
+
+#[test]
+fn max_batch_under_a_memory_cap_finds_a_plausible_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(
+        dir.path(),
+        "max-batch --strategy single --cpu --model tinycnn --image-size 16 --num-classes 10 --threads 2 --steps 1 \
+         --warmup 0 --mem-limit 1G --start 1024 --granularity 1024 --out mb.csv",
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+    let best: u32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("largest batch that fits: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no result line in {out}"));
+    // 1 GiB minus libtorch's own ~0.6 GiB holds thousands of 16-px images, not a million
+    assert!((2048..262144).contains(&best), "{best}\n{out}");
+    assert!(out.contains("peak memory per device:") && out.contains("cpu"), "{out}");
+    // a row per probe: every batch up to the answer fit, every one above it did not
+    let rows = results_csv::read_rows(&dir.path().join("mb.csv")).unwrap();
+    let probes = out.lines().filter(|l| l.starts_with("probe ")).count();
+    assert_eq!(rows.len(), probes);
+    assert!(rows.iter().any(|r| r.status == "oom"), "{out}");
+    for r in &rows {
+        let b = r.batch_per_device.unwrap();
+        assert_eq!(r.status == "ok", b <= best, "batch {b}: {} ({})", r.status, r.error);
+        if r.status == "ok" {
+            assert_eq!((r.steps, r.warmup), (Some(1), Some(0)));
+        }
+    }
+    assert!(rows.iter().any(|r| r.batch_per_device == Some(best) && r.status == "ok"));
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    assert_usage_error("sweep --cpu 2 --models tinycnn", "--out");
+    assert_usage_error("sweep --cpu 2 --device-counts 3 --out /tmp/x.csv", "--device-counts 3");
+    assert_usage_error(
+        "sweep --cpu 1 --strategies single --device-counts 1 --batch-sizes 0 --out /tmp/x.csv",
+        "--batch-sizes",
+    );
+    assert_usage_error("sweep --cpu 1 --mem-limit lots --out /tmp/x.csv", "--mem-limit");
+    assert_usage_error("sweep --cpu 1 --strategies fast --out /tmp/x.csv", "fast");
+    assert_usage_error("sweep --cpu 1 --out /nonexistent-gpubench-dir/x.csv", "does not exist");
+    assert_usage_error("sweep --cpu 1 --models tinycnn --image-size 2 --out /tmp/x.csv", "--image-size");
+    assert_usage_error("sweep --cpu 1 --impl tensorflow --out /tmp/x.csv", "tensorflow");
+    assert_usage_error("sweep --cpu 1 --impl pytorch --breakdown --out /tmp/x.csv", "--breakdown");
+    assert_usage_error("max-batch --cpu --start 0", "--start");
+    assert_usage_error("max-batch --cpu --granularity 0", "--granularity");
+    assert_usage_error("max-batch --strategy single --cpu 2", "single");
+}
