@@ -292,7 +292,8 @@ fn run_ok(dir: &Path, extra: &str) -> std::collections::HashMap<String, String> 
     let out = dir.join(format!("r{}.csv", extra.len()));
     let data = dir.join("tree");
     let o = gpubench(&format!(
-        "run --model tinycnn --image-size 16 --num-classes 3 --batch-size 2 --steps 6 --warmup 1 --workers 2 --data {} --out {} {extra}",
+        "run --model tinycnn --image-size 16 --num-classes 3 --batch-size 2 --steps 6 --warmup 1 --workers 2 \
+         --data {} --out {} {extra}",
         data.display(),
         out.display()
     ))

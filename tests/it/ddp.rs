@@ -24,7 +24,7 @@ fn max_rel(a: &[Tensor], b: &[Tensor]) -> f64 {
 
 #[test]
 fn two_ranks_equal_one_process_on_the_global_batch() {
-    let opts = "--model tinycnn --image-size 16 --num-classes 10 --lr 0.05";
+    let opts = format!("{TINY} --lr 0.05");
     let scfg = run_config(&format!("--batch-size 8 {opts}"), Placement::Local(Devices::cpu(1)));
     let mut data = Synthetic::new(8, 16, 10, tch::Device::Cpu, 11).unwrap();
     let batches: Vec<_> = (0..3).map(|_| data.next_batch().unwrap()).collect();
@@ -172,13 +172,13 @@ fn two_launchers_with_nnodes_2_form_one_job() {
         "run --strategy ddp --cpu 1 --model tinycnn --image-size 16 --batch-size 2 --steps 3 --warmup 1 --quiet \
          --nnodes 2 --master-addr 127.0.0.1 --master-port {port}"
     );
-    let n0 =
-        gpubench(&format!("{common} --node-rank 0 --out {}", out.display())).spawn_with(Stdio::null(), Stdio::piped());
-    let n1 = gpubench(&format!("{common} --node-rank 1")).spawn_with(Stdio::null(), Stdio::piped());
+    let n0 = gpubench(&format!("{common} --node-rank 0 --out {}", out.display()))
+        .spawn_with(Stdio::inherit(), Stdio::piped());
+    let n1 = gpubench(&format!("{common} --node-rank 1")).spawn_with(Stdio::inherit(), Stdio::piped());
     let o0 = n0.wait_with_output().unwrap();
     let o1 = n1.wait_with_output().unwrap();
-    assert_eq!(o0.status.code(), Some(0), "{}", String::from_utf8_lossy(&o0.stderr));
-    assert_eq!(o1.status.code(), Some(0), "{}", String::from_utf8_lossy(&o1.stderr));
+    assert_eq!(o0.status.code(), Some(0), "{}", stderr(&o0));
+    assert_eq!(o1.status.code(), Some(0), "{}", stderr(&o1));
     let r = &read_csv(&out)[0];
     assert_eq!(r["n_devices"], "2");
     assert_eq!(r["global_batch"], "4");

@@ -14,11 +14,11 @@ fn json_of(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_str(&out[start..]).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
-/// Runs `gpubench run --json` with `args` (on one CPU unless they say
+/// Runs `gpubench run --json` with `a` (on one CPU unless they say
 /// otherwise); returns (per-step losses, row).
-fn run(args: &str) -> (Vec<f64>, serde_json::Value) {
-    let cpu = if args.contains("--cpu") { "" } else { "--cpu" };
-    let j = json_of(&gpubench(&format!("run --json --warmup 0 --steps 5 {cpu} {args}")).output());
+fn run(a: &str) -> (Vec<f64>, serde_json::Value) {
+    let cpu = if args(a).iter().any(|x| x == "--cpu") { "" } else { "--cpu" };
+    let j = json_of(&gpubench(&format!("run --json --warmup 0 --steps 5 {cpu} {a}")).output());
     let losses: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     assert_eq!(losses.len(), 5, "{j}");
     (losses, j["row"].clone())
@@ -38,16 +38,16 @@ fn gpubench_vs_pytorch(cfg: &str) {
     let dir = tempfile::tempdir().unwrap();
     let init = dir.path().join("init.safetensors");
     let out = dir.path().join("r.csv");
-    let (init, out) = (init.display(), out.display());
-    let (ours, row) = run(&format!("{cfg} --seed 3 --save-init {init} --out {out}"));
+    let (i, o) = (init.display(), out.display());
+    let (ours, row) = run(&format!("{cfg} --seed 3 --save-init {i} --out {o}"));
     assert_eq!(row["impl"], "gpubench");
     // Another --seed: weights and data must come from the file.
-    let (theirs, row) = run(&format!("{cfg} --impl pytorch --seed 11 --init-from {init} --out {out}"));
+    let (theirs, row) = run(&format!("{cfg} --impl pytorch --seed 11 --init-from {i} --out {o}"));
     assert_eq!(row["impl"], "pytorch");
     assert_eq!(row["status"], "ok");
     assert!(row["note"].as_str().unwrap().contains("PyTorch 2."), "{row}");
     assert_close(&theirs, &ours, &format!("pytorch vs gpubench ({cfg})"));
-    let rows = read_csv(dir.path().join("r.csv").as_path());
+    let rows = read_csv(&out);
     assert_eq!(rows.len(), 2);
     assert_eq!((rows[0]["impl"].as_str(), rows[1]["impl"].as_str()), ("gpubench", "pytorch"));
     assert_eq!(rows[0]["strategy"], rows[1]["strategy"]);
@@ -57,7 +57,7 @@ fn gpubench_vs_pytorch(cfg: &str) {
 
 #[test]
 fn single_tinycnn_losses_match_pytorch() {
-    gpubench_vs_pytorch("--model tinycnn --image-size 16 --num-classes 10 --batch-size 8");
+    gpubench_vs_pytorch(&format!("{TINY} --batch-size 8"));
 }
 
 #[test]
@@ -67,7 +67,7 @@ fn single_resnet18_losses_match_pytorch() {
 
 #[test]
 fn ddp_gloo_two_ranks_tinycnn_losses_match_pytorch() {
-    gpubench_vs_pytorch("--strategy ddp --cpu 2 --model tinycnn --image-size 16 --num-classes 10 --batch-size 4");
+    gpubench_vs_pytorch(&format!("--strategy ddp --cpu 2 {TINY} --batch-size 4"));
 }
 
 #[test]

@@ -112,7 +112,6 @@ fn bad_inputs_give_one_line_and_exit_2() {
         (format!("{base} --steps 0"), "--steps"),
         ("run --cpu --model resnet18 --image-size 16".into(), "too small"),
         (format!("{base} --duration soon"), "not a duration"),
-        (format!("{base} --warmup-time 5parsecs"), "not a duration"),
         (format!("{base} --out /nonexistent-gpubench-dir/r.csv"), "does not exist"),
         (format!("{base} --cpu 0"), "--cpu"),
         ("run --strategy single --cpu 2".into(), "dp or ddp"),
@@ -121,6 +120,9 @@ fn bad_inputs_give_one_line_and_exit_2() {
     for (a, needle) in cases {
         assert_usage_error(&a, needle);
     }
+    // A value with a space in it is one argument.
+    let g = gpubench(base).arg("--warmup-time").arg("5 parsecs");
+    assert_usage_error_of(g, &format!("{base} --warmup-time '5 parsecs'"), "not a duration");
 }
 
 #[test]
@@ -187,7 +189,13 @@ fn metrics_breakdown_devices_csv_and_telemetry() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("m.csv");
     let tel = dir.path().join("tel.csv");
-    let o = gpubench(&format!("run --cpu --model tinycnn --image-size 32 --batch-size 4 --steps 8 --warmup 1 --breakdown --sample-interval 10ms --out {} --telemetry {}", out.display(), tel.display())).output();
+    let o = gpubench(&format!(
+        "run --cpu --model tinycnn --image-size 32 --batch-size 4 --steps 8 --warmup 1 --breakdown \
+         --sample-interval 10ms --out {} --telemetry {}",
+        out.display(),
+        tel.display()
+    ))
+    .output();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("breakdown  forward"), "{}", stdout(&o));
     let r = &read_csv(&out)[0];

@@ -1,7 +1,7 @@
 //! Strategy correctness on the CPU: dp with several replicas must compute the
 //! same gradients and parameters as one device on the whole global batch (with
 //! the BatchNorm-free model, where splitting a batch changes nothing).
-use super::common::run_config;
+use super::common::{run_config, TINY};
 use gpubench::cli::run::Placement;
 use gpubench::config::RunConfig;
 use gpubench::data::{synthetic::Synthetic, Batch, DataSource};
@@ -42,7 +42,7 @@ fn max_rel(a: &[Tensor], b: &[Tensor]) -> f64 {
 fn dp_matches_single(replicas: usize) {
     let per_device = 4;
     let global = per_device * replicas as i64;
-    let opts = "--model tinycnn --image-size 16 --num-classes 10 --lr 0.05";
+    let opts = format!("{TINY} --lr 0.05");
     let dcfg = cfg(&format!("--strategy dp --batch-size {per_device} {opts}"), Devices::cpu(replicas));
     // single on the whole global batch, with dp's learning rate
     let scfg = cfg(&format!("--strategy single --batch-size {global} {opts}"), Devices::cpu(1));

@@ -404,8 +404,10 @@ fn max_batch_under_a_memory_cap_finds_a_plausible_batch() {
     let dir = tempfile::tempdir().unwrap();
     let o = run_in(
         dir.path(),
-        "max-batch --strategy single --cpu --model tinycnn --image-size 16 --num-classes 10 --threads 2 --steps 1 \
-         --warmup 0 --mem-limit 1G --start 1024 --granularity 1024 --out mb.csv",
+        &format!(
+            "max-batch --strategy single --cpu {TINY} --threads 2 --steps 1 --warmup 0 --mem-limit 1G --start 1024 \
+             --granularity 1024 --out mb.csv"
+        ),
     );
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
