@@ -5,13 +5,13 @@
 //! (default `~/.cache/gpubench`), which `scripts/gpubench`, `scripts/test` and the benchmark scripts source. By
 //! hand: `scripts/setup && source ~/.cache/gpubench/env.sh && cargo build --release`. It provides:
 //! - libtorch 2.11.0 (what tch 0.24 expects) for torch-sys through `LIBTORCH`: the user's own (it must hold
-//!   `lib/libtorch_cpu.so`), else `torch==2.11.0` from PyPI in a versioned venv (`torch-2.11.0-py<X.Y>`). The
-//!   PyPI wheel is built for CUDA 13 (NVIDIA driver ≥ 580); for older drivers set `GPUBENCH_TORCH_INDEX_URL` to
-//!   a wheel index for an older CUDA before the first set-up.
+//!   `lib/libtorch_cpu.so`), else `torch==2.11.0` in a versioned venv: PyPI's CUDA 13 build, or PyTorch's CUDA
+//!   12.6 or 12.8 build when the GPUs or driver need it (`scripts/setup --plan` says which, and why).
 //! - `GLOO_INCLUDE_DIR`: Gloo's headers, from Debian's `libgloo-dev` unpacked into the cache (never installed);
 //!   without apt, point it at a directory holding `gloo/config.h`. The torch wheel does not ship them.
-//! - the small CUDA header wheels (`nvidia-cuda-crt`, `nvidia-cuda-cccl`) that ProcessGroupNCCL's and CUDA's
-//!   headers need and the torch wheel's own dependencies lack.
+//! - the small CUDA header wheels that ProcessGroupNCCL's and CUDA's headers need and the torch wheel's own
+//!   dependencies lack, of torch's CUDA major version (`nvidia-cuda-crt`/`-cccl` for 13, `nvidia-cuda-nvcc-cu12`/
+//!   `nvidia-cuda-cccl-cu12` for 12).
 //!
 //! Three fixes that torch-sys does not make:
 //! - an rpath to libtorch's lib directory, so the binary runs without `LD_LIBRARY_PATH`;
@@ -20,8 +20,9 @@
 //!   look unavailable;
 //! - the shims are compiled with Gloo's headers and, when `libtorch_cuda.so` and the CUDA and NCCL headers are
 //!   found (`GPUBENCH_CUDA_INCLUDE`, colon-separated, else the `nvidia-*` wheels beside torch), with CUDA and NCCL
-//!   enabled (`cfg(gpubench_cuda)`). With `libtorch_cuda` but no headers it warns and builds without the CUDA
-//!   shim (no ddp over NCCL, no allocator statistics). `GPUBENCH_NO_CUDA` builds without CUDA.
+//!   enabled (`cfg(gpubench_cuda)`), in the CUDA 13 or the CUDA 12 wheels' layout. With `libtorch_cuda` but no
+//!   headers the build fails with one line saying what to install: a binary without the CUDA shim would run
+//!   and then lack NCCL and every CUDA figure. `GPUBENCH_NO_CUDA` builds without CUDA on purpose.
 use std::env;
 use std::path::{Path, PathBuf};
 
@@ -62,21 +63,13 @@ fn main() {
         .warnings(false);
 
     let has_cuda_lib = lib.join("libtorch_cuda.so").exists() && env::var_os("GPUBENCH_NO_CUDA").is_none();
-    let cuda_inc = cuda_includes(&root);
-    if has_cuda_lib {
-        match &cuda_inc {
-            Some(dirs) => {
-                for d in dirs {
-                    b.include(d);
-                }
-                b.define("USE_CUDA", None).define("USE_C10D_NCCL", None).define("GPUBENCH_CUDA", None);
-                println!("cargo:rustc-cfg=gpubench_cuda");
-            }
-            None => println!(
-                "cargo:warning=libtorch_cuda.so found but no CUDA/NCCL headers (nvidia/cu13/include, nvidia/nccl/include); \
-                 building without the CUDA shim: ddp over NCCL and allocator statistics will be unavailable"
-            ),
+    let cuda_inc = if has_cuda_lib { Some(cuda_includes(&root)) } else { None };
+    if let Some(dirs) = &cuda_inc {
+        for d in dirs {
+            b.include(d);
         }
+        b.define("USE_CUDA", None).define("USE_C10D_NCCL", None).define("GPUBENCH_CUDA", None);
+        println!("cargo:rustc-cfg=gpubench_cuda");
     }
 
     let mut files: Vec<PathBuf> = std::fs::read_dir("src/shim")
@@ -102,19 +95,42 @@ fn main() {
     println!("cargo:rustc-link-lib=dylib=c10");
 }
 
-/// CUDA and NCCL headers: GPUBENCH_CUDA_INCLUDE (colon-separated), else the
-/// nvidia-* wheels beside the torch package.
-fn cuda_includes(torch_root: &Path) -> Option<Vec<PathBuf>> {
+/// CUDA and NCCL headers for a libtorch with CUDA: GPUBENCH_CUDA_INCLUDE
+/// (colon-separated), else the nvidia-* wheels beside the torch package, in
+/// the CUDA 13 layout (nvidia/cu13) or the CUDA 12 one (nvidia/cuda_runtime,
+/// cuda_nvcc, cuda_cccl). Without them the build fails, saying what to
+/// install: a binary without the CUDA shim would look like it works and then
+/// have no NCCL, no device names and no allocator statistics.
+fn cuda_includes(torch_root: &Path) -> Vec<PathBuf> {
     if let Ok(v) = env::var("GPUBENCH_CUDA_INCLUDE") {
-        return Some(env::split_paths(&v).collect());
+        return env::split_paths(&v).collect();
     }
-    let nvidia = torch_root.parent()?.join("nvidia");
-    let dirs: Vec<PathBuf> =
-        ["cu13/include", "cu13/include/cccl", "nccl/include"].iter().map(|d| nvidia.join(d)).collect();
-    let ok = dirs[0].join("cuda_runtime_api.h").exists()
-        && dirs[0].join("crt/host_config.h").exists()
-        && dirs[2].join("nccl.h").exists();
-    ok.then_some(dirs)
+    let nvidia = torch_root.parent().map(|p| p.join("nvidia")).unwrap_or_default();
+    let nccl = nvidia.join("nccl/include");
+    let cu13 = nvidia.join("cu13/include");
+    // [runtime headers, crt/ headers, cccl (nv/target)] of each layout.
+    let layouts = [
+        [cu13.clone(), cu13.clone(), cu13.join("cccl")],
+        [nvidia.join("cuda_runtime/include"), nvidia.join("cuda_nvcc/include"), nvidia.join("cuda_cccl/include")],
+    ];
+    for [runtime, crt, cccl] in layouts {
+        let found = runtime.join("cuda_runtime_api.h").exists()
+            && crt.join("crt/host_config.h").exists()
+            && nccl.join("nccl.h").exists();
+        if found {
+            let mut dirs = vec![runtime, crt, cccl, nccl];
+            dirs.dedup();
+            return dirs;
+        }
+    }
+    fail(&format!(
+        "{} has libtorch_cuda but the CUDA/NCCL headers the c10d shim needs are missing from {}: \
+         run scripts/setup (it installs the header wheels that match torch's CUDA version: \
+         nvidia-cuda-crt and nvidia-cuda-cccl for CUDA 13, nvidia-cuda-nvcc-cu12 and nvidia-cuda-cccl-cu12 for CUDA 12), \
+         point GPUBENCH_CUDA_INCLUDE at them, or set GPUBENCH_NO_CUDA=1 for a CPU-only build",
+        torch_root.display(),
+        nvidia.display()
+    ))
 }
 
 fn fail(msg: &str) -> ! {

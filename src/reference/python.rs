@@ -40,7 +40,8 @@ pub fn python_candidates() -> Vec<PathBuf> {
     if let Some(dir) = home.and_then(|h| std::fs::read_dir(h).ok()) {
         let mut venvs: Vec<PathBuf> = dir
             .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("torch-{TORCH_VERSION}-py")))
+            // torch-2.11.0-py3.11, or torch-2.11.0-cu126-py3.11 for a CUDA 12 build.
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("torch-{TORCH_VERSION}-")))
             .map(|e| e.path().join("bin").join("python"))
             .filter(|p| p.exists())
             .collect();

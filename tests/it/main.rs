@@ -6,5 +6,6 @@ mod ddp;
 mod fidelity;
 mod report;
 mod run;
+mod setup;
 mod strategies;
 mod sweep;
