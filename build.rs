@@ -80,6 +80,11 @@ fn main() {
     files.sort();
     b.files(&files).compile("gpubench_shim");
 
+    // The GPU code libtorch_cuda carries (its -gencode flags), for the check
+    // that a GPU can run it where no driver is there to ask libtorch.
+    let gencode = if has_cuda_lib { gencode_flags(&lib.join("libtorch_cuda.so")) } else { String::new() };
+    println!("cargo:rustc-env=GPUBENCH_TORCH_GENCODE={gencode}");
+
     if has_cuda_lib {
         // Keep libtorch_cuda even though no Rust symbol references it: loading it
         // registers the CUDA backend with libtorch.
@@ -131,6 +136,34 @@ fn cuda_includes(torch_root: &Path) -> Vec<PathBuf> {
         torch_root.display(),
         nvidia.display()
     ))
+}
+
+/// The first `-gencode;arch=…` run of printable flag characters in `path`
+/// (libtorch's NVCC flags, kept in the library for its config text).
+fn gencode_flags(path: &Path) -> String {
+    use std::io::Read;
+    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let needle = b"-gencode;arch=";
+    let flag_byte = |b: u8| b.is_ascii_alphanumeric() || b";,=_-".contains(&b);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut carry: Vec<u8> = vec![];
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) | Err(_) => return String::new(),
+            Ok(n) => n,
+        };
+        carry.extend_from_slice(&buf[..n]);
+        if let Some(i) = carry.windows(needle.len()).position(|w| w == needle) {
+            let end = carry[i..].iter().position(|&b| !flag_byte(b)).map_or(carry.len(), |e| i + e);
+            if end < carry.len() {
+                return String::from_utf8_lossy(&carry[i..end]).into_owned();
+            }
+        } else {
+            // Keep a tail that could hold the start of the needle.
+            let keep = carry.len().saturating_sub(needle.len());
+            carry.drain(..keep);
+        }
+    }
 }
 
 fn fail(msg: &str) -> ! {

@@ -95,7 +95,10 @@ pub fn parse_gpu_list(s: &str) -> Result<Vec<usize>> {
 }
 
 /// Resolves `--gpus` / `--cpu` against this machine. With neither, GPU 0 if
-/// CUDA is available, else the CPU, and says which on stderr.
+/// CUDA is available, else the CPU, and says which on stderr. CUDA devices
+/// are checked before any work: the libtorch must have kernels for them, and
+/// a loaded NVIDIA driver with no device visible is an error, never a quiet
+/// fall back to the CPU.
 pub fn resolve(gpus: Option<&str>, cpu: Option<usize>, quiet: bool) -> Result<Devices> {
     if let Some(n) = cpu {
         if n == 0 {
@@ -104,6 +107,13 @@ pub fn resolve(gpus: Option<&str>, cpu: Option<usize>, quiet: bool) -> Result<De
         return Ok(Devices::cpu(n));
     }
     let count = cuda_device_count();
+    if count == 0 {
+        let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let cudart = crate::ffi::cuda_versions().cudart;
+        if let Some(msg) = no_device_message(driver_version().as_deref(), cudart, cvd.as_deref()) {
+            return Err(usage(msg));
+        }
+    }
     match gpus {
         Some(list) => {
             let ordinals = parse_gpu_list(list)?;
@@ -119,9 +129,11 @@ pub fn resolve(gpus: Option<&str>, cpu: Option<usize>, quiet: bool) -> Result<De
                     names.join(", ")
                 )));
             }
+            check_cuda(&ordinals)?;
             Ok(Devices::cuda(ordinals))
         }
         None if count > 0 => {
+            check_cuda(&[0])?;
             if !quiet {
                 eprintln!("gpubench: no --gpus or --cpu given; using GPU 0 ({})", device_name(0));
             }
@@ -134,6 +146,102 @@ pub fn resolve(gpus: Option<&str>, cpu: Option<usize>, quiet: bool) -> Result<De
             Ok(Devices::cpu(1))
         }
     }
+}
+
+/// Checks that this process can run on CUDA devices `ordinals`: the binary's
+/// CUDA headers match the libtorch it runs on, and libtorch has kernels for
+/// every device's compute capability.
+pub fn check_cuda(ordinals: &[usize]) -> Result<()> {
+    let build = crate::ffi::cuda_build();
+    let cudart = crate::ffi::cuda_versions().cudart;
+    if let Some(msg) = runtime_mismatch(build.shim_cudart, cudart) {
+        return Err(usage(msg));
+    }
+    let kernels = crate::ffi::libtorch_kernels();
+    for &o in ordinals {
+        let p = crate::ffi::cuda_device_props(o)?;
+        let (major, minor) = p.compute_capability.split_once('.').unwrap_or(("0", "0"));
+        let cc = (major.parse().unwrap_or(0), minor.parse().unwrap_or(0));
+        if let Some(msg) = kernel_message(o, &p.name, cc, &kernels, cudart) {
+            return Err(usage(msg));
+        }
+    }
+    Ok(())
+}
+
+/// The CUDA_VISIBLE_DEVICES a child process needs to see `ordinals` (this
+/// process's numbering) as its devices 0..n: the entries of our own
+/// CUDA_VISIBLE_DEVICES at those positions (UUIDs and MIG ids kept), or the
+/// ordinals themselves when it is unset.
+pub fn visible_ids(ordinals: &[usize], cvd: Option<&str>) -> String {
+    let entries: Vec<&str> = cvd.map(|v| v.split(',').map(str::trim).collect()).unwrap_or_default();
+    let id = |o: usize| match cvd {
+        Some(_) => entries.get(o).map(|e| e.to_string()).unwrap_or_else(|| o.to_string()),
+        None => o.to_string(),
+    };
+    ordinals.iter().map(|&o| id(o)).collect::<Vec<_>>().join(",")
+}
+
+/// "13.0" from libtorch's 13000.
+fn cuda_text(cudart: i64) -> String {
+    crate::ffi::format_cuda_version(cudart)
+}
+
+/// Why a loaded NVIDIA driver shows no CUDA device, when it does.
+pub fn no_device_message(driver: Option<&str>, cudart: i64, cvd: Option<&str>) -> Option<String> {
+    let driver = driver?;
+    if let Some(v) = cvd.filter(|v| v.trim().is_empty() || v.trim() == "-1") {
+        return Some(format!(
+            "the NVIDIA driver {driver} is loaded but CUDA_VISIBLE_DEVICES={v:?} hides every GPU; unset it, or use --cpu"
+        ));
+    }
+    let need = if cudart >= 13000 { "580" } else { "525.60.13" };
+    Some(format!(
+        "the NVIDIA driver {driver} is loaded but CUDA sees no GPU: this libtorch is built for CUDA {}, which needs \
+         driver >= {need}; run scripts/setup --plan for the torch build that fits this driver, or use --cpu",
+        cuda_text(cudart)
+    ))
+}
+
+/// When gpubench's shim was compiled against another CUDA major version than
+/// the libtorch it runs on (their structs differ: device properties misread).
+pub fn runtime_mismatch(shim_cudart: i64, torch_cudart: i64) -> Option<String> {
+    (shim_cudart > 0 && torch_cudart > 0 && shim_cudart / 1000 != torch_cudart / 1000).then(|| {
+        format!(
+            "gpubench was built against CUDA {} headers but runs on a libtorch for CUDA {}: rebuild it against this \
+             libtorch (scripts/gpubench), or run it with the torch build it was built for",
+            cuda_text(shim_cudart),
+            cuda_text(torch_cudart)
+        )
+    })
+}
+
+/// When libtorch has no kernels for device `ordinal`.
+pub fn kernel_message(
+    ordinal: usize,
+    name: &str,
+    cc: (u32, u32),
+    kernels: &crate::ffi::Kernels,
+    cudart: i64,
+) -> Option<String> {
+    if kernels.run_on(cc) || (kernels.sm.is_empty() && kernels.ptx.is_empty()) {
+        return None;
+    }
+    let fix = if cc < (5, 0) {
+        "no torch 2.11 build supports it: use the legacy route, --impl pytorch with GPUBENCH_PYTHON pointing at an \
+         older torch (README, GPU status)"
+    } else if cc < (7, 5) {
+        "torch 2.11.0's CUDA 12.6 build does (5.0 to 9.0): run scripts/setup --plan, which chooses it for this GPU"
+    } else {
+        "run scripts/setup --plan for the torch build that has them"
+    };
+    Some(format!(
+        "cuda:{ordinal} ({name}) is compute capability {}.{}, but this libtorch (CUDA {}) has kernels for {} only; {fix}",
+        cc.0,
+        cc.1,
+        cuda_text(cudart),
+        kernels.describe()
+    ))
 }
 
 pub fn cuda_device_count() -> usize {
@@ -193,6 +301,45 @@ mod tests {
             let e = parse_gpu_list(bad).unwrap_err();
             assert_eq!(crate::error::exit_code(&e), 2, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_loaded_driver_without_devices_is_explained() {
+        assert_eq!(no_device_message(None, 13000, None), None, "no driver: the CPU is fine");
+        let m = no_device_message(Some("535.104.05"), 13000, None).unwrap();
+        assert!(m.contains("535.104.05") && m.contains("CUDA 13.0") && m.contains(">= 580"), "{m}");
+        let m = no_device_message(Some("470.1"), 12060, None).unwrap();
+        assert!(m.contains(">= 525.60.13"), "{m}");
+        let m = no_device_message(Some("580.1"), 13000, Some("")).unwrap();
+        assert!(m.contains("CUDA_VISIBLE_DEVICES"), "{m}");
+    }
+
+    #[test]
+    fn gpus_without_kernels_are_named_with_the_fix() {
+        let k = crate::ffi::Kernels::parse("code=sm_75;code=sm_80;code=sm_86;code=sm_90;code=sm_100;code=sm_120");
+        assert_eq!(kernel_message(0, "NVIDIA H100", (9, 0), &k, 13000), None);
+        let m = kernel_message(1, "Tesla V100-SXM2-16GB", (7, 0), &k, 13000).unwrap();
+        assert!(m.starts_with("cuda:1 (Tesla V100-SXM2-16GB) is compute capability 7.0"), "{m}");
+        assert!(m.contains("7.5, 8.0, 8.6, 9.0, 10.0, 12.0") && m.contains("CUDA 12.6"), "{m}");
+        let m = kernel_message(0, "Tesla K80", (3, 7), &k, 13000).unwrap();
+        assert!(m.contains("legacy route"), "{m}");
+        // Without a kernel list there is nothing to check against.
+        assert_eq!(kernel_message(0, "x", (3, 7), &crate::ffi::Kernels::default(), 13000), None);
+    }
+
+    #[test]
+    fn a_cuda_major_mismatch_is_refused() {
+        assert_eq!(runtime_mismatch(13000, 13000), None);
+        assert_eq!(runtime_mismatch(0, 12060), None, "no CUDA shim: nothing to misread");
+        let m = runtime_mismatch(13000, 12060).unwrap();
+        assert!(m.contains("CUDA 13.0 headers") && m.contains("CUDA 12.6"), "{m}");
+    }
+
+    #[test]
+    fn child_processes_see_the_same_gpus() {
+        assert_eq!(visible_ids(&[1, 0], None), "1,0");
+        assert_eq!(visible_ids(&[0, 1], Some("4,5,6,7")), "4,5");
+        assert_eq!(visible_ids(&[1], Some("GPU-aaaa, MIG-bbbb")), "MIG-bbbb");
     }
 
     #[test]

@@ -76,6 +76,7 @@ extern "C" {
     fn gb_store_set(s: *mut GbStore, key: *const c_char, data: *const u8, len: usize) -> *mut c_char;
     fn gb_store_get(s: *mut GbStore, key: *const c_char, data: *mut *mut u8, len: *mut usize) -> *mut c_char;
     fn gb_store_add(s: *mut GbStore, key: *const c_char, delta: i64, out: *mut i64) -> *mut c_char;
+    fn gb_store_check(s: *mut GbStore, key: *const c_char, exists: *mut c_int) -> *mut c_char;
     fn gb_free_bytes(p: *mut u8);
 
     fn gb_pg_new(
@@ -251,6 +252,29 @@ impl Store {
         let v = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
         unsafe { gb_free_bytes(data) };
         Ok(v)
+    }
+
+    /// Whether `key` is set, without waiting.
+    pub fn contains(&self, key: &str) -> Result<bool> {
+        let k = cstring(key, "store key")?;
+        let mut v: c_int = 0;
+        check(unsafe { gb_store_check(self.ptr.as_ptr(), k.as_ptr(), &mut v) })
+            .map_err(|e| e.context(format!("store check {key:?}")))?;
+        Ok(v != 0)
+    }
+
+    /// `key`'s value if it is set within `wait`, else None.
+    pub fn get_within(&self, key: &str, wait: Duration) -> Result<Option<Vec<u8>>> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            if self.contains(key)? {
+                return self.get(key).map(Some);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Atomically adds `delta` to the counter at `key` (0 when absent) and
@@ -637,6 +661,12 @@ mod tests {
         let err = store.get("never-set").unwrap_err();
         let msg = format!("{err:#}");
         assert!(msg.contains("never-set"), "{msg}");
+        // Bounded waits say "not there" instead of failing.
+        assert!(!store.contains("k").unwrap());
+        assert_eq!(store.get_within("k", Duration::from_millis(100)).unwrap(), None);
+        store.set("k", b"v").unwrap();
+        assert!(store.contains("k").unwrap());
+        assert_eq!(store.get_within("k", Duration::from_millis(100)).unwrap(), Some(b"v".to_vec()));
     }
 
     #[test]

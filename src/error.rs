@@ -68,10 +68,16 @@ pub fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
     }
 }
 
-/// Out-of-memory errors from the CUDA caching allocator or the CPU allocator.
+/// Out-of-memory errors: the CUDA caching allocator's, the CPU allocator's,
+/// and cuBLAS's or cuDNN's when a handle or workspace cannot be allocated
+/// near the memory limit.
 pub fn is_oom(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
-    m.contains("out of memory") || m.contains("can't allocate memory") || m.contains("cannot allocate memory")
+    m.contains("out of memory")
+        || m.contains("can't allocate memory")
+        || m.contains("cannot allocate memory")
+        || m.contains("cublas_status_alloc_failed")
+        || m.contains("cudnn_status_alloc_failed")
 }
 
 /// A failed run's error for its row: the chain on one line, without the C++
@@ -92,6 +98,8 @@ mod tests {
     fn oom_messages_are_recognised() {
         assert!(is_oom("CUDA out of memory. Tried to allocate 2.00 GiB"));
         assert!(is_oom("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"));
+        assert!(is_oom("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"));
+        assert!(is_oom("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"));
         assert!(!is_oom("shape mismatch"));
     }
 

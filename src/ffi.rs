@@ -11,6 +11,7 @@ extern "C" {
     fn gb_libtorch_version(buf: *mut c_char, len: usize);
     fn gb_built_with_cuda() -> c_int;
     fn gb_cuda_versions(cudart: *mut c_long, cudnn: *mut c_long, nccl: *mut u64);
+    fn gb_cuda_build(shim_cudart: *mut c_long, buf: *mut c_char, len: usize);
     fn gb_cuda_device_props(
         dev: c_int,
         name: *mut c_char,
@@ -83,6 +84,85 @@ pub fn cuda_versions() -> CudaVersions {
     let (mut a, mut b, mut c) = (0 as c_long, 0 as c_long, 0u64);
     unsafe { gb_cuda_versions(&mut a, &mut b, &mut c) };
     CudaVersions { cudart: i64::from(a), cudnn: i64::from(b), nccl: c }
+}
+
+/// How this binary and the libtorch it runs on were built for CUDA.
+#[derive(Debug, Clone, Default)]
+pub struct CudaBuild {
+    /// CUDA runtime version of the headers the shim was compiled with (0: no CUDA shim).
+    pub shim_cudart: i64,
+    /// libtorch's CUDA configuration text (empty without libtorch_cuda).
+    pub config: String,
+}
+
+/// The kernels of the libtorch this process runs on: from its configuration
+/// text when a driver lets libtorch report it, else from the flags build.rs
+/// found in the libtorch_cuda it built against.
+pub fn libtorch_kernels() -> Kernels {
+    let k = Kernels::parse(&cuda_build().config);
+    if k.sm.is_empty() && k.ptx.is_empty() {
+        Kernels::parse(env!("GPUBENCH_TORCH_GENCODE"))
+    } else {
+        k
+    }
+}
+
+#[allow(clippy::useless_conversion)]
+pub fn cuda_build() -> CudaBuild {
+    let mut v: c_long = 0;
+    let mut buf = vec![0u8; 16384];
+    unsafe { gb_cuda_build(&mut v, buf.as_mut_ptr().cast(), buf.len()) };
+    CudaBuild { shim_cudart: i64::from(v), config: buf_to_string(&buf) }
+}
+
+/// The GPU code a libtorch carries, from its `-gencode` flags: cubins per
+/// compute capability (`code=sm_XY`) and PTX (`code=compute_XY`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Kernels {
+    /// (major, minor) of each cubin.
+    pub sm: Vec<(u32, u32)>,
+    pub ptx: Vec<(u32, u32)>,
+}
+
+impl Kernels {
+    pub fn parse(config: &str) -> Kernels {
+        let mut k = Kernels::default();
+        let cc = |s: &str| -> Option<(u32, u32)> {
+            let digits: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
+            let n: u32 = digits.parse().ok()?;
+            Some((n / 10, n % 10))
+        };
+        for part in config.split(|c: char| c == ';' || c == ',' || c.is_whitespace()) {
+            if let Some(x) = part.strip_prefix("code=sm_").and_then(cc) {
+                if !k.sm.contains(&x) {
+                    k.sm.push(x);
+                }
+            } else if let Some(x) = part.strip_prefix("code=compute_").and_then(cc) {
+                if !k.ptx.contains(&x) {
+                    k.ptx.push(x);
+                }
+            }
+        }
+        k.sm.sort();
+        k.ptx.sort();
+        k
+    }
+
+    /// Whether a GPU of compute capability `cc` can run this code: a cubin of
+    /// the same major version and no newer minor, or PTX no newer than it.
+    pub fn run_on(&self, cc: (u32, u32)) -> bool {
+        self.sm.iter().any(|&(maj, min)| maj == cc.0 && min <= cc.1) || self.ptx.iter().any(|&p| p <= cc)
+    }
+
+    /// "7.5, 8.0, 8.6, 9.0 (+PTX 12.0)".
+    pub fn describe(&self) -> String {
+        let list = |v: &[(u32, u32)]| v.iter().map(|(a, b)| format!("{a}.{b}")).collect::<Vec<_>>().join(", ");
+        let mut s = list(&self.sm);
+        if !self.ptx.is_empty() {
+            s += &format!(" (+PTX {})", list(&self.ptx));
+        }
+        s
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -207,6 +287,33 @@ mod tests {
         assert_eq!(format_cudnn_version(91900), "9.19.0");
         assert_eq!(format_cudnn_version(8907), "8.9.7");
         assert_eq!(format_nccl_version((2 << 32) | (28 << 16) | 9), "2.28.9");
+    }
+
+    #[test]
+    fn kernels_from_the_gencode_flags() {
+        let k = Kernels::parse(
+            "  - NVCC architecture flags: -gencode;arch=compute_75,code=sm_75;-gencode;arch=compute_80,code=sm_80;\
+             -gencode;arch=compute_90,code=sm_90;-gencode;arch=compute_120,code=compute_120",
+        );
+        assert_eq!(k.sm, [(7, 5), (8, 0), (9, 0)]);
+        assert_eq!(k.ptx, [(12, 0)]);
+        assert!(k.run_on((8, 6)), "an 8.0 cubin runs on 8.6");
+        assert!(k.run_on((9, 0)) && k.run_on((12, 1)), "PTX 12.0 is compiled for 12.1");
+        assert!(!k.run_on((7, 0)), "no V100 kernels");
+        assert!(!k.run_on((10, 0)), "no cubin for 10.x, and PTX 12.0 is newer");
+        assert_eq!(k.describe(), "7.5, 8.0, 9.0 (+PTX 12.0)");
+    }
+
+    #[test]
+    fn this_libtorch_reports_its_kernels() {
+        if !built_with_cuda() {
+            eprintln!("skipped: built without the CUDA shim");
+            return;
+        }
+        // Every torch 2.11.0 CUDA build runs on 9.0 (Hopper) and none on 3.7 (K80).
+        let k = libtorch_kernels();
+        assert!(k.run_on((9, 0)) && !k.run_on((3, 7)), "{k:?}");
+        assert_eq!(cuda_build().shim_cudart / 1000, cuda_versions().cudart / 1000);
     }
 
     #[test]

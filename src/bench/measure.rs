@@ -67,6 +67,10 @@ pub struct Measurement {
     /// The timed window, for the per-device metrics.
     #[serde(skip)]
     pub window: Option<crate::metrics::collect::Window>,
+    /// When the run stopped without status ok (wall clock, so that ddp's
+    /// ranks can tell which of them failed first).
+    #[serde(skip)]
+    pub failed_at: Option<std::time::SystemTime>,
 }
 
 /// For `--breakdown`: synchronizes the devices at the end of each phase and
@@ -203,6 +207,7 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             }
         }
     });
+    let end = std::time::SystemTime::now();
     pb.finish_and_clear();
     match res {
         Ok(()) => {
@@ -213,6 +218,9 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             m.status = Some(s);
             m.error = msg;
         }
+    }
+    if m.status != Some(Status::Ok) {
+        m.failed_at = Some(end);
     }
     m
 }

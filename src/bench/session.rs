@@ -117,7 +117,8 @@ pub fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sinks: &Si
         }
         Err(e) => {
             let (s, msg) = measure::failure(&e);
-            (Measurement { status: Some(s), error: msg, ..Default::default() }, 0, None, None)
+            let failed_at = Some(std::time::SystemTime::now());
+            (Measurement { status: Some(s), error: msg, failed_at, ..Default::default() }, 0, None, None)
         }
     };
     let (devs, samples) = monitor.finish(&cfg.devices, &session.roles(cfg), m.window);
@@ -141,13 +142,18 @@ pub fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sinks: &Si
 /// Precision, TF32, cuDNN autotuning and determinism: process-wide settings,
 /// applied before any model exists.
 pub fn apply_knobs(cfg: &RunConfig) -> Result<()> {
-    if cfg.deterministic {
-        // Deterministic cuBLAS needs a fixed workspace; read at its first use.
-        if std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
-            std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
-        }
-    }
     crate::strategy::precision::apply_globals(cfg.precision, cfg.cudnn_benchmark, cfg.deterministic)
+}
+
+/// The environment libraries read on their own: set once, first thing in
+/// the process, while it has one thread (setenv beside another thread's
+/// getenv is undefined behaviour, and a ddp rank's process group starts
+/// NCCL's threads).
+pub fn set_process_env(cfg: &RunConfig) {
+    if cfg.deterministic && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
+        // Deterministic cuBLAS needs a fixed workspace; read at its first use.
+        std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
+    }
 }
 
 /// Starts telemetry for this process's devices; says once, on stderr, when

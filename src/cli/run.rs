@@ -185,6 +185,14 @@ pub fn parse_run_args<S: AsRef<str>>(args: &[S]) -> Result<RunArgs> {
 /// Slurm's variables).
 pub fn job(a: RunArgs) -> Result<(Role, RunConfig)> {
     let talks = !(a.quiet || a.json);
+    if let Some(n) = a.cpu.filter(|&n| n > 1) {
+        let processes = a.strategy == StrategyKind::Ddp;
+        if let Some(w) = cpu_capacity(n, processes, device::cpu_cores(), available_mb())? {
+            if talks && std::env::var_os("RANK").is_none() {
+                eprintln!("{w}");
+            }
+        }
+    }
     if a.implementation == Impl::Pytorch {
         let devices = device::resolve(a.gpus.as_deref(), a.cpu, !talks)?;
         return Ok((Role::Pytorch, a.into_config(Placement::Local(devices))?));
@@ -226,10 +234,37 @@ fn rank_devices(a: &RunArgs, env: &DistEnv) -> Result<(Devices, Devices)> {
         let all = device::resolve(Some(list), None, true)?;
         return Ok((Devices::cuda(vec![o]), all));
     }
-    if device::cuda_device_count() > env.local_rank {
-        Ok((Devices::cuda(vec![env.local_rank]), Devices::cuda((0..node_ranks).collect())))
-    } else {
-        Ok((Devices::cpu(1), Devices::cpu(node_ranks)))
+    let count = device::cuda_device_count();
+    let mine = rank_gpu(env.local_rank, count)?;
+    match mine {
+        Some(o) => {
+            device::check_cuda(&[o])?;
+            Ok((Devices::cuda(vec![o]), Devices::cuda((0..node_ranks).collect())))
+        }
+        None => {
+            // No GPU visible: the CPU, unless a loaded driver says there should be one.
+            let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+            let cudart = crate::ffi::cuda_versions().cudart;
+            if let Some(msg) = device::no_device_message(device::driver_version().as_deref(), cudart, cvd.as_deref()) {
+                return Err(usage(msg));
+            }
+            Ok((Devices::cpu(1), Devices::cpu(node_ranks)))
+        }
+    }
+}
+
+/// The GPU of local rank `local_rank` when `count` are visible: its own
+/// ordinal, or the only one when a launcher binds one GPU per task (Slurm's
+/// --gpus-per-task); never the CPU while GPUs are visible.
+fn rank_gpu(local_rank: usize, count: usize) -> Result<Option<usize>> {
+    match count {
+        0 => Ok(None),
+        1 => Ok(Some(0)),
+        n if local_rank < n => Ok(Some(local_rank)),
+        n => Err(usage(format!(
+            "LOCAL_RANK {local_rank} has no GPU of its own: this task sees {n}; bind one GPU per task, or list the \
+             node's GPUs with --gpus"
+        ))),
     }
 }
 
@@ -241,6 +276,42 @@ fn check_nodes(d: &DdpArgs) -> Result<()> {
         return Err(usage("a multi-node run needs --master-addr HOST and --master-port PORT, the same on every node"));
     }
     Ok(())
+}
+
+/// How many CPU replicas (dp) or ranks (ddp) this machine can hold: refused
+/// when the processes would not fit in memory or far outnumber the cores, a
+/// warning when they outnumber the cores. `mem_mb`: memory available, MiB.
+pub fn cpu_capacity(n: usize, processes: bool, cores: usize, mem_mb: Option<f64>) -> Result<Option<String>> {
+    /// libtorch's own resident memory per process, about (measured: 0.4 to 0.6 GiB).
+    const PROCESS_MB: f64 = 512.0;
+    if n > 8 * cores {
+        return Err(usage(format!(
+            "--cpu {n}: {n} replicas or ranks on {cores} cores would measure contention, not a strategy; use at most \
+             {} (8 per core), ideally no more than {cores}",
+            8 * cores
+        )));
+    }
+    if let (true, Some(mem)) = (processes, mem_mb) {
+        let fit = (mem / PROCESS_MB).floor() as usize;
+        if n > fit {
+            return Err(usage(format!(
+                "--cpu {n} starts {n} ddp processes of about {:.1} GiB each, but {:.1} GiB are available; use at most {fit}",
+                PROCESS_MB / 1024.0,
+                mem / 1024.0
+            )));
+        }
+    }
+    Ok((n > cores).then(|| {
+        format!("gpubench: warning: --cpu {n} runs more replicas or ranks than the {cores} cores; they will contend for them")
+    }))
+}
+
+/// MemAvailable from /proc/meminfo, MiB.
+fn available_mb() -> Option<f64> {
+    let t = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: f64 =
+        t.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb / 1024.0)
 }
 
 impl RunArgs {
@@ -381,5 +452,33 @@ impl RunArgs {
                 timeout,
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rank_never_falls_back_to_the_cpu_while_gpus_are_visible() {
+        assert_eq!(rank_gpu(0, 0).unwrap(), None);
+        assert_eq!(rank_gpu(2, 4).unwrap(), Some(2));
+        // One GPU bound per task: every local rank uses it.
+        assert_eq!(rank_gpu(3, 1).unwrap(), Some(0));
+        let e = rank_gpu(3, 2).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(e.to_string().contains("LOCAL_RANK 3"), "{e}");
+    }
+
+    #[test]
+    fn cpu_ranks_must_fit_the_machine() {
+        assert_eq!(cpu_capacity(2, true, 2, Some(20_000.0)).unwrap(), None);
+        assert!(cpu_capacity(4, true, 2, Some(20_000.0)).unwrap().unwrap().contains("warning"));
+        let e = cpu_capacity(1000, true, 2, Some(20_000.0)).unwrap_err();
+        assert!(e.to_string().contains("8 per core"), "{e}");
+        let e = cpu_capacity(12, true, 16, Some(4096.0)).unwrap_err();
+        assert!(e.to_string().contains("use at most 8"), "{e}");
+        // dp's replicas share one process: only the cores count.
+        assert!(cpu_capacity(12, false, 16, Some(4096.0)).unwrap().is_none());
     }
 }

@@ -11,6 +11,7 @@ use crate::error::guarded;
 use crate::init::{default_data_seed, save_init, Start};
 
 pub fn run(role: Role, cfg: RunConfig) -> Result<i32> {
+    session::set_process_env(&cfg);
     match role {
         // The reference writes (or copies) --save-init itself.
         Role::Pytorch => crate::reference::run(&cfg),

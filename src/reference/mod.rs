@@ -134,7 +134,9 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
             v.push(flag.into());
         }
     }
-    if cfg.strategy == StrategyKind::Dp && cfg.devices.kind == DeviceKind::Cuda {
+    // single and dp on CUDA: our ordinals (the child inherits our
+    // CUDA_VISIBLE_DEVICES, so they mean the same devices there).
+    if cfg.strategy != StrategyKind::Ddp && cfg.devices.kind == DeviceKind::Cuda {
         let ids: Vec<String> = cfg.devices.ordinals.iter().map(|o| o.to_string()).collect();
         v.extend(["--gpus".into(), ids.join(",")]);
     }
@@ -252,13 +254,13 @@ pub fn run(cfg: &RunConfig) -> Result<i32> {
                 // script sets the same split itself.
                 cmd.env("OMP_NUM_THREADS", (total / local.len()).max(1).to_string());
             }
-            // torchrun gives local rank i cuda:i: other devices than the first
-            // n need a CUDA_VISIBLE_DEVICES that puts them first.
-            DeviceKind::Cuda if local.ordinals != (0..local.len()).collect::<Vec<_>>() => {
-                let ids: Vec<String> = local.ordinals.iter().map(|o| o.to_string()).collect();
-                cmd.env("CUDA_VISIBLE_DEVICES", ids.join(","));
+            // torchrun gives local rank i cuda:i: the ranks see exactly our
+            // devices, numbered from 0, mapped through our own
+            // CUDA_VISIBLE_DEVICES (its entries may be UUIDs or MIG ids).
+            DeviceKind::Cuda => {
+                let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+                cmd.env("CUDA_VISIBLE_DEVICES", device::visible_ids(&local.ordinals, cvd.as_deref()));
             }
-            DeviceKind::Cuda => {}
         }
     } else {
         cmd.arg(&script).args(&args);

@@ -266,6 +266,15 @@ char* gb_store_get(gb_store* s, const char* key, uint8_t** data, size_t* len) {
   GB_CATCH_C10
 }
 
+// Whether `key` exists, without waiting.
+char* gb_store_check(gb_store* s, const char* key, int* exists) {
+  GB_TRY
+  if (s == nullptr || key == nullptr || exists == nullptr)
+    throw std::invalid_argument("gb_store_check: null argument");
+  *exists = s->store->check({std::string(key)}) ? 1 : 0;
+  GB_CATCH_C10
+}
+
 // Atomic counter: adds `delta` to the integer at `key` (0 if absent) and
 // returns the new value.
 char* gb_store_add(gb_store* s, const char* key, int64_t delta, int64_t* out) {

@@ -54,6 +54,24 @@ void gb_cuda_versions(long* cudart, long* cudnn, std::uint64_t* nccl) {
   }
 }
 
+// The CUDA runtime version gpubench's shim was compiled against (0 without
+// CUDA), and libtorch's CUDA configuration text (architecture flags included;
+// empty without libtorch_cuda). `buf` gets at most `len` - 1 bytes.
+void gb_cuda_build(long* shim_cudart, char* buf, size_t len) {
+#ifdef GPUBENCH_CUDA
+  *shim_cudart = CUDART_VERSION;
+#else
+  *shim_cudart = 0;
+#endif
+  if (len > 0) buf[0] = '\0';
+  try {
+    const auto& hooks = at::detail::getCUDAHooks();
+    std::snprintf(buf, len, "%s", hooks.showConfig().c_str());
+  } catch (...) {
+    // No driver: libtorch cannot report; the caller falls back.
+  }
+}
+
 // Properties of CUDA device `dev`. `name` gets the device name, `pci` the
 // PCI bus id as NVML prints it (domain:bus:device.0).
 char* gb_cuda_device_props(int dev, char* name, size_t name_len, char* pci, size_t pci_len,

@@ -203,3 +203,32 @@ fn unreachable_master_is_a_clear_error_within_the_timeout() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("rendezvous") && err.contains(&port), "{err}");
 }
+
+#[test]
+fn one_failing_rank_ends_the_job_quickly_and_the_row_names_it() {
+    // (fault, status, what the error must say)
+    let cases = [
+        ("1:3:oom", "oom", "rank 1: CUDA out of memory"),
+        ("0:3:oom", "oom", "rank 0: CUDA out of memory"),
+        ("1:3:crash", "failed", "rank 1 failed (killed by signal 6 (SIGABRT))"),
+        ("0:3:crash", "failed", "rank 0 failed (killed by signal 6 (SIGABRT))"),
+    ];
+    for (fault, status, says) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("f.csv");
+        let t = Instant::now();
+        let o = gpubench(&format!(
+            "run --strategy ddp --cpu 2 {TINY} --batch-size 2 --steps 200 --warmup 1 --quiet --out {}",
+            out.display()
+        ))
+        .env("GPUBENCH_FAULT", fault)
+        .output();
+        let took = t.elapsed();
+        assert_eq!(o.status.code(), Some(1), "{fault}: {}", stderr(&o));
+        assert!(took < Duration::from_secs(15), "{fault}: the launcher took {took:?}");
+        let rows = read_csv(&out);
+        assert_eq!(rows.len(), 1, "{fault}: one row, not one per rank");
+        assert_eq!(rows[0]["status"], status, "{fault}: {}", rows[0]["error"]);
+        assert!(rows[0]["error"].contains(says), "{fault}: {}", rows[0]["error"]);
+    }
+}

@@ -115,6 +115,7 @@ fn bad_inputs_give_one_line_and_exit_2() {
         (format!("{base} --out /nonexistent-gpubench-dir/r.csv"), "does not exist"),
         (format!("{base} --cpu 0"), "--cpu"),
         ("run --strategy single --cpu 2".into(), "dp or ddp"),
+        ("run --strategy ddp --cpu 1000 --model tinycnn".into(), "8 per core"),
         ("frobnicate".into(), "frobnicate"),
     ];
     for (a, needle) in cases {

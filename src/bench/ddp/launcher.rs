@@ -66,8 +66,9 @@ pub fn launch(cfg: &RunConfig) -> Result<i32> {
         Some((_, e)) => e.exit.code(),
         None => ended.iter().map(|(_, e)| e.exit.code()).max().unwrap_or(0),
     };
-    // Rank 0 ended the run itself and wrote its row (ok, or e.g. diverged).
-    if all_exited && (code == 0 || rows_in(cfg) > rows_before) {
+    // Rank 0 ended the run itself and wrote its row (ok, diverged, or a
+    // failure it could trace to its rank), even if others had to be stopped.
+    if (all_exited && code == 0) || rows_in(cfg) > rows_before {
         return Ok(code);
     }
     let Some((rank, e)) = ended.first().filter(|(_, e)| !e.exit.success()) else {
@@ -75,7 +76,10 @@ pub fn launch(cfg: &RunConfig) -> Result<i32> {
     };
     let last = e.tail.last().cloned().unwrap_or_default();
     let last = last.trim_start_matches("error: ");
-    let msg = format!("ddp worker rank {rank} failed ({}): {last}", e.how());
+    let mut msg = format!("ddp worker rank {rank} failed ({})", e.how());
+    if !last.is_empty() {
+        msg += &format!(": {last}");
+    }
     // Rank 0 wrote no row (it was stopped in a collective, or failed before
     // the measurement): record the failure, naming the rank, rather than lose it.
     if let (Some(out), 0) = (&cfg.out, d.node_rank) {

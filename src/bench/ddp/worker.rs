@@ -3,19 +3,26 @@
 //! rank's measurements into the job's row.
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use tch::{nn, Device, Tensor};
 
 use super::env::DistEnv;
 use crate::bench::measure::Measurement;
 use crate::bench::session::{self, Gather, Gathered, Local, Session};
 use crate::bench::sinks::Sinks;
 use crate::config::RunConfig;
-use crate::data::SourceSpec;
-use crate::device::DeviceKind;
+use crate::data::{Batch, SourceSpec};
+use crate::device::{DeviceKind, Devices};
 use crate::dist::{ProcessGroup, Store};
+use crate::error::usage;
 use crate::init::{Start, RANK_SEED_STRIDE};
 use crate::metrics::devices::DeviceMetrics;
 use crate::results::Status;
-use crate::strategy::{ddp::Ddp, Strategy};
+use crate::strategy::{ddp::Ddp, PhaseClock, Strategy};
+
+/// How long rank 0, after failing itself, waits for the other ranks' results
+/// (they may be blocked in a collective with it and never send one).
+const FAILED_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs this process as rank `env.rank` of the job `cfg` describes (its
 /// `devices` is this rank's device); returns the exit code.
@@ -24,6 +31,7 @@ pub fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
         watch_parent();
     }
     let is0 = env.rank == 0;
+    let fault = Fault::from_env(env.rank)?;
     let sinks = Sinks::new(cfg, Some(env.rank));
     // Our launcher checked the outputs before it started the ranks.
     if is0 && !env.ours {
@@ -53,7 +61,7 @@ pub fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
     } else {
         String::from_utf8_lossy(&store.get("gpubench/run_id")?).into_owned()
     };
-    let mut rank = Rank { env: env.clone(), store, pg: Some(pg), run_id };
+    let mut rank = Rank { env: env.clone(), store, pg: Some(pg), run_id, fault };
     session::run(cfg, &mut rank, &start, &sinks)
 }
 
@@ -64,12 +72,18 @@ pub struct Rank {
     /// Handed to the strategy when it is built.
     pg: Option<ProcessGroup>,
     run_id: String,
+    /// The test hook's fault for this rank, if any.
+    fault: Option<Fault>,
 }
 
 impl Session for Rank {
     fn build(&mut self, cfg: &RunConfig) -> Result<Box<dyn Strategy>> {
         let pg = self.pg.take().expect("the strategy is built once");
-        Ok(Box::new(Ddp::new(cfg, pg)?))
+        let ddp = Box::new(Ddp::new(cfg, pg)?);
+        Ok(match self.fault.take() {
+            Some(f) => Box::new(Faulty { inner: ddp, fault: f, steps: 0 }),
+            None => ddp,
+        })
     }
 
     fn source(&self, cfg: &RunConfig, _: &dyn Strategy, start: &Start) -> SourceSpec {
@@ -115,13 +129,21 @@ impl Session for Rank {
             devices.iter_mut().for_each(|d| d.device = format!("cpu:rank{}", self.env.rank));
         }
         let m = l.m;
+        let status = m.status.unwrap_or(Status::Failed);
+        if status != Status::Ok {
+            // Said here, on this rank's stderr: the launcher names the rank
+            // from it when this rank's result cannot reach the row.
+            eprintln!("error: {}", m.error);
+        }
+        let epoch = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let failed_at = m.failed_at.map(|t| epoch(t).as_secs_f64());
         let report = RankReport {
             rank: self.env.rank,
             step_secs: m.step_secs,
             losses: m.losses,
             warmup_steps: m.warmup_steps,
             loss_first: m.loss_first,
-            status: m.status.unwrap_or(Status::Failed).name().into(),
+            status: status.name().into(),
             error: m.error,
             reducer,
             data_wait_secs: m.data_wait_secs,
@@ -129,19 +151,38 @@ impl Session for Rank {
             devices,
             data_bad: l.bad_files,
             skipped: l.skipped,
+            failed_at,
         };
         self.store.set(&format!("gpubench/result/{}", self.env.rank), &serde_json::to_vec(&report)?)?;
         if self.env.rank != 0 {
             // Rank 0 hosts the store: it stays up until every rank has reported.
-            return Ok(Gather::NoRow { code: if report.status == Status::Ok.name() { 0 } else { 1 } });
+            return Ok(Gather::NoRow { code: if status == Status::Ok { 0 } else { 1 } });
         }
-        let mut reports = vec![];
-        for r in 0..self.env.world_size {
-            let bytes = self
-                .store
-                .get(&format!("gpubench/result/{r}"))
-                .with_context(|| format!("waiting for rank {r}'s result"))?;
-            reports.push(serde_json::from_slice::<RankReport>(&bytes).with_context(|| format!("rank {r}'s result"))?);
+        // Rank 0 waits for every rank while it is well; once it has failed, the
+        // others may be stuck in a collective with it, so it waits briefly.
+        let mut reports = vec![report];
+        let mut missing = vec![];
+        for r in 1..self.env.world_size {
+            let key = format!("gpubench/result/{r}");
+            let bytes = if status == Status::Ok {
+                Some(self.store.get(&key).with_context(|| format!("waiting for rank {r}'s result"))?)
+            } else {
+                self.store.get_within(&key, FAILED_WAIT)?
+            };
+            match bytes {
+                Some(b) => reports
+                    .push(serde_json::from_slice::<RankReport>(&b).with_context(|| format!("rank {r}'s result"))?),
+                None => missing.push(r),
+            }
+        }
+        if !missing.is_empty() {
+            if self.env.ours {
+                // Our launcher sees every rank end and names the first that
+                // failed; a row from here could only guess.
+                return Ok(Gather::NoRow { code: 1 });
+            }
+            let list: Vec<String> = missing.iter().map(|r| r.to_string()).collect();
+            reports[0].error += &format!("; no result from rank(s) {} (they stopped without one)", list.join(", "));
         }
         let (m, reducer, devs) = combine(&reports);
         let data_skipped = distinct_bad(&reports);
@@ -166,6 +207,93 @@ impl Session for Rank {
     }
 }
 
+/// Test hook, off unless set: `GPUBENCH_FAULT=RANK:STEP:KIND` makes rank RANK
+/// fail at its STEP-th step (warm-up included, from 1). KIND `oom` fails the
+/// step with the CUDA allocator's out-of-memory message, as a fuller GPU
+/// would; `crash` aborts the process. The tests use it to check that one
+/// rank's failure ends the whole job quickly and names that rank.
+pub const FAULT_ENV: &str = "GPUBENCH_FAULT";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    Oom,
+    Crash,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Fault {
+    step: u64,
+    kind: FaultKind,
+}
+
+impl Fault {
+    fn from_env(rank: usize) -> Result<Option<Fault>> {
+        match std::env::var(FAULT_ENV) {
+            Ok(v) if !v.is_empty() => Fault::parse(&v, rank),
+            _ => Ok(None),
+        }
+    }
+
+    /// The fault `spec` sets for `rank`, if it is that rank's.
+    fn parse(spec: &str, rank: usize) -> Result<Option<Fault>> {
+        let bad = || usage(format!("{FAULT_ENV}={spec:?} is not RANK:STEP:KIND (KIND oom or crash, STEP from 1)"));
+        let parts: Vec<&str> = spec.split(':').collect();
+        let [r, step, kind] = parts[..] else { return Err(bad()) };
+        let r: usize = r.parse().map_err(|_| bad())?;
+        let step: u64 = step.parse().ok().filter(|&s| s >= 1).ok_or_else(bad)?;
+        let kind = match kind {
+            "oom" => FaultKind::Oom,
+            "crash" => FaultKind::Crash,
+            _ => return Err(bad()),
+        };
+        Ok((r == rank).then_some(Fault { step, kind }))
+    }
+}
+
+/// A strategy that fails as its `Fault` says, and otherwise is `inner`.
+struct Faulty {
+    inner: Box<dyn Strategy>,
+    fault: Fault,
+    steps: u64,
+}
+
+impl Strategy for Faulty {
+    fn input_device(&self) -> Device {
+        self.inner.input_device()
+    }
+    fn input_batch(&self) -> i64 {
+        self.inner.input_batch()
+    }
+    fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
+        self.steps += 1;
+        if self.steps == self.fault.step {
+            match self.fault.kind {
+                FaultKind::Oom => anyhow::bail!(
+                    "CUDA out of memory. Tried to allocate 2.00 GiB (injected by {FAULT_ENV} at step {})",
+                    self.steps
+                ),
+                FaultKind::Crash => std::process::abort(),
+            }
+        }
+        self.inner.step_timed(batch, clock)
+    }
+    fn devices(&self) -> &Devices {
+        self.inner.devices()
+    }
+    fn agree(&mut self, loss: &Tensor, stop: bool) -> Result<(f64, bool)> {
+        self.inner.agree(loss, stop)
+    }
+    fn skipped_steps(&self) -> u64 {
+        self.inner.skipped_steps()
+    }
+    fn reducer_stats(&mut self) -> Option<crate::dist::ReducerStats> {
+        self.inner.reducer_stats()
+    }
+    fn var_store(&self) -> &nn::VarStore {
+        self.inner.var_store()
+    }
+}
+
 /// What each rank sends rank 0 through the store after the timed window.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RankReport {
@@ -187,6 +315,11 @@ pub struct RankReport {
     /// fp16 steps this rank's loss scaler skipped.
     #[serde(default)]
     pub skipped: u64,
+    /// When this rank's run failed (seconds since the epoch): the earliest
+    /// failure is the cause, the later ones its consequences (a peer gone
+    /// from a collective).
+    #[serde(default)]
+    pub failed_at: Option<f64>,
 }
 
 /// The Reducer's averaged runtime statistics (DDP logging's avg_* counters).
@@ -224,12 +357,17 @@ pub fn distinct_bad(reports: &[RankReport]) -> Option<u64> {
 }
 
 /// Combines ranks: a step takes as long as its slowest rank; the loss is the
-/// global mean (already agreed); the worst status wins, naming its rank.
+/// global mean (already agreed); the first rank to fail sets the status,
+/// named in the error.
 pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>, Vec<DeviceMetrics>) {
     let n = reports.iter().map(|r| r.step_secs.len()).min().unwrap_or(0);
     let step_secs: Vec<f64> = (0..n).map(|i| reports.iter().map(|r| r.step_secs[i]).fold(0.0, f64::max)).collect();
     let r0 = &reports[0];
-    let (status, error) = match reports.iter().find(|r| r.status != Status::Ok.name()) {
+    let first_failure = reports
+        .iter()
+        .filter(|r| r.status != Status::Ok.name())
+        .min_by(|a, b| a.failed_at.unwrap_or(f64::MAX).total_cmp(&b.failed_at.unwrap_or(f64::MAX)));
+    let (status, error) = match first_failure {
         None => (Status::Ok, String::new()),
         Some(b) => (Status::of(&b.status), format!("rank {}: {}", b.rank, b.error)),
     };
@@ -244,6 +382,7 @@ pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>
         data_wait_secs: r0.data_wait_secs.clone(),
         phase_secs: r0.phase_secs.clone(),
         window: None,
+        failed_at: None,
     };
     (m, r0.reducer.clone(), reports.iter().flat_map(|r| r.devices.clone()).collect())
 }
@@ -267,6 +406,7 @@ mod tests {
             devices: vec![],
             data_bad: bad,
             skipped: 0,
+            failed_at: None,
         }
     }
 
@@ -287,9 +427,25 @@ mod tests {
         b.step_secs = vec![1.5, 1.0];
         b.status = "oom".into();
         b.error = "CUDA out of memory".into();
+        b.failed_at = Some(100.0);
+        // Rank 0 failed later, because rank 1 left the collective.
+        a.status = "failed".into();
+        a.error = "Connection closed by peer".into();
+        a.failed_at = Some(101.5);
         let (m, _, _) = combine(&[a, b]);
         assert_eq!(m.step_secs, [1.5, 2.0]);
         assert_eq!(m.status, Some(Status::Oom));
         assert_eq!(m.error, "rank 1: CUDA out of memory");
+    }
+
+    #[test]
+    fn faults_parse_for_their_rank_only() {
+        let f = Fault::parse("1:3:oom", 1).unwrap().unwrap();
+        assert_eq!((f.step, f.kind), (3, FaultKind::Oom));
+        assert!(Fault::parse("1:3:oom", 0).unwrap().is_none());
+        assert_eq!(Fault::parse("0:1:crash", 0).unwrap().unwrap().kind, FaultKind::Crash);
+        for bad in ["1:3", "x:3:oom", "1:0:oom", "1:3:fire"] {
+            assert_eq!(crate::error::exit_code(&Fault::parse(bad, 1).unwrap_err()), 2, "{bad}");
+        }
     }
 }
