@@ -30,6 +30,20 @@ extern "C" {
     fn gb_set_deterministic(on: c_int) -> *mut c_char;
     fn gb_channels_last_(t: *mut std::ffi::c_void) -> *mut c_char;
     fn gb_is_channels_last(t: *mut std::ffi::c_void) -> c_int;
+    fn gb_amp_unscale(
+        grads: *mut *mut std::ffi::c_void,
+        n: usize,
+        found_inf: *mut std::ffi::c_void,
+        inv_scale: *mut std::ffi::c_void,
+    ) -> *mut c_char;
+    fn gb_amp_update_scale(
+        scale: *mut std::ffi::c_void,
+        growth_tracker: *mut std::ffi::c_void,
+        found_inf: *mut std::ffi::c_void,
+        growth: f64,
+        backoff: f64,
+        interval: c_long,
+    ) -> *mut c_char;
 }
 
 /// Turns a shim error pointer into a Result, freeing the message.
@@ -244,6 +258,38 @@ pub fn to_channels_last(t: &tch::Tensor) -> Result<()> {
 
 pub fn is_channels_last(t: &tch::Tensor) -> bool {
     unsafe { gb_is_channels_last(t.as_ptr() as *mut _) != 0 }
+}
+
+/// GradScaler's fused unscale: divides every gradient by the scale in place
+/// (`inv_scale` = 1/scale) and sets `found_inf` to 1 if any is not finite.
+/// All on one device, and nothing read back.
+pub fn amp_unscale(grads: &[tch::Tensor], found_inf: &tch::Tensor, inv_scale: &tch::Tensor) -> Result<()> {
+    let mut ptrs: Vec<*mut std::ffi::c_void> = grads.iter().map(|g| g.as_ptr() as *mut _).collect();
+    check(unsafe {
+        gb_amp_unscale(ptrs.as_mut_ptr(), ptrs.len(), found_inf.as_ptr() as *mut _, inv_scale.as_ptr() as *mut _)
+    })
+}
+
+/// GradScaler's fused scale update, on the device: after a step with
+/// `found_inf`, the scale backs off; after `interval` good steps it grows.
+pub fn amp_update_scale(
+    scale: &tch::Tensor,
+    growth_tracker: &tch::Tensor,
+    found_inf: &tch::Tensor,
+    growth: f64,
+    backoff: f64,
+    interval: i64,
+) -> Result<()> {
+    check(unsafe {
+        gb_amp_update_scale(
+            scale.as_ptr() as *mut _,
+            growth_tracker.as_ptr() as *mut _,
+            found_inf.as_ptr() as *mut _,
+            growth,
+            backoff,
+            interval as c_long,
+        )
+    })
 }
 
 /// "13.0" from 13000.

@@ -61,4 +61,25 @@ int gb_is_channels_last(void* t) {
   return x->dim() == 4 && x->is_contiguous(at::MemoryFormat::ChannelsLast) ? 1 : 0;
 }
 
+// torch.amp.GradScaler's two fused steps: unscale every gradient in place
+// and flag any non-finite value in found_inf (one kernel per device, no host
+// sync), then grow or back off the scale on the device.
+char* gb_amp_unscale(void** grads, size_t n, void* found_inf, void* inv_scale) {
+  GB_TRY
+  std::vector<at::Tensor> g;
+  g.reserve(n);
+  for (size_t i = 0; i < n; i++) g.push_back(*static_cast<at::Tensor*>(grads[i]));
+  at::_amp_foreach_non_finite_check_and_unscale_(g, *static_cast<at::Tensor*>(found_inf),
+                                                 *static_cast<at::Tensor*>(inv_scale));
+  GB_CATCH
+}
+
+char* gb_amp_update_scale(void* scale, void* growth_tracker, void* found_inf, double growth, double backoff,
+                          long interval) {
+  GB_TRY
+  at::_amp_update_scale_(*static_cast<at::Tensor*>(scale), *static_cast<at::Tensor*>(growth_tracker),
+                         *static_cast<at::Tensor*>(found_inf), growth, backoff, interval);
+  GB_CATCH
+}
+
 }  // extern "C"

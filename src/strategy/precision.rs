@@ -29,7 +29,7 @@
 //! slower while it tunes, so give it warm-up (`--warmup` ≥ 5, more for large models). `--deterministic` disables
 //! it; that speed cost is the price of reproducibility. Measured figures, where there are any: `results/README.md`.
 use anyhow::Result;
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::config::Precision;
 use crate::ffi;
@@ -62,73 +62,99 @@ pub fn autocast<T>(p: Precision, device: Device, f: impl FnOnce() -> T) -> Resul
     Ok(f())
 }
 
-/// Dynamic loss scaling, with torch.amp.GradScaler's defaults: start at
-/// 2^16; a step whose gradients are not all finite is skipped and the scale
-/// halved; after 2000 good steps in a row the scale doubles.
-#[derive(Debug, Clone, PartialEq)]
+/// Dynamic loss scaling, as torch.amp.GradScaler does it, with its defaults:
+/// start at 2^16; a step whose gradients are not all finite is skipped and
+/// the scale halved; after 2000 good steps in a row the scale doubles. The
+/// scale lives on the device, gradients are unscaled and checked by one fused
+/// kernel (`_amp_foreach_non_finite_check_and_unscale_`) and the scale is
+/// updated by another (`_amp_update_scale_`), so a step costs one host sync
+/// (reading whether to step), as GradScaler's does, not one per parameter.
+#[derive(Debug)]
 pub struct LossScaler {
-    pub scale: f64,
+    pub init_scale: f64,
     pub growth_factor: f64,
     pub backoff_factor: f64,
-    pub growth_interval: u32,
-    good_steps: u32,
+    pub growth_interval: i64,
+    /// Steps skipped for non-finite gradients.
     pub skipped: u64,
+    /// The scale, the run of good steps and this step's flag, made on the
+    /// device of the first loss (with `init_scale`).
+    state: Option<ScaleState>,
+}
+
+#[derive(Debug)]
+struct ScaleState {
+    scale: Tensor,
+    growth_tracker: Tensor,
+    found_inf: Tensor,
 }
 
 impl Default for LossScaler {
     fn default() -> Self {
         LossScaler {
-            scale: 65536.0,
+            init_scale: 65536.0,
             growth_factor: 2.0,
             backoff_factor: 0.5,
             growth_interval: 2000,
-            good_steps: 0,
             skipped: 0,
+            state: None,
         }
     }
 }
 
 impl LossScaler {
-    /// Records whether this step's gradients were all finite; returns whether
-    /// the optimizer may step.
-    pub fn update(&mut self, all_finite: bool) -> bool {
-        if all_finite {
-            self.good_steps += 1;
-            if self.good_steps >= self.growth_interval {
-                self.scale *= self.growth_factor;
-                self.good_steps = 0;
-            }
-            true
-        } else {
-            self.scale *= self.backoff_factor;
-            self.good_steps = 0;
-            self.skipped += 1;
-            false
+    fn state(&mut self, device: Device) -> Result<&mut ScaleState> {
+        if self.state.is_none() {
+            self.state = Some(ScaleState {
+                scale: Tensor::f_full([1], self.init_scale, (Kind::Float, device))?,
+                growth_tracker: Tensor::f_zeros([1], (Kind::Int, device))?,
+                found_inf: Tensor::f_zeros([1], (Kind::Float, device))?,
+            });
         }
+        Ok(self.state.as_mut().expect("made above"))
     }
 
-    /// Divides every defined gradient by the scale, in place, and says
-    /// whether all of them are finite.
-    pub fn unscale(&self, params: &[Tensor]) -> Result<bool> {
-        let inv = 1.0 / self.scale;
-        tch::no_grad(|| -> Result<bool> {
-            let mut finite = true;
-            for p in params {
-                let mut g = p.grad();
-                if g.defined() {
-                    let _ = g.f_mul_scalar_(inv)?;
-                    if finite && !g.f_isfinite()?.f_all()?.f_int64_value(&[])?.eq(&1) {
-                        finite = false;
-                    }
-                }
-            }
-            Ok(finite)
-        })
+    /// The loss times the scale, on the loss's device (no host sync).
+    pub fn scale_loss(&mut self, loss: &Tensor) -> Result<Tensor> {
+        let st = self.state(loss.device())?;
+        Ok(loss.f_mul(&st.scale.f_to_kind(loss.kind())?)?.f_reshape(loss.size())?)
+    }
+
+    /// Unscales every defined gradient in place and says whether all of them
+    /// are finite; the one host sync of the step.
+    pub fn unscale(&mut self, params: &[Tensor]) -> Result<bool> {
+        let grads: Vec<Tensor> = params.iter().map(|p| p.grad()).filter(|g| g.defined()).collect();
+        let Some(device) = grads.first().map(|g| g.device()) else { return Ok(true) };
+        let st = self.state(device)?;
+        let _ = st.found_inf.f_zero_()?;
+        let inv = st.scale.f_to_kind(Kind::Double)?.f_reciprocal()?.f_to_kind(Kind::Float)?;
+        tch::no_grad(|| crate::ffi::amp_unscale(&grads, &st.found_inf, &inv))?;
+        Ok(st.found_inf.f_double_value(&[0])? == 0.0)
+    }
+
+    /// After a step: backs off (a non-finite step, counted as skipped) or
+    /// counts a good step, growing the scale after `growth_interval` of them.
+    pub fn update(&mut self, finite: bool) -> Result<()> {
+        if !finite {
+            self.skipped += 1;
+        }
+        let (g, b, n) = (self.growth_factor, self.backoff_factor, self.growth_interval);
+        let Some(st) = self.state.as_mut() else { return Ok(()) };
+        if !finite {
+            // `unscale` set the flag; tests set it through here.
+            let _ = st.found_inf.f_fill_(1.0)?;
+        }
+        crate::ffi::amp_update_scale(&st.scale, &st.growth_tracker, &st.found_inf, g, b, n)
+    }
+
+    /// The current scale (a host read, for reports and tests).
+    pub fn scale(&self) -> f64 {
+        self.state.as_ref().map_or(self.init_scale, |s| s.scale.double_value(&[0]))
     }
 }
 
 /// What a strategy needs to train at a given precision.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Amp {
     pub precision: Precision,
     /// Some for fp16: loss scaling.
@@ -141,11 +167,11 @@ impl Amp {
     }
 
     /// The tensor to call backward on: the loss, scaled for fp16.
-    pub fn scaled(&self, loss: &Tensor) -> Result<Tensor> {
-        Ok(match &self.scaler {
-            Some(s) => loss.f_mul_scalar(s.scale)?,
-            None => loss.shallow_clone(),
-        })
+    pub fn scaled(&mut self, loss: &Tensor) -> Result<Tensor> {
+        match &mut self.scaler {
+            Some(s) => s.scale_loss(loss),
+            None => Ok(loss.shallow_clone()),
+        }
     }
 
     /// After backward (and any gradient reduction): unscales and decides
@@ -154,7 +180,8 @@ impl Amp {
         match &mut self.scaler {
             Some(s) => {
                 let finite = s.unscale(params)?;
-                Ok(s.update(finite))
+                s.update(finite)?;
+                Ok(finite)
             }
             None => Ok(true),
         }
@@ -168,25 +195,39 @@ impl Amp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tch::Kind;
+
+    /// A scaler on the CPU with `scale`, its state made.
+    fn scaler(scale: f64, growth_interval: i64) -> LossScaler {
+        let mut s = LossScaler { init_scale: scale, growth_interval, ..Default::default() };
+        s.scale_loss(&Tensor::from(1.0f32)).unwrap();
+        s
+    }
 
     #[test]
     fn scaler_skips_backs_off_and_grows_back() {
-        let mut s = LossScaler { growth_interval: 3, ..Default::default() };
-        assert!(!s.update(false));
-        assert_eq!((s.scale, s.skipped), (32768.0, 1));
-        assert!(!s.update(false));
-        assert_eq!(s.scale, 16384.0);
-        assert!(s.update(true) && s.update(true));
-        assert_eq!(s.scale, 16384.0);
-        assert!(s.update(true));
-        assert_eq!(s.scale, 32768.0, "grows after growth_interval good steps");
+        let mut s = scaler(65536.0, 3);
+        s.update(false).unwrap();
+        assert_eq!((s.scale(), s.skipped), (32768.0, 1));
+        s.update(false).unwrap();
+        assert_eq!(s.scale(), 16384.0);
+        let mut p = Tensor::ones([1], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let mut good = |s: &mut LossScaler| {
+            p.zero_grad();
+            (&p * 1.0).sum(Kind::Float).backward();
+            let finite = s.unscale(std::slice::from_ref(&p)).unwrap();
+            s.update(finite).unwrap();
+        };
+        good(&mut s);
+        good(&mut s);
+        assert_eq!(s.scale(), 16384.0);
+        good(&mut s);
+        assert_eq!(s.scale(), 32768.0, "grows after growth_interval good steps");
         // a bad step resets the run of good steps
-        s.update(true);
-        s.update(false);
-        s.update(true);
-        s.update(true);
-        assert_eq!(s.scale, 16384.0);
+        good(&mut s);
+        s.update(false).unwrap();
+        good(&mut s);
+        good(&mut s);
+        assert_eq!(s.scale(), 16384.0);
         assert_eq!(s.skipped, 3);
     }
 
@@ -194,7 +235,7 @@ mod tests {
     fn unscale_detects_injected_non_finite_gradients() {
         let p = Tensor::ones([3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
         (&p * 8.0).sum(Kind::Float).backward();
-        let mut amp = Amp { precision: Precision::Fp16, scaler: Some(LossScaler { scale: 4.0, ..Default::default() }) };
+        let mut amp = Amp { precision: Precision::Fp16, scaler: Some(scaler(4.0, 2000)) };
         assert!(amp.should_step(std::slice::from_ref(&p)).unwrap());
         assert_eq!(Vec::<f32>::try_from(p.grad()).unwrap(), vec![2.0, 2.0, 2.0]);
         // inject an inf into the gradient: the step is skipped, the scale halves
@@ -203,7 +244,10 @@ mod tests {
         });
         assert!(!amp.should_step(std::slice::from_ref(&p)).unwrap());
         assert_eq!(amp.skipped_steps(), 1);
-        assert_eq!(amp.scaler.as_ref().unwrap().scale, 2.0);
+        assert_eq!(amp.scaler.as_ref().unwrap().scale(), 2.0);
+        // the loss is scaled by the current scale, on its own device
+        let l = amp.scaled(&Tensor::from(3.0f32)).unwrap();
+        assert_eq!(l.double_value(&[]), 6.0);
     }
 
     #[test]

@@ -66,6 +66,13 @@ fn single_resnet18_losses_match_pytorch() {
 }
 
 #[test]
+fn fp16_and_bf16_losses_match_pytorch() {
+    // fp16 with loss scaling (GradScaler's fused unscale and update) and bf16.
+    gpubench_vs_pytorch("--model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --precision fp16");
+    gpubench_vs_pytorch("--model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --precision bf16");
+}
+
+#[test]
 fn ddp_gloo_two_ranks_tinycnn_losses_match_pytorch() {
     gpubench_vs_pytorch(&format!("--strategy ddp --cpu 2 {TINY} --batch-size 4"));
 }
