@@ -74,6 +74,12 @@ impl Devices {
 
 /// Parses a `--gpus` list such as "0,1,2,3" (syntax only).
 pub fn parse_gpu_list(s: &str) -> Result<Vec<usize>> {
+    parse_gpu_list_with(s, false)
+}
+
+/// `parse_gpu_list`; `repeats` allows a device more than once (dp's test
+/// mode: several replicas on one GPU).
+pub fn parse_gpu_list_with(s: &str, repeats: bool) -> Result<Vec<usize>> {
     let s = s.trim();
     if s.is_empty() {
         return Err(usage("--gpus is empty; list CUDA device ordinals such as --gpus 0,1"));
@@ -86,8 +92,11 @@ pub fn parse_gpu_list(s: &str) -> Result<Vec<usize>> {
                 "--gpus {s:?}: {p:?} is not a device ordinal; write a comma-separated list such as --gpus 0,1,2,3"
             ))
         })?;
-        if out.contains(&o) {
-            return Err(usage(format!("--gpus {s:?} lists device {o} twice; list each device once")));
+        if out.contains(&o) && !repeats {
+            return Err(usage(format!(
+                "--gpus {s:?} lists device {o} twice; list each device once (only --strategy dp takes a device \
+                 twice, as a test mode)"
+            )));
         }
         out.push(o);
     }
@@ -100,6 +109,12 @@ pub fn parse_gpu_list(s: &str) -> Result<Vec<usize>> {
 /// a loaded NVIDIA driver with no device visible is an error, never a quiet
 /// fall back to the CPU.
 pub fn resolve(gpus: Option<&str>, cpu: Option<usize>, quiet: bool) -> Result<Devices> {
+    resolve_with(gpus, cpu, quiet, false)
+}
+
+/// `resolve`; `repeats` lets `--gpus` list a device more than once (dp's test
+/// mode, `--gpus 0,0`: replica threads, scatter and gather on one GPU).
+pub fn resolve_with(gpus: Option<&str>, cpu: Option<usize>, quiet: bool, repeats: bool) -> Result<Devices> {
     if let Some(n) = cpu {
         if n == 0 {
             return Err(usage("--cpu takes the number of replicas or ranks, at least 1"));
@@ -116,7 +131,7 @@ pub fn resolve(gpus: Option<&str>, cpu: Option<usize>, quiet: bool) -> Result<De
     }
     match gpus {
         Some(list) => {
-            let ordinals = parse_gpu_list(list)?;
+            let ordinals = parse_gpu_list_with(list, repeats)?;
             if count == 0 {
                 return Err(usage(format!(
                     "--gpus {list}: CUDA is not available on this machine (no NVIDIA GPU or driver found); use --cpu to run on the CPU"
@@ -297,6 +312,7 @@ mod tests {
     fn gpu_lists() {
         assert_eq!(parse_gpu_list("0,1, 2,3").unwrap(), vec![0, 1, 2, 3]);
         assert_eq!(parse_gpu_list("3").unwrap(), vec![3]);
+        assert_eq!(parse_gpu_list_with("0,0", true).unwrap(), vec![0, 0]);
         for bad in ["", " ", "0,,1", "a", "0,-1", "1,1"] {
             let e = parse_gpu_list(bad).unwrap_err();
             assert_eq!(crate::error::exit_code(&e), 2, "{bad}");

@@ -30,6 +30,12 @@ extern "C" {
     fn gb_set_deterministic(on: c_int) -> *mut c_char;
     fn gb_channels_last_(t: *mut std::ffi::c_void) -> *mut c_char;
     fn gb_is_channels_last(t: *mut std::ffi::c_void) -> c_int;
+    fn gb_broadcast_coalesced_into(
+        src: *mut *mut std::ffi::c_void,
+        n: usize,
+        dst: *mut *mut std::ffi::c_void,
+        replicas: usize,
+    ) -> *mut c_char;
     fn gb_amp_unscale(
         grads: *mut *mut std::ffi::c_void,
         n: usize,
@@ -258,6 +264,16 @@ pub fn to_channels_last(t: &tch::Tensor) -> Result<()> {
 
 pub fn is_channels_last(t: &tch::Tensor) -> bool {
     unsafe { gb_is_channels_last(t.as_ptr() as *mut _) != 0 }
+}
+
+/// dp's replicate on CUDA: `src` (the master's variables) copied to every
+/// replica's device in large coalesced buffers, each of `dst` (n per
+/// replica, replica by replica) taking its copy's storage.
+pub fn broadcast_coalesced_into(src: &[tch::Tensor], dst: &[tch::Tensor]) -> Result<()> {
+    let replicas = if src.is_empty() { 0 } else { dst.len() / src.len() };
+    let mut s: Vec<*mut std::ffi::c_void> = src.iter().map(|t| t.as_ptr() as *mut _).collect();
+    let mut d: Vec<*mut std::ffi::c_void> = dst.iter().map(|t| t.as_ptr() as *mut _).collect();
+    check(unsafe { gb_broadcast_coalesced_into(s.as_mut_ptr(), s.len(), d.as_mut_ptr(), replicas) })
 }
 
 /// GradScaler's fused unscale: divides every gradient by the scale in place

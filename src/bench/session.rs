@@ -229,6 +229,11 @@ impl Session for LocalRun {
             DeviceKind::Cpu => "cpu:0".into(),
         };
         let mut note = format!("master {master}; {} replicas", cfg.devices.len());
+        let o = &cfg.devices.ordinals;
+        if cfg.devices.kind == DeviceKind::Cuda && (1..o.len()).any(|i| o[..i].contains(&o[i])) {
+            note += "; TEST MODE: several replicas share a GPU (threads, scatter and gather run, but this is not a \
+                     multi-GPU measurement)";
+        }
         if cfg.devices.kind == DeviceKind::Cpu {
             let total = cfg.threads.unwrap_or_else(device::cpu_cores);
             note += &format!("; {} intra-op threads per replica", (total / cfg.devices.len()).max(1));

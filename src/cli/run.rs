@@ -198,7 +198,8 @@ pub fn job(a: RunArgs) -> Result<(Role, RunConfig)> {
         return Ok((Role::Pytorch, a.into_config(Placement::Local(devices))?));
     }
     if a.strategy != StrategyKind::Ddp {
-        let devices = device::resolve(a.gpus.as_deref(), a.cpu, !talks)?;
+        let repeats = a.strategy == StrategyKind::Dp;
+        let devices = device::resolve_with(a.gpus.as_deref(), a.cpu, !talks, repeats)?;
         return Ok((Role::Local, a.into_config(Placement::Local(devices))?));
     }
     match DistEnv::from_process(a.ddp.master_addr.as_deref(), a.ddp.master_port)? {

@@ -49,6 +49,9 @@ struct Replica {
     model: Model,
     /// Trainable variables in creation order, matching the master's.
     params: Vec<Tensor>,
+    /// Every variable (parameters and BatchNorm buffers), in name order,
+    /// matching the master's: what replicate copies.
+    vars: Vec<Tensor>,
     device: Device,
 }
 
@@ -62,6 +65,9 @@ pub struct DataParallel {
     /// not oversubscribe the cores; None on CUDA.
     threads_per_replica: Option<i32>,
     non_blocking: bool,
+    /// CUDA replicas on distinct devices: replicate and reduce in coalesced
+    /// buffers, as DataParallel does (a few copies per device per step).
+    coalesced: bool,
     amp: Amp,
 }
 
@@ -73,7 +79,10 @@ impl DataParallel {
             let device = devices.device(i);
             let (vs, model) = build_model(cfg, device);
             let params = vs.trainable_variables();
-            replicas.push(Replica { vs, model, params, device });
+            let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+            named.sort_by(|a, b| a.0.cmp(&b.0));
+            let vars = named.into_iter().map(|(_, t)| t).collect();
+            replicas.push(Replica { vs, model, params, vars, device });
         }
         let opt = build_optimizer(cfg, &replicas[0].vs)?;
         let threads_per_replica = (devices.kind == DeviceKind::Cpu).then(|| {
@@ -81,6 +90,9 @@ impl DataParallel {
             (total / devices.len()).max(1) as i32
         });
         let non_blocking = devices.kind == DeviceKind::Cuda;
+        let distinct = (1..devices.len()).all(|i| !devices.ordinals[..i].contains(&devices.ordinals[i]));
+        let coalesced =
+            devices.kind == DeviceKind::Cuda && devices.len() > 1 && distinct && crate::ffi::built_with_cuda();
         Ok(DataParallel {
             devices,
             replicas,
@@ -88,6 +100,7 @@ impl DataParallel {
             global_batch: cfg.global_batch(),
             threads_per_replica,
             non_blocking,
+            coalesced,
             amp: Amp::new(cfg.precision),
         })
     }
@@ -98,13 +111,25 @@ impl DataParallel {
     }
 
     /// Copies the master's parameters and buffers onto every other replica,
-    /// as DataParallel's replicate() does on every forward.
+    /// as DataParallel's replicate() does on every forward: coalesced across
+    /// CUDA devices, else one in-place copy per tensor (no temporaries).
     fn replicate(&mut self) -> Result<()> {
         let (master, rest) = self.replicas.split_first_mut().expect("at least one replica");
-        for r in rest {
-            r.vs.copy(&master.vs)?;
+        if rest.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        if self.coalesced {
+            let dst: Vec<Tensor> = rest.iter().flat_map(|r| r.vars.iter().map(|t| t.shallow_clone())).collect();
+            return crate::ffi::broadcast_coalesced_into(&master.vars, &dst);
+        }
+        tch::no_grad(|| -> Result<()> {
+            for r in rest.iter() {
+                for (dst, src) in r.vars.iter().zip(&master.vars) {
+                    dst.shallow_clone().f_copy_(src)?;
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Splits the batch along dim 0 into one equal chunk per replica, each
@@ -176,8 +201,13 @@ impl DataParallel {
         })
     }
 
-    /// Sums every other replica's gradients into the master's, on the master.
+    /// Sums every other replica's gradients into the master's, on the master:
+    /// coalesced across CUDA devices (one buffer per replica, as
+    /// DataParallel's ReduceAddCoalesced), else tensor by tensor.
     fn reduce_gradients(&mut self) -> Result<()> {
+        if self.coalesced && self.reduce_coalesced()? {
+            return Ok(());
+        }
         let (master, rest) = self.replicas.split_first_mut().expect("at least one replica");
         let dev = master.device;
         tch::no_grad(|| -> Result<()> {
@@ -194,6 +224,35 @@ impl DataParallel {
                 }
             }
             Ok(())
+        })
+    }
+
+    /// The coalesced reduce; false (nothing done) when some gradient is
+    /// missing or the kinds differ, for the tensor-by-tensor path.
+    fn reduce_coalesced(&mut self) -> Result<bool> {
+        let (master, rest) = self.replicas.split_first().expect("at least one replica");
+        let grads = |r: &Replica| -> Vec<Tensor> { r.params.iter().map(|p| p.grad()).collect() };
+        let mg = grads(master);
+        let kind = mg.first().map(|g| g.kind());
+        let usable = |g: &[Tensor]| g.iter().all(|t| t.defined() && Some(t.kind()) == kind);
+        if !usable(&mg) || rest.iter().any(|r| !usable(&grads(r))) {
+            return Ok(false);
+        }
+        let flat = |g: &[Tensor]| -> Result<Tensor> {
+            let views = g.iter().map(|t| t.f_flatten(0, -1)).collect::<Result<Vec<_>, _>>()?;
+            Ok(Tensor::f_cat(&views, 0)?)
+        };
+        tch::no_grad(|| -> Result<bool> {
+            let mut acc = flat(&mg)?;
+            for r in rest {
+                let theirs = flat(&grads(r))?.f_to_device_(master.device, acc.kind(), false, false)?;
+                let _ = acc.f_add_(&theirs)?;
+            }
+            let sizes: Vec<i64> = mg.iter().map(|g| g.numel() as i64).collect();
+            for (g, part) in mg.iter().zip(acc.f_split_with_sizes(&sizes, 0)?) {
+                g.shallow_clone().f_copy_(&part.f_view_as(g)?)?;
+            }
+            Ok(true)
         })
     }
 
