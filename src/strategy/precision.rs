@@ -199,7 +199,7 @@ mod tests {
     /// A scaler on the CPU with `scale`, its state made.
     fn scaler(scale: f64, growth_interval: i64) -> LossScaler {
         let mut s = LossScaler { init_scale: scale, growth_interval, ..Default::default() };
-        s.scale_loss(&Tensor::from(1.0f32)).unwrap();
+        let _ = s.scale_loss(&Tensor::from(1.0f32)).unwrap();
         s
     }
 
