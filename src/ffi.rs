@@ -25,6 +25,7 @@ extern "C" {
     ) -> *mut c_char;
     fn gb_cuda_memory_stats(dev: c_int, out: *mut i64) -> *mut c_char;
     fn gb_cuda_reset_peak_memory(dev: c_int) -> *mut c_char;
+    fn gb_cuda_set_device(dev: c_int) -> *mut c_char;
     fn gb_autocast(cuda: c_int, bf16: c_int, enabled: c_int) -> *mut c_char;
     fn gb_set_tf32(on: c_int) -> *mut c_char;
     fn gb_set_deterministic(on: c_int) -> *mut c_char;
@@ -235,6 +236,13 @@ pub fn cuda_memory_stats(dev: usize) -> Result<AllocatorStats> {
     let mut v = [0i64; 4];
     check(unsafe { gb_cuda_memory_stats(dev as c_int, v.as_mut_ptr()) })?;
     Ok(AllocatorStats { allocated: v[0], peak_allocated: v[1], reserved: v[2], peak_reserved: v[3] })
+}
+
+/// Makes CUDA device `dev` this thread's current device (a no-op without
+/// the CUDA shim). Threads that work for one device call it first, so that
+/// nothing they do lands on GPU 0 by default.
+pub fn cuda_set_device(dev: usize) -> Result<()> {
+    check(unsafe { gb_cuda_set_device(dev as c_int) })
 }
 
 pub fn cuda_reset_peak_memory(dev: usize) -> Result<()> {

@@ -51,8 +51,9 @@ pub fn collect() -> Info {
     }
 }
 
-/// Creates a one-rank process group of `backend` on a loopback store, which
-/// is what a ddp run needs first; the error says why it cannot be.
+/// Creates a one-rank process group of `backend` on a loopback store and runs
+/// a one-element all-reduce over it, which is what a ddp run needs first; the
+/// error says why it cannot be.
 pub fn probe_backend(backend: &str, cuda: bool) -> Result<()> {
     use crate::dist::{Backend, ProcessGroup, Store};
     let be: Backend = backend.parse()?;
@@ -60,7 +61,15 @@ pub fn probe_backend(backend: &str, cuda: bool) -> Result<()> {
     let port = crate::dist::free_port()?;
     let store = Store::new("127.0.0.1", port, 0, 1, true, timeout)?;
     let dev = (be == Backend::Nccl && cuda).then_some(0);
-    ProcessGroup::new(&store, be, 0, 1, dev, timeout)?;
+    let pg = ProcessGroup::new(&store, be, 0, 1, dev, timeout)?;
+    // A real collective: NCCL builds its communicator only at the first one,
+    // which is where /dev/shm limits and network problems show (F13).
+    let device = if dev.is_some() { tch::Device::Cuda(0) } else { tch::Device::Cpu };
+    let mut t = tch::Tensor::f_ones([1], (tch::Kind::Float, device))?;
+    pg.allreduce_sum(&mut t)?;
+    if t.f_double_value(&[0])? != 1.0 {
+        anyhow::bail!("a one-element all-reduce over {backend} gave {}", t.double_value(&[0]));
+    }
     Ok(())
 }
 

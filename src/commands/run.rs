@@ -8,10 +8,15 @@ use crate::bench::sinks::Sinks;
 use crate::bench::Role;
 use crate::config::RunConfig;
 use crate::error::guarded;
-use crate::init::{default_data_seed, save_init, Start};
+use crate::init::{default_data_seed, save_init, write_start, Start, WRITE_INIT_ENV};
 
 pub fn run(role: Role, cfg: RunConfig) -> Result<i32> {
     session::set_process_env(&cfg);
+    if let Some(path) = std::env::var_os(WRITE_INIT_ENV) {
+        // The child `init::write_start` starts: the weights, nothing else.
+        guarded(|| save_init(&cfg, std::path::Path::new(&path), default_data_seed(cfg.seed)))?;
+        return Ok(0);
+    }
     match role {
         // The reference writes (or copies) --save-init itself.
         Role::Pytorch => crate::reference::run(&cfg),
@@ -37,7 +42,7 @@ pub fn run(role: Role, cfg: RunConfig) -> Result<i32> {
 /// `--save-init`: the initial weights gpubench builds for the run's seed.
 fn write_init(cfg: &RunConfig) -> Result<()> {
     if let Some(path) = &cfg.init.save {
-        guarded(|| save_init(cfg, path, default_data_seed(cfg.seed)))?;
+        write_start(cfg, path)?;
     }
     Ok(())
 }

@@ -257,6 +257,10 @@ impl Drop for Loader {
 }
 
 fn worker(sh: Arc<Shared>, first: u64, step: u64, tx: SyncSender<Result<HostBatch>>) {
+    if let Some(Device::Cuda(o)) = sh.cfg.pin {
+        // Pinned buffers are tied to the run's device, not to GPU 0.
+        let _ = crate::ffi::cuda_set_device(o);
+    }
     let mut st = WorkerState::default();
     let mut k = first;
     while !sh.stop.load(Ordering::Relaxed) {

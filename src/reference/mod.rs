@@ -50,8 +50,8 @@ use crate::bench::row::{base_row, fill_row};
 use crate::bench::sinks::{Outcome, Sinks};
 use crate::config::{Length, RunConfig, StrategyKind};
 use crate::device::{self, DeviceKind};
-use crate::error::{guarded, is_oom, usage};
-use crate::init::{default_data_seed, read_init_meta, save_init};
+use crate::error::{is_oom, usage};
+use crate::init::{read_init_meta, write_start};
 use crate::proc;
 use crate::results::Status;
 use python::{find_python, TempDir, TORCH_VERSION};
@@ -204,7 +204,7 @@ pub fn run(cfg: &RunConfig) -> Result<i32> {
         }
         None => {
             let p = cfg.init.save.clone().unwrap_or_else(|| tmp.0.join("init.safetensors"));
-            let meta = guarded(|| save_init(cfg, &p, default_data_seed(cfg.seed)))?;
+            let meta = write_start(cfg, &p)?;
             (p, meta)
         }
     };

@@ -14,6 +14,7 @@
 #ifdef GPUBENCH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 namespace torch::cuda::nccl {
 std::uint64_t version();  // exported by libtorch_cuda
 }
@@ -70,6 +71,18 @@ void gb_cuda_build(long* shim_cudart, char* buf, size_t len) {
   } catch (...) {
     // No driver: libtorch cannot report; the caller falls back.
   }
+}
+
+// Makes `dev` this thread's current CUDA device, so that no call without a
+// device guard of its own creates a context on GPU 0 (gpu-audit F15).
+char* gb_cuda_set_device(int dev) {
+  GB_TRY
+#ifdef GPUBENCH_CUDA
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(dev));
+#else
+  (void)dev;
+#endif
+  GB_CATCH
 }
 
 // Properties of CUDA device `dev`. `name` gets the device name, `pci` the

@@ -179,6 +179,10 @@ impl DataParallel {
                         if let Some(t) = threads {
                             tch::set_num_threads(t);
                         }
+                        if let Device::Cuda(o) = device {
+                            // This thread works for one GPU: make it current.
+                            let _ = crate::ffi::cuda_set_device(o);
+                        }
                         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             // autocast state is per thread: each replica enters it.
                             autocast(precision, device, || model.forward_t(&x, true))

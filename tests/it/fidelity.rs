@@ -16,7 +16,7 @@ fn json_of(o: &std::process::Output) -> serde_json::Value {
 
 /// Runs `gpubench run --json` with `a` (on one CPU unless they say
 /// otherwise); returns (per-step losses, row).
-fn run(a: &str) -> (Vec<f64>, serde_json::Value) {
+fn run_json(a: &str) -> (Vec<f64>, serde_json::Value) {
     let cpu = if args(a).iter().any(|x| x == "--cpu") { "" } else { "--cpu" };
     let j = json_of(&gpubench(&format!("run --json --warmup 0 --steps 5 {cpu} {a}")).output());
     let losses: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
@@ -39,10 +39,10 @@ fn gpubench_vs_pytorch(cfg: &str) {
     let init = dir.path().join("init.safetensors");
     let out = dir.path().join("r.csv");
     let (i, o) = (init.display(), out.display());
-    let (ours, row) = run(&format!("{cfg} --seed 3 --save-init {i} --out {o}"));
+    let (ours, row) = run_json(&format!("{cfg} --seed 3 --save-init {i} --out {o}"));
     assert_eq!(row["impl"], "gpubench");
     // Another --seed: weights and data must come from the file.
-    let (theirs, row) = run(&format!("{cfg} --impl pytorch --seed 11 --init-from {i} --out {o}"));
+    let (theirs, row) = run_json(&format!("{cfg} --impl pytorch --seed 11 --init-from {i} --out {o}"));
     assert_eq!(row["impl"], "pytorch");
     assert_eq!(row["status"], "ok");
     assert!(row["note"].as_str().unwrap().contains("PyTorch 2."), "{row}");
@@ -80,8 +80,8 @@ fn ddp_gloo_two_ranks_tinycnn_losses_match_pytorch() {
 #[test]
 fn without_init_file_pytorch_starts_from_gpubench_weights_for_the_seed() {
     let cfg = format!("{TINY} --batch-size 8 --seed 4");
-    let (ours, _) = run(&cfg);
-    let (theirs, row) = run(&format!("{cfg} --impl pytorch"));
+    let (ours, _) = run_json(&cfg);
+    let (theirs, row) = run_json(&format!("{cfg} --impl pytorch"));
     assert_close(&theirs, &ours, "same --seed, no init file");
     assert!(row["note"].as_str().unwrap().contains("seed 4"), "{row}");
 }
@@ -90,10 +90,10 @@ fn init_from_sets_weights_and_data_seed(cfg: &str) {
     let dir = tempfile::tempdir().unwrap();
     let init = dir.path().join("i.safetensors");
     let init = init.display();
-    let (seed5, _) = run(&format!("{cfg} --seed 5 --save-init {init}"));
-    let (seed9, _) = run(&format!("{cfg} --seed 9"));
+    let (seed5, _) = run_json(&format!("{cfg} --seed 5 --save-init {init}"));
+    let (seed9, _) = run_json(&format!("{cfg} --seed 9"));
     assert_ne!(seed5, seed9, "different seeds must give different runs for this test to mean anything");
-    let (from_file, _) = run(&format!("{cfg} --seed 9 --init-from {init}"));
+    let (from_file, _) = run_json(&format!("{cfg} --seed 9 --init-from {init}"));
     assert_eq!(from_file, seed5, "--init-from reproduces the --save-init run exactly");
 }
 
@@ -114,7 +114,7 @@ fn dp_two_replicas_match_single_on_the_global_batch() {
         &gpubench(&format!("run --cpu 2 --json --warmup 0 --steps 5 --strategy dp --batch-size 4 {opts}")).output(),
     );
     let dp: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-    let (single, _) = run(&format!("--batch-size 8 {opts}"));
+    let (single, _) = run_json(&format!("--batch-size 8 {opts}"));
     assert_close(&dp, &single, "dp --cpu 2 vs single on the global batch");
 }
 
@@ -154,4 +154,33 @@ fn missing_torch_python_is_one_line_with_the_fix() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("scripts/setup") && err.contains("GPUBENCH_PYTHON"), "{err}");
+}
+
+#[test]
+fn the_init_file_written_by_a_child_process_is_the_same() {
+    // On CUDA the init file is written by a short-lived child (so that no
+    // CUDA context of gpubench's stays on the GPU); the hook takes that route
+    // on the CPU. The child's weights are the in-process ones, byte for byte.
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.safetensors"), dir.path().join("b.safetensors"));
+    let save = |path: &std::path::Path, child: bool| {
+        let mut g =
+            gpubench(&format!("run --cpu {TINY} --steps 1 --warmup 0 --quiet --seed 6 --save-init {}", path.display()));
+        if child {
+            g = g.env("GPUBENCH_INIT_IN_CHILD", "1");
+        }
+        let o = g.output();
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    save(&a, false);
+    save(&b, true);
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    // …and the PyTorch reference, whose start gpubench writes, still matches.
+    let (ours, _) = run_json(&format!("{TINY} --batch-size 8 --seed 6"));
+    let o = gpubench(&format!("run --cpu --json --warmup 0 --steps 5 {TINY} --batch-size 8 --seed 6 --impl pytorch"))
+        .env("GPUBENCH_INIT_IN_CHILD", "1")
+        .output();
+    let j = json_of(&o);
+    let theirs: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert_close(&theirs, &ours, "pytorch from a child-written start");
 }

@@ -44,6 +44,11 @@ pub fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
     } else if let Some(t) = cfg.threads {
         tch::set_num_threads(t as i32);
     }
+    if cfg.devices.kind == DeviceKind::Cuda {
+        // The rank's GPU is current on this thread from the start (the
+        // shim sets it again for NCCL), whatever backend it uses.
+        crate::ffi::cuda_set_device(cfg.devices.ordinals[0])?;
+    }
     // Every rank loads the same --init-from weights (and its data seed).
     let start = Start::load(cfg)?;
     let timeout = cfg.ddp.timeout;
