@@ -163,6 +163,36 @@ pub fn resolve_with(gpus: Option<&str>, cpu: Option<usize>, quiet: bool, repeats
     }
 }
 
+/// The devices for a run that another program makes (the PyTorch reference):
+/// `--gpus` as listed, unchecked against this libtorch, which may not even
+/// see GPUs the reference's torch can use (the legacy route: a K80 box).
+/// Neither flag: GPU 0 if this libtorch sees one, else the CPU, with a note
+/// when a driver is loaded.
+pub fn resolve_for_reference(gpus: Option<&str>, cpu: Option<usize>, quiet: bool) -> Result<Devices> {
+    if let Some(n) = cpu {
+        if n == 0 {
+            return Err(usage("--cpu takes the number of replicas or ranks, at least 1"));
+        }
+        return Ok(Devices::cpu(n));
+    }
+    if let Some(list) = gpus {
+        return Ok(Devices::cuda(parse_gpu_list(list)?));
+    }
+    if cuda_device_count() > 0 {
+        return Ok(Devices::cuda(vec![0]));
+    }
+    if !quiet {
+        let why = match driver_version() {
+            Some(d) => {
+                format!("gpubench's libtorch sees no GPU (NVIDIA driver {d}); pass --gpus to give the reference GPUs")
+            }
+            None => "no CUDA device found".to_string(),
+        };
+        eprintln!("gpubench: no --gpus or --cpu given and {why}; using the CPU");
+    }
+    Ok(Devices::cpu(1))
+}
+
 /// Checks that this process can run on CUDA devices `ordinals`: the binary's
 /// CUDA headers match the libtorch it runs on, and libtorch has kernels for
 /// every device's compute capability.

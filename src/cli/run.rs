@@ -194,7 +194,7 @@ pub fn job(a: RunArgs) -> Result<(Role, RunConfig)> {
         }
     }
     if a.implementation == Impl::Pytorch {
-        let devices = device::resolve(a.gpus.as_deref(), a.cpu, !talks)?;
+        let devices = device::resolve_for_reference(a.gpus.as_deref(), a.cpu, !talks)?;
         return Ok((Role::Pytorch, a.into_config(Placement::Local(devices))?));
     }
     if a.strategy != StrategyKind::Ddp {

@@ -65,6 +65,10 @@ pub struct ScriptSummary {
     pub torch_version: String,
     pub python_version: String,
     pub device_name: String,
+    /// The CUDA the reference's torch was built for (on the legacy route,
+    /// another than gpubench's).
+    #[serde(default)]
+    pub cuda_version: Option<String>,
     pub threads: u32,
     #[serde(default)]
     pub backend: String,
@@ -240,11 +244,12 @@ pub fn run(cfg: &RunConfig) -> Result<i32> {
             None => crate::dist::free_port()?,
         };
         cmd.args(["-W", "ignore", "-m", "torch.distributed.run"])
+            // The underscore spellings: torch 2.x takes both, torch 1.x only these.
             .arg(format!("--nnodes={}", cfg.ddp.nnodes))
-            .arg(format!("--node-rank={}", cfg.ddp.node_rank))
-            .arg(format!("--nproc-per-node={}", local.len()))
-            .arg(format!("--master-addr={addr}"))
-            .arg(format!("--master-port={port}"))
+            .arg(format!("--node_rank={}", cfg.ddp.node_rank))
+            .arg(format!("--nproc_per_node={}", local.len()))
+            .arg(format!("--master_addr={addr}"))
+            .arg(format!("--master_port={port}"))
             .arg(&script)
             .args(&args);
         match local.kind {
@@ -287,6 +292,9 @@ pub fn run(cfg: &RunConfig) -> Result<i32> {
             row.skipped_steps = s.skipped_steps;
             if !s.device_name.is_empty() {
                 row.device_name = s.device_name.clone();
+            }
+            if let Some(v) = &s.cuda_version {
+                row.cuda_version = v.clone();
             }
             if !s.backend.is_empty() {
                 row.backend = s.backend.clone();

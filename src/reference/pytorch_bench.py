@@ -37,6 +37,7 @@ the model starts from gpubench's weights and the file's data seed, so both
 implementations start identical.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -51,6 +52,10 @@ warnings.filterwarnings("ignore", message=".*NumPy.*")
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
+# The oldest torch this runs on is 1.12 (Python 3.8): the legacy route for
+# GPUs that torch 2.11 has no kernels for (K80). Newer APIs are guarded.
+TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
 
 DISTINCT_BATCHES = 4
 RANK_SEED_STRIDE = 7919
@@ -387,11 +392,22 @@ def apply_globals(args):
 def make_step(model, opt, args, device):
     amp = AMP_DTYPES.get(args.precision)
     # GradScaler's defaults, the initial scale named so that skips can be counted.
-    scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE) if args.precision == "fp16" else None
+    scaler = None
+    if args.precision == "fp16":
+        if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):  # torch >= 2.3
+            scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE)
+        elif device.type == "cuda":
+            scaler = torch.cuda.amp.GradScaler(init_scale=INIT_SCALE)
+        else:
+            raise SystemExit(f"error: fp16 on the CPU needs torch >= 2.3 (this is {torch.__version__}); use bf16")
     args.scaler = scaler
 
+    # No autocast object at all without mixed precision: torch < 2 refuses
+    # one with another dtype than bf16 on the CPU, even disabled.
+    region = (lambda: torch.autocast(device.type, dtype=amp)) if amp is not None else contextlib.nullcontext
+
     def step(x, y):
-        with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
+        with region():
             loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
         if scaler is None:
@@ -429,6 +445,9 @@ def summary(args, device, m, **extra):
         "python_version": sys.version.split()[0],
         "strategy": args.strategy,
         "device_name": device_name(device),
+        # The CUDA this torch was built for (None for a CPU build): on the
+        # legacy route it is not gpubench's.
+        "cuda_version": torch.version.cuda if device.type == "cuda" else None,
         "threads": torch.get_num_threads(),
         "global_batch": args.global_batch,
         "data_seed": args.data_seed,
@@ -499,7 +518,8 @@ def run_ddp(args):
         torch.set_num_threads(max(1, total // max(1, local_world)))
     backend = args.backend or ("nccl" if device.type == "cuda" else "gloo")
     timeout = datetime.timedelta(seconds=args.dist_timeout)
-    kw = {"device_id": device} if device.type == "cuda" else {}
+    # device_id (eager NCCL init) exists from torch 2.3.
+    kw = {"device_id": device} if device.type == "cuda" and TORCH >= (2, 3) else {}
     dist.init_process_group(backend=backend, timeout=timeout, **kw)
     args.global_batch = args.batch_size * world
     apply_globals(args)

@@ -4,6 +4,7 @@ mod common;
 mod data;
 mod ddp;
 mod fidelity;
+mod gpu;
 mod report;
 mod run;
 mod setup;

@@ -1,0 +1,104 @@
+//! CUDA tests, compiled only with `--features cuda-tests` (scripts/test
+//! --features cuda-tests) and skipped, saying so, without a CUDA device;
+//! those that need two GPUs skip below two. None of them has run yet: this
+//! project's machines have no GPU (results/README.md says what has run).
+#![cfg(feature = "cuda-tests")]
+use super::common::*;
+
+/// The CUDA devices gpubench sees; prints why a test is skipped.
+fn gpus(need: usize, test: &str) -> bool {
+    let n = gpubench::device::cuda_device_count();
+    if n < need {
+        eprintln!("skipped {test}: needs {need} CUDA device(s), this machine has {n}");
+    }
+    n >= need
+}
+
+fn json(args: &str) -> serde_json::Value {
+    let o = gpubench(args).output();
+    assert_eq!(o.status.code(), Some(0), "{args}: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
+}
+
+fn losses(v: &serde_json::Value) -> Vec<f64> {
+    v["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+}
+
+const RUN: &str = "run --json --model resnet18 --image-size 64 --batch-size 16 --steps 5 --warmup 2";
+
+#[test]
+fn single_on_gpu_0_reports_cuda_figures() {
+    if !gpus(1, "single_on_gpu_0_reports_cuda_figures") {
+        return;
+    }
+    let v = json(&format!("{RUN} --gpus 0"));
+    let r = &v["row"];
+    assert_eq!((r["status"].as_str(), r["device_kind"].as_str()), (Some("ok"), Some("cuda")));
+    assert!(r["peak_mem_alloc_mb"].as_f64().unwrap() > 1.0, "allocator peak: {r}");
+    assert!(!r["device_name"].as_str().unwrap().is_empty() && r["cuda_version"].as_str().unwrap() != "");
+    // NVML is matched to cuda:0 by PCI bus id: utilization is sampled.
+    assert!(r["util_mean_pct"].as_f64().is_some(), "NVML utilization missing: {r}");
+}
+
+#[test]
+fn dp_on_one_gpu_and_two_replicas_on_one_gpu() {
+    if !gpus(1, "dp_on_one_gpu_and_two_replicas_on_one_gpu") {
+        return;
+    }
+    let one = json(&format!("{RUN} --strategy dp --gpus 0"));
+    assert_eq!(one["row"]["status"], "ok");
+    let two =
+        json("run --json --strategy dp --gpus 0,0 --model tinycnn --image-size 32 --batch-size 8 --steps 5 --warmup 1");
+    assert_eq!(two["row"]["status"], "ok");
+    assert!(two["row"]["note"].as_str().unwrap().contains("TEST MODE"), "{}", two["row"]);
+}
+
+#[test]
+fn ddp_world_1_over_nccl() {
+    if !gpus(1, "ddp_world_1_over_nccl") {
+        return;
+    }
+    let v = json(&format!("{RUN} --strategy ddp --gpus 0 --backend nccl"));
+    assert_eq!((v["row"]["status"].as_str(), v["row"]["backend"].as_str()), (Some("ok"), Some("nccl")));
+    assert!(v["row"]["ddp_buckets"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn amp_losses_match_pytorch_on_the_gpu() {
+    if !gpus(1, "amp_losses_match_pytorch_on_the_gpu") {
+        return;
+    }
+    for p in ["bf16", "fp16"] {
+        let cfg = format!(
+            "run --json --gpus 0 --model tinycnn --image-size 32 --batch-size 16 --steps 5 --warmup 0 \
+                           --precision {p} --deterministic --seed 2"
+        );
+        let (ours, theirs) = (json(&cfg), json(&format!("{cfg} --impl pytorch")));
+        for (a, b) in losses(&ours).iter().zip(losses(&theirs)) {
+            assert!((a - b).abs() <= 1e-3 * b.abs().max(1.0), "{p}: {:?} vs {:?}", losses(&ours), losses(&theirs));
+        }
+    }
+}
+
+#[test]
+fn dp_on_two_gpus_equals_single_on_the_global_batch() {
+    if !gpus(2, "dp_on_two_gpus_equals_single_on_the_global_batch") {
+        return;
+    }
+    let opts = "--model tinycnn --image-size 32 --steps 5 --warmup 0 --deterministic --lr 0.05";
+    let dp = json(&format!("run --json --strategy dp --gpus 0,1 --batch-size 8 {opts}"));
+    let single = json(&format!("run --json --gpus 0 --batch-size 16 {opts}"));
+    for (a, b) in losses(&dp).iter().zip(losses(&single)) {
+        assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{:?} vs {:?}", losses(&dp), losses(&single));
+    }
+}
+
+#[test]
+fn ddp_two_ranks_over_nccl() {
+    if !gpus(2, "ddp_two_ranks_over_nccl") {
+        return;
+    }
+    let v = json(&format!("{RUN} --strategy ddp --gpus 0,1"));
+    assert_eq!((v["row"]["status"].as_str(), v["row"]["n_devices"].as_u64()), (Some("ok"), Some(2)));
+    assert!(v["row"]["ddp_backward_comm_ms"].as_f64().unwrap() > 0.0);
+}
