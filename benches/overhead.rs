@@ -55,11 +55,14 @@ fn main() -> anyhow::Result<()> {
         });
     let steps = match cfg.timed {
         config::Length::Steps(n) => n,
-        config::Length::Time(_) => anyhow::bail!("use --steps for this benchmark"),
+        config::Length::Time(_) | config::Length::Auto => {
+            eprintln!("bench-overhead: blocks are counted in steps; use --steps instead of --duration");
+            std::process::exit(2);
+        }
     };
     let warmup = match cfg.warmup {
         config::Length::Steps(n) => n,
-        config::Length::Time(_) => 2,
+        config::Length::Time(_) | config::Length::Auto => 2,
     };
     let dev = cfg.devices.device(0);
     println!(

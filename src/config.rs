@@ -120,11 +120,14 @@ impl Impl {
     }
 }
 
-/// How long a phase lasts: a number of steps or a wall-clock time.
+/// How long a phase lasts: a number of steps, a wall-clock time, or until
+/// its rule says so (`--warmup auto`: steady; `--duration auto`: precise
+/// enough, see `metrics::interval`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Length {
     Steps(u64),
     Time(#[serde(with = "humantime_serde_secs")] Duration),
+    Auto,
 }
 
 mod humantime_serde_secs {
@@ -196,6 +199,10 @@ pub struct RunConfig {
     pub batch_per_device: i64,
     pub timed: Length,
     pub warmup: Length,
+    /// `--duration auto`: stop when throughput's interval is within ±this (relative).
+    pub ci_target: f64,
+    /// `--duration auto`: stop here at the latest.
+    pub max_duration: Duration,
     pub lr: f64,
     pub momentum: f64,
     pub weight_decay: f64,

@@ -43,7 +43,17 @@ use std::time::Instant;
 use crate::config::{Length, RunConfig};
 use crate::data::DataSource;
 use crate::error::{guarded, is_oom};
+use crate::metrics::interference::{host_window, HostSnapshot};
+use crate::metrics::interval::{
+    median_interval, precise_enough, steady, throughput_interval, throughput_precision, Interval,
+};
 use crate::metrics::stats::{summarize, Summary};
+
+/// `--duration auto` times at least this many steps.
+pub const AUTO_MIN_STEPS: usize = 20;
+/// `--warmup auto` ends here if the steps never settle.
+pub const WARMUP_CAP_STEPS: u64 = 200;
+pub const WARMUP_CAP_TIME: std::time::Duration = std::time::Duration::from_secs(60);
 use crate::results::Status;
 use crate::strategy::{Phase, PhaseClock, Strategy};
 
@@ -67,6 +77,14 @@ pub struct Measurement {
     /// The timed window, for the per-device metrics.
     #[serde(skip)]
     pub window: Option<crate::metrics::collect::Window>,
+    /// How warm-up ended: "steps", "time", "steady after N steps", or "not
+    /// steady after N steps (the cap)".
+    pub warmup_end: String,
+    /// How the timed steps ended: "steps", "duration", or for --duration
+    /// auto "target met: ±x%" / "max duration reached: ±x%".
+    pub timed_end: String,
+    /// What disturbed the host during the timed window (`metrics::interference`).
+    pub interference: Vec<String>,
     /// When the run stopped without status ok (wall clock, so that ddp's
     /// ranks can tell which of them failed first).
     #[serde(skip)]
@@ -109,6 +127,7 @@ pub fn progress(cfg: &RunConfig) -> ProgressBar {
     let pb = match cfg.timed {
         Length::Steps(n) => ProgressBar::new(n),
         Length::Time(d) => ProgressBar::new(d.as_millis() as u64),
+        Length::Auto => ProgressBar::new(cfg.max_duration.as_millis() as u64),
     };
     pb.set_draw_target(ProgressDrawTarget::stderr());
     pb.set_style(
@@ -129,13 +148,22 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
         pb.set_prefix("warm-up");
         let t_warm = Instant::now();
         let mut warming = cfg.warmup != Length::Steps(0);
+        // --warmup auto times each warm-up step (with a sync: warm-up is not
+        // measured, so the sync costs nothing that counts).
+        let mut warm_secs = vec![];
         while warming {
+            let t0 = Instant::now();
             let batch = data.next_batch()?;
             let loss_t = strat.step(&batch)?;
             m.warmup_steps += 1;
             let stop = match cfg.warmup {
                 Length::Steps(k) => m.warmup_steps >= k,
                 Length::Time(d) => t_warm.elapsed() >= d,
+                Length::Auto => {
+                    strat.devices().synchronize();
+                    warm_secs.push(t0.elapsed().as_secs_f64());
+                    steady(&warm_secs) || m.warmup_steps >= WARMUP_CAP_STEPS || t_warm.elapsed() >= WARMUP_CAP_TIME
+                }
             };
             let (loss, stop) = strat.agree(&loss_t, stop)?;
             m.loss_first.get_or_insert(loss);
@@ -147,10 +175,17 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             }
             warming = !stop;
         }
+        m.warmup_end = match cfg.warmup {
+            Length::Steps(_) => "steps".into(),
+            Length::Time(_) => "time".into(),
+            Length::Auto if steady(&warm_secs) => format!("steady after {} steps", m.warmup_steps),
+            Length::Auto => format!("not steady after {} steps (the cap)", m.warmup_steps),
+        };
         strat.devices().synchronize();
         crate::metrics::collect::reset_peaks(strat.devices());
         pb.set_prefix("timed");
         let t_run = Instant::now();
+        let host0 = HostSnapshot::take();
         let cpu0 = crate::metrics::sampler::process_cpu_seconds();
         if cfg.breakdown {
             m.phase_secs = Some([vec![], vec![], vec![]]);
@@ -191,6 +226,13 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
                     pb.set_position(t_run.elapsed().as_millis().min(d.as_millis()) as u64);
                     t_run.elapsed() >= d
                 }
+                Length::Auto => {
+                    pb.set_position(t_run.elapsed().as_millis().min(cfg.max_duration.as_millis()) as u64);
+                    // The check is O(n): after the first 200 steps, every 1 % more.
+                    let check = n <= 200 || n % (n / 100) == 0;
+                    (check && precise_enough(&m.step_secs, cfg.ci_target, AUTO_MIN_STEPS))
+                        || t_run.elapsed() >= cfg.max_duration
+                }
             };
             let (loss, stop) = strat.agree(&loss_t, stop)?;
             m.losses.push(loss);
@@ -203,6 +245,23 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
                 return Ok(());
             }
             if stop {
+                m.timed_end = match cfg.timed {
+                    Length::Steps(_) => "steps".into(),
+                    Length::Time(_) => "duration".into(),
+                    Length::Auto => {
+                        let p =
+                            throughput_precision(&m.step_secs).map_or("n/a".into(), |p| format!("±{:.1}%", p * 100.0));
+                        if precise_enough(&m.step_secs, cfg.ci_target, AUTO_MIN_STEPS) {
+                            format!("target met: {p}")
+                        } else {
+                            format!("max duration reached: {p}")
+                        }
+                    }
+                };
+                if let (Some(a), Some(b)) = (host0, HostSnapshot::take()) {
+                    let cores = crate::device::cpu_cores();
+                    m.interference = host_window(&a, &b, cores).map(|w| w.notes()).unwrap_or_default();
+                }
                 return Ok(());
             }
         }
@@ -232,6 +291,11 @@ pub struct Figures {
     pub throughput_per_device_img_s: f64,
     /// Step time statistics in milliseconds.
     pub step_ms: Summary,
+    /// 95 % intervals within this run (`metrics::interval`): throughput
+    /// (batch means) and the median step time in ms (block bootstrap); None
+    /// below `metrics::interval::MIN_STEPS` timed steps.
+    pub throughput_ci: Option<Interval>,
+    pub step_ms_p50_ci: Option<Interval>,
 }
 
 pub fn figures(step_secs: &[f64], global_batch: i64, n_devices: usize) -> Option<Figures> {
@@ -245,6 +309,8 @@ pub fn figures(step_secs: &[f64], global_batch: i64, n_devices: usize) -> Option
         throughput_img_s: thr,
         throughput_per_device_img_s: thr / n_devices as f64,
         step_ms: summarize(&ms),
+        throughput_ci: throughput_interval(step_secs, global_batch as f64),
+        step_ms_p50_ci: median_interval(&ms),
     })
 }
 
@@ -267,12 +333,22 @@ mod tests {
         /// ddp's collective decision at step i: Some(stop) overrides the local one.
         agree_at: Vec<(usize, bool)>,
         sleep: Duration,
+        /// Step i sleeps this long instead of `sleep`, where given.
+        sleeps: Vec<Duration>,
     }
 
     impl Mock {
         fn new(script: Vec<Result<f64, &'static str>>) -> Mock {
             let vs = nn::VarStore::new(Device::Cpu);
-            Mock { devices: Devices::cpu(1), vs, script, step: 0, agree_at: vec![], sleep: Duration::ZERO }
+            Mock {
+                devices: Devices::cpu(1),
+                vs,
+                script,
+                step: 0,
+                agree_at: vec![],
+                sleep: Duration::ZERO,
+                sleeps: vec![],
+            }
         }
     }
 
@@ -284,7 +360,7 @@ mod tests {
             1
         }
         fn step_timed(&mut self, _: &Batch, clock: &mut dyn PhaseClock) -> Result<tch::Tensor> {
-            std::thread::sleep(self.sleep);
+            std::thread::sleep(self.sleeps.get(self.step).copied().unwrap_or(self.sleep));
             let s = self.script.get(self.step).copied().unwrap_or(Ok(1.0));
             self.step += 1;
             clock.mark(Phase::Forward);
@@ -360,6 +436,25 @@ mod tests {
         let w = r.window.unwrap();
         assert!(w.end - w.start >= Duration::from_millis(30));
         assert_eq!(m.step as u64, r.warmup_steps + r.step_secs.len() as u64);
+    }
+
+    #[test]
+    fn auto_warm_up_waits_for_steady_steps_and_auto_duration_for_precision() {
+        // Slow first steps (autotuning), then steady 2 ms steps.
+        let mut m = Mock::new(vec![]);
+        m.sleeps = (0..8).map(|i| Duration::from_millis(30 - 3 * i)).collect();
+        m.sleep = Duration::from_millis(2);
+        let r = run("--warmup auto --duration auto --ci-target 5% --max-duration 20s", &mut m);
+        assert_eq!(r.status, Some(Status::Ok));
+        assert!(r.warmup_steps >= 15 && r.warmup_steps < 40, "{}", r.warmup_steps);
+        assert!(r.warmup_end.starts_with("steady after"), "{}", r.warmup_end);
+        assert!(r.timed_end.starts_with("target met: ±"), "{}", r.timed_end);
+        assert!(r.step_secs.len() >= AUTO_MIN_STEPS);
+        // An unreachable target stops at --max-duration, saying what it reached.
+        let mut m = Mock::new(vec![]);
+        m.sleeps = (0..400).map(|i| Duration::from_micros(if i % 7 == 0 { 8000 } else { 500 })).collect();
+        let r = run("--warmup 0 --duration auto --ci-target 0.0001% --max-duration 300ms", &mut m);
+        assert!(r.timed_end.starts_with("max duration reached: ±"), "{}", r.timed_end);
     }
 
     #[test]

@@ -66,7 +66,14 @@ pub fn fill_row(row: &mut Row, m: &Measurement, fig: Option<&Figures>) {
         row.step_ms_p90 = Some(f.step_ms.p90);
         row.step_ms_p99 = Some(f.step_ms.p99);
         row.step_ms_std = Some(f.step_ms.std);
+        row.throughput_ci95_lo = f.throughput_ci.map(|i| i.lo);
+        row.throughput_ci95_hi = f.throughput_ci.map(|i| i.hi).filter(|x| x.is_finite());
+        row.step_ms_p50_ci95_lo = f.step_ms_p50_ci.map(|i| i.lo);
+        row.step_ms_p50_ci95_hi = f.step_ms_p50_ci.map(|i| i.hi);
     }
+    row.warmup_end = m.warmup_end.clone();
+    row.timed_end = m.timed_end.clone();
+    row.interference = m.interference.join("; ");
     row.loss_first = m.loss_first;
     row.loss_last = m.losses.last().copied();
     row.status = m.status.unwrap_or(Status::Failed).name().into();

@@ -121,7 +121,9 @@ pub fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sinks: &Si
             (Measurement { status: Some(s), error: msg, failed_at, ..Default::default() }, 0, None, None)
         }
     };
-    let (devs, samples) = monitor.finish(&cfg.devices, &session.roles(cfg), m.window);
+    let (devs, samples, gpu_notes) = monitor.finish_with_notes(&cfg.devices, &session.roles(cfg), m.window);
+    let mut m = m;
+    m.interference.extend(gpu_notes);
     sinks.write_telemetry(&row.run_id, &samples)?;
     let local = Local { m, devs, samples, skipped, bad_files, reducer };
     let g = match session.gather(cfg, local)? {
@@ -129,6 +131,9 @@ pub fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sinks: &Si
         Gather::NoRow { code } => return Ok(code),
     };
     let fig = figures(&g.m.step_secs, cfg.global_batch(), cfg.world);
+    if !g.m.interference.is_empty() && session.talks(cfg) {
+        eprintln!("gpubench: warning: the run was disturbed: {}", g.m.interference.join("; "));
+    }
     row.workers = cfg.reads_files().then_some(cfg.workers as u32);
     row.note = session.note(cfg);
     row::fill_row(&mut row, &g.m, fig.as_ref());

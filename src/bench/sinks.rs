@@ -149,14 +149,39 @@ pub fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
         r.n_devices,
         opt(r.global_batch)
     );
-    s += &format!("steps      {} timed after {} warm-up\n", opt(r.steps), opt(r.warmup));
+    s += &format!("steps      {} timed after {} warm-up", opt(r.steps), opt(r.warmup));
+    let ends: Vec<&str> = [r.warmup_end.as_str(), r.timed_end.as_str()]
+        .into_iter()
+        .filter(|e| !e.is_empty() && *e != "steps" && *e != "time" && *e != "duration")
+        .collect();
+    if !ends.is_empty() {
+        s += &format!(" ({})", ends.join("; "));
+    }
+    s.push('\n');
     if let Some(f) = fig {
-        s += &format!("throughput {:.1} img/s ({:.1} per device)\n", f.throughput_img_s, f.throughput_per_device_img_s);
+        s += &format!("throughput {:.1} img/s ({:.1} per device)", f.throughput_img_s, f.throughput_per_device_img_s);
+        if let Some(i) = f.throughput_ci {
+            s += &format!(
+                " ±{:.1}% (95% interval {:.1}–{:.1} within this run; repeats show run-to-run drift)",
+                i.relative_half_width(f.throughput_img_s) * 100.0,
+                i.lo,
+                i.hi
+            );
+        }
+        s.push('\n');
         let t = &f.step_ms;
         s += &format!(
-            "step time  p50 {:.1} ms · mean {:.1} · p90 {:.1} · p99 {:.1} · std {:.1}\n",
-            t.p50, t.mean, t.p90, t.p99, t.std
+            "step time  p50 {:.1} ms{} · mean {:.1} · p90 {:.1} · p99 {:.1} · std {:.1}\n",
+            t.p50,
+            f.step_ms_p50_ci.map(|i| format!(" ({:.1}–{:.1})", i.lo, i.hi)).unwrap_or_default(),
+            t.mean,
+            t.p90,
+            t.p99,
+            t.std
         );
+    }
+    if !r.interference.is_empty() {
+        s += &format!("disturbed  {}\n", r.interference);
     }
     if let Some(w) = r.data_wait_ms {
         s += &format!("data wait  {w:.2} ms per step ({:.1}% of the step)\n", r.data_wait_share.unwrap_or(0.0) * 100.0);

@@ -53,12 +53,22 @@ pub struct RunArgs {
     /// Timed steps (ignored when --duration is given).
     #[arg(long, default_value_t = 30)]
     pub steps: u64,
-    /// Warm-up steps, excluded from timing (ignored when --warmup-time is given).
-    #[arg(long, default_value_t = 5)]
-    pub warmup: u64,
-    /// Time the run for this long instead of a step count (e.g. 30s, 2m).
-    #[arg(long, value_name = "DURATION")]
+    /// Warm-up steps, excluded from timing (ignored when --warmup-time is
+    /// given), or `auto`: until step times are steady (the medians of the
+    /// last three windows of 5 steps within 5 %), at most 200 steps or 60 s.
+    #[arg(long, default_value = "5", value_name = "N|auto")]
+    pub warmup: String,
+    /// Time the run for this long instead of a step count (e.g. 30s, 2m), or
+    /// `auto`: until throughput's 95 % interval is within --ci-target, at
+    /// most --max-duration.
+    #[arg(long, value_name = "DURATION|auto")]
     pub duration: Option<String>,
+    /// With --duration auto: the interval half-width to reach, e.g. 2% or 0.02.
+    #[arg(long, default_value = "2%", value_name = "PCT", value_parser = super::parse::parse_fraction)]
+    pub ci_target: f64,
+    /// With --duration auto: stop here even if the target is not met.
+    #[arg(long, default_value = "2m", value_name = "DURATION")]
+    pub max_duration: String,
     /// Warm up for this long instead of a step count (e.g. 10s).
     #[arg(long, value_name = "DURATION")]
     pub warmup_time: Option<String>,
@@ -334,15 +344,30 @@ impl RunArgs {
                 a.model.name()
             )));
         }
-        let timed = match &a.duration {
+        let timed = match a.duration.as_deref() {
+            Some("auto") => Length::Auto,
             Some(s) => Length::Time(parse_duration("--duration", s)?),
             None if a.steps == 0 => return Err(usage("--steps must be at least 1")),
             None => Length::Steps(a.steps),
         };
-        let warmup = match &a.warmup_time {
-            Some(s) => Length::Time(parse_duration("--warmup-time", s)?),
-            None => Length::Steps(a.warmup),
+        let warmup = match (&a.warmup_time, a.warmup.as_str()) {
+            (Some(s), _) => Length::Time(parse_duration("--warmup-time", s)?),
+            (None, "auto") => Length::Auto,
+            (None, n) => Length::Steps(n.trim().parse().map_err(|_| {
+                usage(format!(
+                    "--warmup {n:?} is neither a number of steps nor auto; write e.g. --warmup 5 or --warmup auto"
+                ))
+            })?),
         };
+        if a.ci_target <= 0.0 {
+            return Err(usage("--ci-target must be above 0%, e.g. 2%"));
+        }
+        let max_duration = parse_duration("--max-duration", &a.max_duration)?;
+        if a.implementation == Impl::Pytorch && (timed == Length::Auto || warmup == Length::Auto) {
+            return Err(usage(
+                "--duration auto and --warmup auto are gpubench's own rules; give --impl pytorch steps or a duration",
+            ));
+        }
         if a.threads == Some(0) {
             return Err(usage("--threads must be at least 1"));
         }
@@ -420,6 +445,8 @@ impl RunArgs {
             batch_per_device: a.batch_size,
             timed,
             warmup,
+            ci_target: a.ci_target,
+            max_duration,
             lr: a.lr.unwrap_or(0.1 * global as f64 / 256.0),
             momentum: a.momentum,
             weight_decay: a.weight_decay,

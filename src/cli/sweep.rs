@@ -26,12 +26,19 @@ pub struct CellArgs {
     /// Timed steps per run (run's default: 30; ignored with --duration).
     #[arg(long)]
     pub steps: Option<u64>,
-    /// Warm-up steps per run (run's default: 5).
-    #[arg(long)]
-    pub warmup: Option<u64>,
-    /// Time each run for this long instead of a step count (e.g. 10s).
-    #[arg(long, value_name = "DURATION")]
+    /// Warm-up steps per run, or auto (run's default: 5).
+    #[arg(long, value_name = "N|auto")]
+    pub warmup: Option<String>,
+    /// Time each run for this long instead of a step count (e.g. 10s), or
+    /// auto: until throughput's interval is within --ci-target.
+    #[arg(long, value_name = "DURATION|auto")]
     pub duration: Option<String>,
+    /// With --duration auto: the interval half-width to reach (run's default: 2%).
+    #[arg(long, value_name = "PCT")]
+    pub ci_target: Option<String>,
+    /// With --duration auto: the longest a run may take (run's default: 2m).
+    #[arg(long, value_name = "DURATION")]
+    pub max_duration: Option<String>,
     /// Warm up for this long instead of a step count.
     #[arg(long, value_name = "DURATION")]
     pub warmup_time: Option<String>,
@@ -104,7 +111,9 @@ impl CellArgs {
         opt("--image-size", self.image_size.map(|x| x.to_string()));
         opt("--num-classes", self.num_classes.map(|x| x.to_string()));
         opt("--steps", self.steps.map(|x| x.to_string()));
-        opt("--warmup", self.warmup.map(|x| x.to_string()));
+        opt("--warmup", self.warmup.clone());
+        opt("--ci-target", self.ci_target.clone());
+        opt("--max-duration", self.max_duration.clone());
         opt("--duration", self.duration.clone());
         opt("--warmup-time", self.warmup_time.clone());
         opt("--lr", self.lr.map(|x| x.to_string()));
@@ -259,12 +268,15 @@ fn apply_preset(a: &mut SweepArgs) {
     }
     a.out.get_or_insert_with(|| PathBuf::from("results/demo.csv"));
     a.charts.get_or_insert_with(|| PathBuf::from("results/demo-charts"));
+    // Each cell twice, the repeats interleaved (repeat → model → …), so the
+    // summary shows a spread and does not rank noise.
+    a.repeat.get_or_insert(2);
     let r = &mut a.run;
     if r.steps.is_none() && r.duration.is_none() {
-        r.duration = Some(if gpu { "5s" } else { "7s" }.into());
+        r.duration = Some(if gpu { "5s" } else { "3s" }.into());
     }
     if r.warmup.is_none() && r.warmup_time.is_none() {
-        r.warmup = Some(if gpu { 5 } else { 3 });
+        r.warmup = Some(if gpu { "5" } else { "auto" }.into());
     }
     if gpu {
         if a.models.is_empty() {
@@ -383,7 +395,7 @@ pub fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
         run.steps = Some(3);
     }
     if run.warmup.is_none() && run.warmup_time.is_none() {
-        run.warmup = Some(1);
+        run.warmup = Some("1".into());
     }
     run.lr.get_or_insert(0.01);
     let common = run.to_args();
@@ -521,9 +533,11 @@ mod tests {
         let strategies: std::collections::BTreeSet<&str> = p.cells.iter().map(|c| c.strategy.name()).collect();
         assert_eq!(strategies.len(), 3);
         assert_eq!(p.matrix.counts, [1, 2]);
-        assert_eq!(p.cells.len(), 10);
+        // 10 cells, each run twice (the repeats interleaved)
+        assert_eq!((p.cells.len(), p.matrix.repeat), (20, 2));
+        assert_eq!((p.cells[0].repeat, p.cells[10].repeat), (0, 1));
         // explicit flags win over the preset
         let p = plan(parse(&["--preset", "demo", "--cpu", "2", "--batch-sizes", "8", "--out", "y.csv"])).unwrap();
-        assert_eq!((p.cells.len(), p.out.as_path()), (5, Path::new("y.csv")));
+        assert_eq!((p.cells.len(), p.out.as_path()), (10, Path::new("y.csv")));
     }
 }

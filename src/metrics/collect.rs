@@ -45,6 +45,18 @@ impl Monitor {
         roles: &[String],
         window: Option<Window>,
     ) -> (Vec<DeviceMetrics>, Vec<DeviceSample>) {
+        let (devs, samples, _) = self.finish_with_notes(devices, roles, window);
+        (devs, samples)
+    }
+
+    /// `finish`, and what the device samples of the window say disturbed the
+    /// run (throttling, other processes: `metrics::interference`).
+    pub fn finish_with_notes(
+        self,
+        devices: &Devices,
+        roles: &[String],
+        window: Option<Window>,
+    ) -> (Vec<DeviceMetrics>, Vec<DeviceSample>, Vec<String>) {
         let (samples, span) = match self.sampler {
             Some(s) => {
                 let span = window.map(|w| (s.clock(w.start), s.clock(w.end)));
@@ -86,7 +98,8 @@ impl Monitor {
                 ..Default::default()
             }),
         }
-        (out, samples)
+        let notes = span.map(|(t0, t1)| super::interference::gpu_notes(&samples, t0, t1)).unwrap_or_default();
+        (out, samples, notes)
     }
 }
 

@@ -40,5 +40,7 @@
 //! rank 0's Reducer averages, as DDP's logging reads them: iterations 1–10, then every 100th (`dist`).
 pub mod collect;
 pub mod devices;
+pub mod interference;
+pub mod interval;
 pub mod sampler;
 pub mod stats;

@@ -24,6 +24,11 @@ pub struct DeviceSample {
     pub power_w: Option<f64>,
     pub sm_clock_mhz: Option<f64>,
     pub temperature_c: Option<f64>,
+    /// Why the clocks are held down ("thermal", "power", "hw", "app clocks",
+    /// joined by "+"; empty when they are not); None when not read.
+    pub throttle: Option<String>,
+    /// GPU memory held by compute processes that are not this run's, MiB.
+    pub other_procs_mb: Option<f64>,
     /// The sampling process itself (CPU runs): CPU time ÷ wall time since
     /// the previous sample, in % of one core, and resident memory.
     pub process_cpu_pct: Option<f64>,
@@ -112,11 +117,59 @@ impl DeviceSource for NvmlSource {
                 s.power_w = d.power_usage().ok().map(|mw| mw as f64 / 1000.0);
                 s.sm_clock_mhz = d.clock_info(Clock::SM).ok().map(f64::from);
                 s.temperature_c = d.temperature(TemperatureSensor::Gpu).ok().map(f64::from);
+                s.throttle = d.current_throttle_reasons().ok().map(throttle_text);
+                s.other_procs_mb = d.running_compute_processes().ok().and_then(|ps| others_mb(&ps));
             }
             out.push(s);
         }
         out
     }
+}
+
+/// The throttle reasons that slow a benchmark (idle and sync boost do not).
+fn throttle_text(r: nvml_wrapper::bitmasks::device::ThrottleReasons) -> String {
+    use nvml_wrapper::bitmasks::device::ThrottleReasons as T;
+    let mut v = vec![];
+    if r.intersects(T::SW_THERMAL_SLOWDOWN | T::HW_THERMAL_SLOWDOWN) {
+        v.push("thermal");
+    }
+    if r.intersects(T::SW_POWER_CAP | T::HW_POWER_BRAKE_SLOWDOWN) {
+        v.push("power");
+    }
+    if r.contains(T::HW_SLOWDOWN) {
+        v.push("hw");
+    }
+    if r.contains(T::APPLICATIONS_CLOCKS_SETTING) {
+        v.push("app clocks");
+    }
+    v.join("+")
+}
+
+/// Memory of the compute processes outside this process group. NVML names
+/// processes by the host's pids: in a container they may match none of
+/// ours, and then nothing can be attributed (None).
+fn others_mb(ps: &[nvml_wrapper::struct_wrappers::device::ProcessInfo]) -> Option<f64> {
+    use nvml_wrapper::enums::device::UsedGpuMemory;
+    // SAFETY: getpgrp has no preconditions.
+    let group = unsafe { libc::getpgrp() } as i64;
+    let ours = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').and_then(|x| x.1.split_whitespace().nth(2)?.parse::<i64>().ok()))
+            == Some(group)
+    };
+    if !ps.iter().any(|p| ours(p.pid)) {
+        return None;
+    }
+    let bytes: u64 = ps
+        .iter()
+        .filter(|p| !ours(p.pid))
+        .map(|p| match p.used_gpu_memory {
+            UsedGpuMemory::Used(b) => b,
+            UsedGpuMemory::Unavailable => 0,
+        })
+        .sum();
+    Some(bytes as f64 / MB)
 }
 
 /// Samples this process (CPU runs have no device telemetry to read).

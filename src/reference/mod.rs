@@ -120,10 +120,12 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
     match cfg.timed {
         Length::Steps(n) => v.extend(["--steps".into(), n.to_string()]),
         Length::Time(d) => v.extend(["--duration".into(), secs(d)]),
+        Length::Auto => unreachable!("--duration auto is refused with --impl pytorch (cli::run)"),
     }
     match cfg.warmup {
         Length::Steps(n) => v.extend(["--warmup".into(), n.to_string()]),
         Length::Time(d) => v.extend(["--warmup-time".into(), secs(d)]),
+        Length::Auto => unreachable!("--warmup auto is refused with --impl pytorch (cli::run)"),
     }
     if let Some(t) = cfg.threads {
         v.extend(["--threads".into(), t.to_string()]);

@@ -48,6 +48,10 @@ pub struct Row {
     pub global_batch: Option<u32>,
     pub steps: Option<u32>,
     pub warmup: Option<u32>,
+    /// How warm-up ended ("steps", "time", "steady after N steps", …).
+    pub warmup_end: String,
+    /// How the timed steps ended ("steps", "duration", "target met: ±x%", …).
+    pub timed_end: String,
     pub data: String,
     /// --data PATH: distinct unreadable files skipped (a file several ddp ranks met counts once).
     pub data_skipped: Option<u64>,
@@ -63,6 +67,11 @@ pub struct Row {
     pub step_ms_p90: Option<f64>,
     pub step_ms_p99: Option<f64>,
     pub step_ms_std: Option<f64>,
+    /// 95 % intervals within this run (metrics::interval).
+    pub throughput_ci95_lo: Option<f64>,
+    pub throughput_ci95_hi: Option<f64>,
+    pub step_ms_p50_ci95_lo: Option<f64>,
+    pub step_ms_p50_ci95_hi: Option<f64>,
     pub loss_first: Option<f64>,
     pub loss_last: Option<f64>,
     /// fp16 steps skipped by the loss scaler (non-finite gradients).
@@ -92,6 +101,8 @@ pub struct Row {
     pub ddp_backward_comm_ms: Option<f64>,
     pub ddp_overlap_ms: Option<f64>,
     pub ddp_buckets: Option<u32>,
+    /// What disturbed the run (metrics::interference), "; "-separated; empty when clean.
+    pub interference: String,
     // outcome
     pub status: String,
     pub error: String,

@@ -85,6 +85,19 @@ pub const RESULTS: &[ColumnDoc] = &[
         meaning: "Timed steps that ran: --steps, or as many as fitted in --duration.",
     },
     ColumnDoc { name: "warmup", unit: "", meaning: "Warm-up steps that ran before timing started (never timed)." },
+    ColumnDoc {
+        name: "warmup_end",
+        unit: "",
+        meaning:
+            "How warm-up ended: steps, time, or with --warmup auto \"steady after N steps\" or \"not steady after N \
+                  steps (the cap)\" (a run whose step times never settled).",
+    },
+    ColumnDoc {
+        name: "timed_end",
+        unit: "",
+        meaning: "How the timed steps ended: steps, duration, or with --duration auto \"target met: ±x%\" or \"max \
+                  duration reached: ±x%\" (the throughput interval achieved).",
+    },
     ColumnDoc { name: "data", unit: "", meaning: "Input source: synthetic, or imagefolder:PATH for --data PATH." },
     ColumnDoc {
         name: "data_skipped",
@@ -128,6 +141,20 @@ pub const RESULTS: &[ColumnDoc] = &[
         unit: "ms",
         meaning: "Sample standard deviation (n − 1) of the timed step times; 0 for a single step.",
     },
+    ColumnDoc {
+        name: "throughput_ci95_lo",
+        unit: "img/s",
+        meaning: "Lower end of throughput's 95 % interval within this run (batch means over contiguous steps); empty \
+                  below 10 timed steps. It does not cover drift between runs: that needs repeats.",
+    },
+    ColumnDoc { name: "throughput_ci95_hi", unit: "img/s", meaning: "Upper end of that interval." },
+    ColumnDoc {
+        name: "step_ms_p50_ci95_lo",
+        unit: "ms",
+        meaning: "Lower end of the median step time's 95 % interval within this run (circular block bootstrap); \
+                  empty below 10 timed steps.",
+    },
+    ColumnDoc { name: "step_ms_p50_ci95_hi", unit: "ms", meaning: "Upper end of that interval." },
     ColumnDoc {
         name: "loss_first",
         unit: "",
@@ -249,6 +276,13 @@ pub const RESULTS: &[ColumnDoc] = &[
     },
     ColumnDoc { name: "ddp_buckets", unit: "", meaning: "ddp: number of gradient buckets the Reducer all-reduces." },
     // outcome
+    ColumnDoc {
+        name: "interference",
+        unit: "",
+        meaning:
+            "What disturbed the timed window, \"; \"-separated: other processes' CPU use and load, CPU steal, GPU \
+                  throttling, other processes' GPU memory; empty when clean.",
+    },
     ColumnDoc { name: "status", unit: "", meaning: "How the run ended: ok, diverged, failed or oom." },
     ColumnDoc {
         name: "error",
@@ -354,6 +388,16 @@ pub const TELEMETRY: &[ColumnDoc] = &[
     ColumnDoc { name: "power_w", unit: "W", meaning: "NVML: power draw at the reading." },
     ColumnDoc { name: "sm_clock_mhz", unit: "MHz", meaning: "NVML: SM clock at the reading." },
     ColumnDoc { name: "temperature_c", unit: "°C", meaning: "NVML: GPU temperature at the reading." },
+    ColumnDoc {
+        name: "throttle",
+        unit: "",
+        meaning: "NVML: why the clocks are held down (thermal, power, hw, app clocks, joined by +); empty when not.",
+    },
+    ColumnDoc {
+        name: "other_procs_mb",
+        unit: "MiB",
+        meaning: "NVML: GPU memory held by compute processes outside this run's process group.",
+    },
     ColumnDoc {
         name: "process_cpu_pct",
         unit: "%",

@@ -157,6 +157,9 @@ impl Session for Rank {
             data_bad: l.bad_files,
             skipped: l.skipped,
             failed_at,
+            warmup_end: m.warmup_end,
+            timed_end: m.timed_end,
+            interference: m.interference,
         };
         self.store.set(&format!("gpubench/result/{}", self.env.rank), &serde_json::to_vec(&report)?)?;
         if self.env.rank != 0 {
@@ -325,6 +328,13 @@ pub struct RankReport {
     /// from a collective).
     #[serde(default)]
     pub failed_at: Option<f64>,
+    #[serde(default)]
+    pub warmup_end: String,
+    #[serde(default)]
+    pub timed_end: String,
+    /// What disturbed this rank's run.
+    #[serde(default)]
+    pub interference: Vec<String>,
 }
 
 /// The Reducer's averaged runtime statistics (DDP logging's avg_* counters).
@@ -388,6 +398,18 @@ pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>
         phase_secs: r0.phase_secs.clone(),
         window: None,
         failed_at: None,
+        warmup_end: r0.warmup_end.clone(),
+        timed_end: r0.timed_end.clone(),
+        // Every rank's findings, each once (ranks on one host see the same).
+        interference: {
+            let mut v: Vec<String> = vec![];
+            for n in reports.iter().flat_map(|r| r.interference.iter()) {
+                if !v.contains(n) {
+                    v.push(n.clone());
+                }
+            }
+            v
+        },
     };
     (m, r0.reducer.clone(), reports.iter().flat_map(|r| r.devices.clone()).collect())
 }
@@ -412,6 +434,9 @@ mod tests {
             data_bad: bad,
             skipped: 0,
             failed_at: None,
+            warmup_end: String::new(),
+            timed_end: String::new(),
+            interference: vec![],
         }
     }
 

@@ -1,0 +1,211 @@
+//! What could have distorted a run, said out loud: over the timed window,
+//! the host's load, CPU steal and the CPU other processes used (everything
+//! but this run's own process group: a ddp job's ranks and launcher are
+//! one group), and on GPUs, through NVML samples, clock throttling and
+//! compute processes that are not this run's. Each finding is one short
+//! phrase for the row's `interference` column and a warning line; a clean
+//! run has none.
+use std::time::Instant;
+
+use super::sampler::DeviceSample;
+
+/// Other processes using this many cores on average disturb a run.
+pub const BUSY_CORES: f64 = 0.5;
+/// CPU steal above this share of the window disturbs a run.
+pub const STEAL_SHARE: f64 = 0.05;
+/// Throttled in at least this share of a GPU's samples disturbs a run.
+pub const THROTTLED_SHARE: f64 = 0.10;
+/// Another process holding this much GPU memory is worth saying.
+pub const OTHER_GPU_MB: f64 = 256.0;
+
+/// The host's CPU counters at one moment.
+#[derive(Debug, Clone, Copy)]
+pub struct HostSnapshot {
+    at: Instant,
+    /// Jiffies from the first line of /proc/stat: all, busy, steal.
+    total: u64,
+    busy: u64,
+    steal: u64,
+    /// CPU seconds of this process group's processes.
+    group_cpu: f64,
+}
+
+impl HostSnapshot {
+    /// None where /proc cannot be read (not Linux).
+    pub fn take() -> Option<HostSnapshot> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let (total, busy, steal) = parse_cpu_line(stat.lines().next()?)?;
+        Some(HostSnapshot { at: Instant::now(), total, busy, steal, group_cpu: group_cpu_seconds() })
+    }
+}
+
+/// (total, busy, steal) jiffies from /proc/stat's `cpu` line: busy is all
+/// but idle and iowait.
+fn parse_cpu_line(line: &str) -> Option<(u64, u64, u64)> {
+    let mut f = line.split_whitespace();
+    if f.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+    if v.len() < 8 {
+        return None;
+    }
+    // user nice system idle iowait irq softirq steal [guest guest_nice]:
+    // guest time is already counted in user.
+    let total: u64 = v[..8].iter().sum();
+    Some((total, total - v[3] - v[4], v[7]))
+}
+
+/// CPU seconds (user + system) of every process in this process's group.
+fn group_cpu_seconds() -> f64 {
+    // SAFETY: getpgrp has no preconditions.
+    let me = unsafe { libc::getpgrp() } as i64;
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
+    let mut ticks = 0u64;
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(after) = stat.rsplit_once(')').map(|x| x.1) else { continue };
+        let f: Vec<&str> = after.split_whitespace().collect();
+        // After the name: state (3), ppid (4), pgrp (5), …, utime (14), stime (15).
+        if f.get(2).and_then(|g| g.parse::<i64>().ok()) == Some(me) {
+            ticks += f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
+                + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    ticks as f64 / 100.0
+}
+
+/// The host between two snapshots.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostWindow {
+    /// Cores other processes kept busy, on average.
+    pub others_cores: f64,
+    /// Share of the CPU time the hypervisor took (steal).
+    pub steal_share: f64,
+    /// The 1-minute load average at the end, and the cores.
+    pub load1: f64,
+    pub cores: usize,
+}
+
+pub fn host_window(a: &HostSnapshot, b: &HostSnapshot, cores: usize) -> Option<HostWindow> {
+    let wall = (b.at - a.at).as_secs_f64();
+    let total = b.total.checked_sub(a.total)? as f64;
+    if wall <= 0.0 || total <= 0.0 {
+        return None;
+    }
+    // Jiffies are USER_HZ (100) per second per core.
+    let busy_secs = b.busy.checked_sub(a.busy)? as f64 / 100.0;
+    let ours = (b.group_cpu - a.group_cpu).max(0.0);
+    let load1 = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN);
+    Some(HostWindow {
+        others_cores: ((busy_secs - ours) / wall).max(0.0),
+        steal_share: b.steal.checked_sub(a.steal)? as f64 / total,
+        load1,
+        cores,
+    })
+}
+
+impl HostWindow {
+    /// What disturbed the run, one phrase each; empty when the host was quiet.
+    pub fn notes(&self) -> Vec<String> {
+        let mut v = vec![];
+        if self.others_cores >= BUSY_CORES {
+            v.push(format!(
+                "host busy: other processes used {:.1} of {} cores (load {:.1})",
+                self.others_cores, self.cores, self.load1
+            ));
+        }
+        if self.steal_share >= STEAL_SHARE {
+            v.push(format!("CPU steal {:.0}% of the window", self.steal_share * 100.0));
+        }
+        v
+    }
+}
+
+/// What the GPU samples of the timed window (sampler seconds `t0`..`t1`)
+/// show: throttling, and other processes' memory on a device.
+pub fn gpu_notes(samples: &[DeviceSample], t0: f64, t1: f64) -> Vec<String> {
+    let mut devices: Vec<&str> = samples.iter().map(|s| s.device.as_str()).collect();
+    devices.sort();
+    devices.dedup();
+    let mut v = vec![];
+    for d in devices {
+        let w: Vec<&DeviceSample> =
+            samples.iter().filter(|s| s.device == d && s.t >= t0 && s.t <= t1 && s.throttle.is_some()).collect();
+        if w.is_empty() {
+            continue;
+        }
+        for why in ["thermal", "power"] {
+            let n = w.iter().filter(|s| s.throttle.as_deref().is_some_and(|t| t.contains(why))).count();
+            let share = n as f64 / w.len() as f64;
+            if share >= THROTTLED_SHARE {
+                v.push(format!("{d} {why} throttled {:.0}% of the window", share * 100.0));
+            }
+        }
+        let other = w.iter().filter_map(|s| s.other_procs_mb).fold(0.0, f64::max);
+        if other >= OTHER_GPU_MB {
+            v.push(format!("{d}: another process holds {:.1} GiB", other / 1024.0));
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_cpu_line() {
+        let l = "cpu  100 5 50 800 20 1 2 30 7 0";
+        assert_eq!(parse_cpu_line(l), Some((1008, 188, 30)));
+        assert_eq!(parse_cpu_line("cpu0 1 2 3 4 5 6 7 8"), None);
+    }
+
+    #[test]
+    fn notes_only_for_a_disturbed_host() {
+        let quiet = HostWindow { others_cores: 0.1, steal_share: 0.0, load1: 2.1, cores: 2 };
+        assert!(quiet.notes().is_empty());
+        let busy = HostWindow { others_cores: 1.4, steal_share: 0.08, load1: 4.2, cores: 2 };
+        assert_eq!(
+            busy.notes(),
+            ["host busy: other processes used 1.4 of 2 cores (load 4.2)", "CPU steal 8% of the window"]
+        );
+    }
+
+    #[test]
+    fn gpu_throttling_and_other_processes_in_the_window() {
+        let s = |t: f64, throttle: &str, other: Option<f64>| DeviceSample {
+            t,
+            device: "cuda:0".into(),
+            throttle: Some(throttle.into()),
+            other_procs_mb: other,
+            ..Default::default()
+        };
+        let samples = [
+            s(0.5, "thermal", None),
+            s(1.0, "", None),
+            s(1.5, "thermal", Some(12288.0)),
+            s(2.0, "", None),
+            s(9.0, "thermal", None),
+        ];
+        assert_eq!(
+            gpu_notes(&samples, 1.0, 2.0),
+            ["cuda:0 thermal throttled 33% of the window", "cuda:0: another process holds 12.0 GiB"]
+        );
+        assert!(gpu_notes(&samples[1..2], 0.0, 5.0).is_empty());
+    }
+
+    #[test]
+    fn a_snapshot_pair_of_this_machine() {
+        let Some(a) = HostSnapshot::take() else { return };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let b = HostSnapshot::take().unwrap();
+        let w = host_window(&a, &b, 2).unwrap();
+        assert!(w.others_cores >= 0.0 && (0.0..=1.0).contains(&w.steal_share), "{w:?}");
+    }
+}
