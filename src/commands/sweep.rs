@@ -194,8 +194,9 @@ pub fn run(plan: Plan) -> Result<i32> {
     Ok(if bad > 0 { 1 } else { 0 })
 }
 
-/// The summary of a finished sweep: the report's table (medians, scaling
-/// against the 1-device run of the same config), over this matrix's rows.
+/// The summary of a finished sweep: the report's table (medians with the
+/// repeats' spread, scaling against the 1-device run of the same config, the
+/// strategies ranked `>` or `≈`), over this matrix's rows.
 pub struct Summary {
     pub text: String,
     pub runs: Vec<crate::report::summary::Run>,

@@ -4,11 +4,16 @@
 //! improved, unchanged, or missing from the current results.
 //!
 //! Like criterion, a change must clear two bars to count: the medians differ by more than `--max-drop` (default
-//! 5%, a relative noise threshold; `5%` or `0.05`), and, when both sides have at least two runs, Welch's t-test
-//! says it is significant (two-sided p < `--alpha`, default 0.05). With a single run on either side there is no
-//! noise estimate, so the threshold decides alone. Welch's form does not assume equal variances and works from
-//! two runs per side (method and reasons: `report::significance`). Scaling divides each N-device run by the
-//! median of its own side's 1-device group, so its spread is the N-device runs' spread.
+//! 5%, a relative noise threshold; `5%` or `0.05`), and the change is significant. When both sides have at least
+//! two runs, significance is Welch's t-test (two-sided p < `--alpha`, default 0.05); otherwise it is the two
+//! sides' intervals not overlapping (a run's own 95 % interval from `metrics::interval`, or the spread of a
+//! side's repeats; scaling's propagated from both throughputs). Only a metric with neither (step p90 of single
+//! runs, rows written before intervals existed) is decided by the threshold alone. Methods and reasons:
+//! `report::significance`. Scaling divides each N-device run by the median of its own side's 1-device group, so
+//! its spread is the N-device runs' spread.
+//!
+//! Rows that recorded interference (another process, a throttled GPU) still count, but a verdict resting on
+//! one says so, and the notes name the row and what disturbed it.
 //!
 //! Exit codes: 0 when nothing regressed, 1 when something did (or, with `--strict`, a configuration is missing),
 //! 2 for unusable input (no configuration in common). `--format markdown` gives a pull-request comment;
@@ -18,10 +23,13 @@ use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::usage;
+use crate::metrics::interval::Interval;
 use crate::report::export::{Cell, Column, Table};
 use crate::report::format::{fmt_ms, fmt_pct, fmt_rate};
-use crate::report::significance::welch_t_test;
-use crate::report::summary::{baseline_of, excluded_notes, status_counts, summarize, ConfigKey, Group, Run, Scope};
+use crate::report::significance::{intervals_apart, welch_t_test};
+use crate::report::summary::{
+    baseline_of, disturbed_notes, excluded_notes, status_counts, summarize, ConfigKey, Group, Run, Scope,
+};
 use crate::results::long::DeviceData;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -88,6 +96,51 @@ impl Metric {
         };
         (!v.is_empty()).then_some(v)
     }
+
+    /// Group `g`'s 95 % interval for this metric, for sides without repeats
+    /// to test: the group's (repeats' or one run's), or one run's step p50.
+    fn interval(self, runs: &[Run], g: &Group) -> Option<Interval> {
+        match self {
+            Metric::Throughput => g.throughput_ci.map(|s| s.ci),
+            Metric::Scaling => g.efficiency_ci.map(|s| s.ci),
+            Metric::StepP50 => match g.ok.as_slice() {
+                [one] => {
+                    let r = &runs[*one].row;
+                    Some(Interval { lo: r.step_ms_p50_ci95_lo?, hi: r.step_ms_p50_ci95_hi? })
+                }
+                _ => None,
+            },
+            Metric::StepP90 => None,
+        }
+    }
+}
+
+/// How a change's significance was judged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Test {
+    /// Welch's t-test over repeats: the two-sided p-value.
+    Welch(f64),
+    /// The two sides' 95 % intervals: true when they do not overlap.
+    Intervals(bool),
+    /// Nothing to test against: the threshold alone decides.
+    None,
+}
+
+impl Test {
+    fn significant(self, alpha: f64) -> bool {
+        match self {
+            Test::Welch(p) => p < alpha,
+            Test::Intervals(apart) => apart,
+            Test::None => true,
+        }
+    }
+
+    pub fn p(self) -> Option<f64> {
+        match self {
+            Test::Welch(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -119,10 +172,12 @@ pub struct Finding {
     pub runs: (usize, usize),
     /// (current - baseline) / baseline.
     pub change: Option<f64>,
-    pub p: Option<f64>,
+    pub test: Test,
     pub verdict: Verdict,
     /// Why a config is missing.
     pub why: String,
+    /// Ok runs behind this finding that recorded interference, both sides.
+    pub disturbed: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -144,19 +199,28 @@ pub struct CheckReport {
     pub strict: bool,
 }
 
-/// Decides one metric of one config from the two sides' samples.
-pub fn decide(metric: Metric, base: &[f64], cur: &[f64], max_drop: f64, alpha: f64) -> (Verdict, f64, Option<f64>) {
+/// Decides one metric of one config from the two sides' samples, and their
+/// intervals where a side has too few samples for Welch's test.
+pub fn decide(
+    metric: Metric,
+    base: &[f64],
+    cur: &[f64],
+    intervals: Option<(Interval, Interval)>,
+    max_drop: f64,
+    alpha: f64,
+) -> (Verdict, f64, Test) {
     let (mb, mc) = (
         crate::report::summary::median(base).unwrap_or(f64::NAN),
         crate::report::summary::median(cur).unwrap_or(f64::NAN),
     );
     let change = (mc - mb) / mb;
     let worse_by = if metric.higher_is_better() { -change } else { change };
-    let p = welch_t_test(base, cur).map(|w| w.p);
-    let significant = match p {
-        Some(p) => p < alpha,
-        None => true, // no spread to test against
+    let test = match (welch_t_test(base, cur), intervals) {
+        (Some(w), _) => Test::Welch(w.p),
+        (None, Some((a, b))) => Test::Intervals(intervals_apart(&a, &b)),
+        (None, None) => Test::None,
     };
+    let significant = test.significant(alpha);
     let verdict = if !change.is_finite() {
         Verdict::Unchanged
     } else if worse_by > max_drop && significant {
@@ -166,7 +230,7 @@ pub fn decide(metric: Metric, base: &[f64], cur: &[f64], max_drop: f64, alpha: f
     } else {
         Verdict::Unchanged
     };
-    (verdict, change, p)
+    (verdict, change, test)
 }
 
 pub fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) -> Result<CheckReport> {
@@ -229,9 +293,10 @@ pub fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) -> Result
                 current: None,
                 runs: (b.ok.len(), 0),
                 change: None,
-                p: None,
+                test: Test::None,
                 verdict: Verdict::Missing,
                 why,
+                disturbed: b.disturbed.len(),
             });
             continue;
         }
@@ -253,7 +318,8 @@ pub fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) -> Result
                 ));
                 continue;
             };
-            let (verdict, change, p) = decide(m, &bs, &cs, opts.max_drop, opts.alpha);
+            let intervals = m.interval(base_runs, b).zip(m.interval(cur_runs, &cg[ci]));
+            let (verdict, change, test) = decide(m, &bs, &cs, intervals, opts.max_drop, opts.alpha);
             findings.push(Finding {
                 key: b.key.clone(),
                 metric: Some(m),
@@ -261,9 +327,10 @@ pub fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) -> Result
                 current: crate::report::summary::median(&cs),
                 runs: (bs.len(), cs.len()),
                 change: change.is_finite().then_some(change),
-                p,
+                test,
                 verdict,
                 why: String::new(),
+                disturbed: b.disturbed.len() + cg[ci].disturbed.len(),
             });
         }
     }
@@ -282,9 +349,12 @@ pub fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) -> Result
     }
     notes.extend(excluded_notes(base_runs, bg.iter().flat_map(|g| g.excluded.iter().copied())));
     notes.extend(excluded_notes(cur_runs, cg.iter().flat_map(|g| g.excluded.iter().copied())));
+    notes.extend(disturbed_notes(base_runs, bg.iter().flat_map(|g| g.disturbed.iter().copied())));
+    notes.extend(disturbed_notes(cur_runs, cg.iter().flat_map(|g| g.disturbed.iter().copied())));
     notes.push(format!(
-        "rule: a change beyond {} that is also significant (Welch t-test, p < {}) when both sides have 2+ runs; \
-         with fewer runs the threshold alone decides",
+        "rule: a change beyond {} that is also significant: Welch t-test p < {} when both sides have 2+ runs, \
+         else the two 95 % intervals apart (p column: 'apart' or 'overlap'); with neither, the threshold alone \
+         decides",
         fmt_pct(opts.max_drop),
         opts.alpha
     ));
@@ -327,6 +397,7 @@ impl CheckReport {
             Column::num("p_value", "p"),
             Column::text("runs", "runs b/c"),
             Column::text("verdict", "verdict"),
+            Column::raw("test"),
         ];
         let rows = self
             .findings
@@ -342,19 +413,36 @@ impl CheckReport {
                     fmt(f.baseline),
                     fmt(f.current),
                     f.change.map_or_else(Cell::none, |c| Cell::num(c, format!("{:+.1}%", c * 100.0))),
-                    f.p.map_or_else(Cell::none, |p| {
-                        Cell::num(p, if p < 0.001 { "<0.001".into() } else { format!("{p:.3}") })
-                    }),
+                    match f.test {
+                        Test::Welch(p) => Cell::num(p, if p < 0.001 { "<0.001".into() } else { format!("{p:.3}") }),
+                        Test::Intervals(apart) => Cell::empty(if apart { "apart" } else { "overlap" }),
+                        Test::None => Cell::none(),
+                    },
                     Cell::text(format!("{}/{}", f.runs.0, f.runs.1)),
-                    Cell::text(if f.why.is_empty() {
-                        f.verdict.word().to_string()
-                    } else {
-                        format!("{}: {}", f.verdict.word(), f.why)
+                    Cell::text(match (f.why.is_empty(), f.disturbed) {
+                        (true, 0) => f.verdict.word().to_string(),
+                        (true, d) => format!("{} (disturbed run{}: see notes)", f.verdict.word(), plural(d)),
+                        (false, _) => format!("{}: {}", f.verdict.word(), f.why),
+                    }),
+                    Cell::text(match f.test {
+                        Test::Welch(_) => "welch",
+                        Test::Intervals(true) => "intervals apart",
+                        Test::Intervals(false) => "intervals overlap",
+                        Test::None if f.metric.is_some() => "threshold",
+                        Test::None => "",
                     }),
                 ]
             })
             .collect();
         Table { title: format!("gpubench check: {}", self.summary()), columns, rows, notes: self.notes.clone() }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
     }
 }
 
@@ -388,18 +476,70 @@ mod tests {
     fn threshold_and_significance_both_needed() {
         let base = [1000.0, 1002.0, 998.0];
         // 10% drop, tight: regressed
-        assert_eq!(decide(Metric::Throughput, &base, &[900.0, 901.0, 899.0], 0.05, 0.05).0, Verdict::Regressed);
+        let d = |b: &[f64], c: &[f64]| decide(Metric::Throughput, b, c, None, 0.05, 0.05).0;
+        assert_eq!(d(&base, &[900.0, 901.0, 899.0]), Verdict::Regressed);
         // 10% drop but wildly noisy: not significant
-        assert_eq!(decide(Metric::Throughput, &base, &[600.0, 1200.0, 900.0], 0.05, 0.05).0, Verdict::Unchanged);
+        assert_eq!(d(&base, &[600.0, 1200.0, 900.0]), Verdict::Unchanged);
         // significant but within the threshold
-        assert_eq!(decide(Metric::Throughput, &base, &[980.0, 981.0, 979.0], 0.05, 0.05).0, Verdict::Unchanged);
+        assert_eq!(d(&base, &[980.0, 981.0, 979.0]), Verdict::Unchanged);
         // lower step time is better
-        assert_eq!(decide(Metric::StepP50, &[100.0], &[120.0], 0.05, 0.05).0, Verdict::Regressed);
-        assert_eq!(decide(Metric::StepP50, &[100.0], &[80.0], 0.05, 0.05).0, Verdict::Improved);
-        // single runs: the threshold decides, no p
-        let (v, c, p) = decide(Metric::Throughput, &[1000.0], &[1100.0], 0.05, 0.05);
-        assert_eq!((v, p), (Verdict::Improved, None));
+        assert_eq!(decide(Metric::StepP50, &[100.0], &[120.0], None, 0.05, 0.05).0, Verdict::Regressed);
+        assert_eq!(decide(Metric::StepP50, &[100.0], &[80.0], None, 0.05, 0.05).0, Verdict::Improved);
+        // single runs without intervals: the threshold decides, no p
+        let (v, c, t) = decide(Metric::Throughput, &[1000.0], &[1100.0], None, 0.05, 0.05);
+        assert_eq!((v, t), (Verdict::Improved, Test::None));
         assert!((c - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn single_runs_are_judged_by_their_intervals() {
+        let iv = |lo, hi| Interval { lo, hi };
+        // 10% drop, intervals apart: regressed.
+        let (v, _, t) =
+            decide(Metric::Throughput, &[1000.0], &[900.0], Some((iv(990.0, 1010.0), iv(890.0, 910.0))), 0.05, 0.05);
+        assert_eq!((v, t), (Verdict::Regressed, Test::Intervals(true)));
+        // The same drop inside two wide intervals is noise.
+        let (v, _, t) =
+            decide(Metric::Throughput, &[1000.0], &[900.0], Some((iv(850.0, 1150.0), iv(800.0, 1000.0))), 0.05, 0.05);
+        assert_eq!((v, t), (Verdict::Unchanged, Test::Intervals(false)));
+        // Repeats on both sides still use Welch's test.
+        let (_, _, t) = decide(
+            Metric::Throughput,
+            &[1000.0, 1001.0],
+            &[900.0, 901.0],
+            Some((iv(0.0, 1.0), iv(0.0, 1.0))),
+            0.05,
+            0.05,
+        );
+        assert!(matches!(t, Test::Welch(p) if p < 0.05), "{t:?}");
+    }
+
+    #[test]
+    fn check_reads_row_intervals_and_names_disturbed_rows() {
+        let with_ci = |thr: f64, half: f64| {
+            let mut r = row("single", 1, thr);
+            (r.throughput_ci95_lo, r.throughput_ci95_hi) = (Some(thr - half), Some(thr + half));
+            r
+        };
+        let b = runs_of(vec![with_ci(1000.0, 80.0)]);
+        let mut cur = with_ci(900.0, 80.0);
+        cur.interference = "host busy: load 4.2 on 2 cores".into();
+        let c = runs_of(vec![cur]);
+        let r = check(&b, &c, &opts()).unwrap();
+        assert_eq!(r.findings[0].test, Test::Intervals(false));
+        assert_eq!(verdicts(&r), [("single img/s".to_string(), "unchanged")]);
+        assert!(r.notes.iter().any(|n| n.starts_with("disturbed t.csv:2") && n.contains("load 4.2")), "{:?}", r.notes);
+        // Tight intervals: a regression, said to rest on a disturbed run.
+        let b = runs_of(vec![with_ci(1000.0, 5.0)]);
+        let mut c = runs_of(vec![with_ci(900.0, 5.0)]);
+        c[0].row.interference = "gpu0: another process holds 12 GiB".into();
+        let r = check(&b, &c, &opts()).unwrap();
+        assert_eq!(r.exit_code(), 1);
+        let text = String::from_utf8(
+            crate::report::export::Exporter::export(&crate::report::export::TextExporter, &r.table()).unwrap(),
+        )
+        .unwrap();
+        assert!(text.contains("apart") && text.contains("REGRESSED (disturbed run: see notes)"), "{text}");
     }
 
     #[test]

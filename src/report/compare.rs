@@ -1,7 +1,8 @@
 //! `compare`: result sets side by side (a V100 box against a K80 box, today
 //! against last month, a measurement against a published figure), joined on
 //! the config key. A config missing from a set is shown as missing, never
-//! dropped.
+//! dropped. Figures carry their 95 % intervals, and a ratio whose two
+//! throughputs' intervals overlap is shown as `≈`: noise, not a ranking.
 
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,8 +11,8 @@ use crate::error::usage;
 use crate::report::export::{Cell, Column, Table};
 use crate::report::format::{fmt_pct, fmt_rate, fmt_ratio};
 use crate::report::summary::{
-    cell_opt, excluded_notes, file_stem, status_counts, summarize, ConfigKey, Group, Run, Scope, PUBLISHED,
-    PUBLISHED_NOTE, SCALING_NOTE,
+    cell_spread, disturbed_notes, excluded_notes, file_stem, spread_bounds, status_counts, summarize, ConfigKey, Group,
+    Run, Scope, Spread, INTERVAL_NOTE, PUBLISHED, PUBLISHED_NOTE, SCALING_NOTE,
 };
 use crate::results::long::DeviceData;
 
@@ -111,6 +112,25 @@ impl Comparison {
         self.groups[set].get(key).and_then(|g| g.throughput)
     }
 
+    pub fn throughput_ci(&self, set: usize, key: &ConfigKey) -> Option<Spread> {
+        self.groups[set].get(key).and_then(|g| g.throughput_ci)
+    }
+
+    /// Set `set`'s throughput over the first set's, and whether the two
+    /// cannot be told apart (their intervals overlap).
+    pub fn ratio(&self, set: usize, key: &ConfigKey) -> Option<(f64, bool)> {
+        match (self.throughput(set, key), self.throughput(0, key)) {
+            (Some(a), Some(b)) if b > 0.0 => {
+                let same = match (self.throughput_ci(set, key), self.throughput_ci(0, key)) {
+                    (Some(x), Some(y)) => x.overlaps(&y),
+                    _ => false,
+                };
+                Some((a / b, same))
+            }
+            _ => None,
+        }
+    }
+
     pub fn table(&self, runs: &[Run]) -> Table {
         let mut columns = ConfigKey::columns().to_vec();
         // Long names would make every column as wide as the name: then the
@@ -126,6 +146,13 @@ impl Comparison {
         for (s, h) in self.sets.iter().zip(&head).skip(1) {
             columns.push(Column::num(&format!("{}/{first}:throughput_ratio", s.name), &format!("{h} / {}", head[0])));
         }
+        for s in &self.sets {
+            columns.push(Column::raw(&format!("{}:throughput_ci95_lo", s.name)));
+            columns.push(Column::raw(&format!("{}:throughput_ci95_hi", s.name)));
+        }
+        for s in self.sets.iter().skip(1) {
+            columns.push(Column::raw(&format!("{}/{first}:indistinguishable", s.name)));
+        }
 
         let rows = self
             .configs
@@ -139,16 +166,28 @@ impl Comparison {
                             let why = if g.excluded.is_empty() { "-".into() } else { status_counts(runs, &g.excluded) };
                             row.extend([Cell::empty(why), Cell::none()]);
                         }
-                        Some(g) => row.extend([cell_opt(g.throughput, fmt_rate), cell_opt(g.efficiency, fmt_pct)]),
+                        Some(g) => row.extend([
+                            cell_spread(g.throughput, g.throughput_ci, fmt_rate),
+                            cell_spread(g.efficiency, g.efficiency_ci, fmt_pct),
+                        ]),
                     }
                 }
-                let t0 = self.throughput(0, k);
-                for i in 1..self.sets.len() {
-                    let ratio = match (self.throughput(i, k), t0) {
-                        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-                        _ => None,
-                    };
-                    row.push(cell_opt(ratio, fmt_ratio));
+                let ratios: Vec<Option<(f64, bool)>> = (1..self.sets.len()).map(|i| self.ratio(i, k)).collect();
+                for r in &ratios {
+                    row.push(match r {
+                        Some((x, true)) => Cell::num(*x, format!("≈{}", fmt_ratio(*x))),
+                        Some((x, false)) => Cell::num(*x, fmt_ratio(*x)),
+                        None => Cell::none(),
+                    });
+                }
+                for i in 0..self.sets.len() {
+                    row.extend(spread_bounds(self.throughput_ci(i, k)));
+                }
+                for r in &ratios {
+                    row.push(match r {
+                        Some((_, same)) => Cell::text(if *same { "yes" } else { "no" }),
+                        None => Cell::none(),
+                    });
                 }
                 row
             })
@@ -165,6 +204,12 @@ impl Comparison {
             "'missing': the set has no run of that config".to_string(),
             SCALING_NOTE.to_string(),
         ]);
+        if self.groups.iter().any(|m| m.values().any(|g| g.throughput_ci.is_some())) {
+            notes.push(INTERVAL_NOTE.to_string());
+        }
+        if self.configs.iter().any(|k| (1..self.sets.len()).any(|i| self.ratio(i, k).is_some_and(|r| r.1))) {
+            notes.push("≈: the two throughputs' 95 % intervals overlap, so the ratio is not a ranking".to_string());
+        }
         if self.sets.iter().any(|s| s.name.ends_with("[published]")) {
             notes.push(PUBLISHED_NOTE.to_string());
         }
@@ -179,6 +224,7 @@ impl Comparison {
                 ));
             }
             notes.extend(excluded_notes(runs, m.values().flat_map(|g| g.excluded.iter().copied())));
+            notes.extend(disturbed_notes(runs, m.values().flat_map(|g| g.disturbed.iter().copied())));
         }
         Table { title: format!("gpubench compare: {}", names.join(" vs ")), columns, rows, notes }
     }
@@ -272,13 +318,33 @@ mod tests {
     }
 
     #[test]
+    fn overlapping_intervals_are_marked_indistinguishable() {
+        let with_ci = |thr: f64, half: f64, label: &str| {
+            let mut r = row("single", 1, thr);
+            (r.throughput_ci95_lo, r.throughput_ci95_hi) = (Some(thr - half), Some(thr + half));
+            run(&format!("{label}.csv"), r, label)
+        };
+        let runs = vec![with_ci(400.0, 10.0, "A"), with_ci(405.0, 10.0, "B"), with_ci(300.0, 5.0, "C")];
+        let c = compare(&runs, &DeviceData::default()).unwrap();
+        let key = &c.configs[0];
+        assert_eq!(c.ratio(1, key).map(|r| r.1), Some(true));
+        assert_eq!(c.ratio(2, key).map(|r| r.1), Some(false));
+        let text = String::from_utf8(TextExporter.export(&c.table(&runs)).unwrap()).unwrap();
+        let line = text.lines().nth(4).unwrap();
+        assert!(line.contains("400 ±10*") && line.contains("≈1.01x") && line.ends_with(" 0.75x"), "{line}");
+        let csv = String::from_utf8(crate::report::export::CsvExporter.export(&c.table(&runs)).unwrap()).unwrap();
+        assert!(csv.lines().next().unwrap().ends_with("B/A:indistinguishable,C/A:indistinguishable"), "{csv}");
+        assert!(csv.lines().nth(1).unwrap().ends_with(",390,410,395,415,295,305,yes,no"), "{csv}");
+    }
+
+    #[test]
     fn long_set_names_become_letters_in_headers() {
         let mut p = row("single", 1, 51.9);
         p.implementation = PUBLISHED.into();
         let runs =
             vec![run("ref.csv", p, "tf_cnn_benchmarks GCE K80 synthetic"), run("k.csv", row("single", 1, 50.0), "")];
         let t = compare(&runs, &DeviceData::default()).unwrap().table(&runs);
-        let titles: Vec<&str> = t.columns.iter().skip(6).map(|c| c.title.as_str()).collect();
+        let titles: Vec<&str> = t.columns.iter().skip(6).filter(|c| c.human).map(|c| c.title.as_str()).collect();
         assert_eq!(titles, ["A img/s", "A scaling", "B img/s", "B scaling", "B / A"]);
         assert_eq!(t.notes[0], "A = tf_cnn_benchmarks GCE K80 synthetic [published] (ref.csv)");
         assert_eq!(t.columns[6].key, "tf_cnn_benchmarks GCE K80 synthetic [published]:throughput_img_s");

@@ -4,7 +4,8 @@
 //!
 //! A cell carries both its value and how humans should read it: the text
 //! formats print the text, CSV and JSON the raw value, so scripts never have to
-//! parse "97.3%" or "3.48x".
+//! parse "97.3%" or "3.48x". Raw-only columns (an interval's bounds, already
+//! shown as "±" in a human cell) appear in CSV and JSON alone.
 
 use anyhow::Result;
 use serde_json::{json, Map, Value};
@@ -22,14 +23,20 @@ pub struct Column {
     /// Human header for the table and markdown formats.
     pub title: String,
     pub align: Align,
+    /// False for columns only CSV and JSON carry.
+    pub human: bool,
 }
 
 impl Column {
     pub fn text(key: &str, title: &str) -> Self {
-        Column { key: key.into(), title: title.into(), align: Align::Left }
+        Column { key: key.into(), title: title.into(), align: Align::Left, human: true }
     }
     pub fn num(key: &str, title: &str) -> Self {
-        Column { key: key.into(), title: title.into(), align: Align::Right }
+        Column { key: key.into(), title: title.into(), align: Align::Right, human: true }
+    }
+    /// A number for scripts only; the human formats leave it out.
+    pub fn raw(key: &str) -> Self {
+        Column { human: false, ..Column::num(key, key) }
     }
 }
 
@@ -74,6 +81,20 @@ pub struct Table {
     pub columns: Vec<Column>,
     pub rows: Vec<Vec<Cell>>,
     pub notes: Vec<String>,
+}
+
+impl Table {
+    /// The table without its raw-only columns, as the human formats print it.
+    pub fn human(&self) -> Table {
+        let keep: Vec<bool> = self.columns.iter().map(|c| c.human).collect();
+        let pick = |cells: &[Cell]| cells.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c.clone()).collect();
+        Table {
+            title: self.title.clone(),
+            columns: self.columns.iter().filter(|c| c.human).cloned().collect(),
+            rows: self.rows.iter().map(|r| pick(r)).collect(),
+            notes: self.notes.clone(),
+        }
+    }
 }
 
 pub trait Exporter {
@@ -133,6 +154,7 @@ pub struct TextExporter;
 
 impl Exporter for TextExporter {
     fn export(&self, t: &Table) -> Result<Vec<u8>> {
+        let t = &t.human();
         let mut widths: Vec<usize> = t.columns.iter().map(|c| width(&c.title)).collect();
         for row in &t.rows {
             for (w, cell) in widths.iter_mut().zip(row) {
@@ -177,6 +199,7 @@ pub struct MarkdownExporter;
 
 impl Exporter for MarkdownExporter {
     fn export(&self, t: &Table) -> Result<Vec<u8>> {
+        let t = &t.human();
         let mut out = String::new();
         if !t.title.is_empty() {
             out.push_str(&format!("**{}**\n\n", md_escape(&t.title)));
@@ -318,6 +341,20 @@ mod tests {
         assert_eq!(v["rows"][1]["eff"], Value::Null);
         assert_eq!(v["notes"][0], "one note");
         assert_eq!(v["title"], "Demo");
+    }
+
+    #[test]
+    fn raw_columns_reach_csv_and_json_only() {
+        let mut t = sample();
+        t.columns.push(Column::raw("rate_lo"));
+        for (row, lo) in t.rows.iter_mut().zip([1200.0, 50.0]) {
+            row.push(Cell::num(lo, "unused"));
+        }
+        assert_eq!(s(&TextExporter, &t), s(&TextExporter, &sample()));
+        assert_eq!(s(&MarkdownExporter, &t), s(&MarkdownExporter, &sample()));
+        assert!(s(&CsvExporter, &t).starts_with("name,rate,eff,rate_lo\na|b,1234.5,0.975,1200\n"));
+        let v: Value = serde_json::from_slice(&JsonExporter.export(&t).unwrap()).unwrap();
+        assert_eq!(v["rows"][1]["rate_lo"], json!(50));
     }
 
     #[test]

@@ -17,6 +17,26 @@ pub fn fmt_pct(fraction: f64) -> String {
     format!("{:.1}%", fraction * 100.0)
 }
 
+/// A ± half-width in `fmt`'s units, with no more decimals than the
+/// estimate it belongs to shows ("1234 ±25", not "1234 ±25.0").
+pub fn fmt_half_width(fmt: fn(f64) -> String, estimate: f64, half: f64) -> String {
+    let decimals = |s: &str| s.split_once('.').map_or(0, |(_, f)| f.chars().take_while(char::is_ascii_digit).count());
+    let (e, h) = (fmt(estimate), fmt(half));
+    let keep = decimals(&e);
+    if decimals(&h) <= keep {
+        return h;
+    }
+    let digits: String = h.chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-').collect();
+    match digits.parse::<f64>() {
+        // Round the half-width itself once, in fmt's units (x100 for percentages).
+        Ok(shown) if half != 0.0 => {
+            let units = (shown / half).round().max(1.0);
+            format!("{:.keep$}{}", half * units, &h[digits.len()..])
+        }
+        _ => h,
+    }
+}
+
 pub fn fmt_ms(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0}")
@@ -54,4 +74,18 @@ pub fn short_error(e: &str, max: usize) -> String {
     }
     let cut: String = e.chars().take(max).collect();
     format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_widths_match_the_estimate_precision() {
+        assert_eq!(fmt_half_width(fmt_rate, 1234.0, 25.0), "25");
+        assert_eq!(fmt_half_width(fmt_rate, 51.9, 2.345), "2.3");
+        assert_eq!(fmt_half_width(fmt_rate, 5.12, 0.031), "0.03");
+        assert_eq!(fmt_half_width(fmt_pct, 0.954, 0.031), "3.1%");
+        assert_eq!(fmt_half_width(fmt_rate, 1234.0, 150.0), "150");
+    }
 }

@@ -1,6 +1,14 @@
 //! From result rows to the figures people read: rows grouped by config,
-//! repeats reduced to medians, scaling efficiency against the 1-device run.
-//! `report`, `compare`, `check` and the charts all start here.
+//! repeats reduced to medians, scaling efficiency against the 1-device run,
+//! each with its 95 % interval. `report`, `compare`, `check` and the charts
+//! all start here.
+//!
+//! A group's throughput interval is the spread of its repeats when it has
+//! two or more (from the lowest to the highest of their own 95 % intervals,
+//! so run-to-run drift is inside it), else the one run's own interval
+//! (`metrics::interval`, which does not cover drift), and tables mark the
+//! latter with `*`. Scaling efficiency's interval propagates both
+//! throughputs' relative half-widths in quadrature (independent measurements).
 //!
 //! Only rows with status `ok` contribute numbers. Others are kept, so that
 //! they can be reported, but never count as zero throughput.
@@ -10,9 +18,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::usage;
+use crate::metrics::interval::Interval;
 use crate::metrics::stats;
 use crate::report::export::{Cell, Column, Table};
-use crate::report::format::{fmt_ms, fmt_pct, fmt_rate, fmt_ratio};
+use crate::report::format::{fmt_half_width, fmt_ms, fmt_pct, fmt_rate, fmt_ratio};
 use crate::results::csv::{read_rows_with_lines, Row};
 use crate::results::long::DeviceData;
 
@@ -53,6 +62,10 @@ pub fn load_files(paths: &[PathBuf]) -> Result<Vec<Run>> {
     }
     Ok(runs)
 }
+
+/// Model, image size, precision and batch per device: what scaling is
+/// measured across.
+pub type Workload = (String, Option<u32>, String, Option<u32>);
 
 /// The configuration a result belongs to; rows with equal keys are repeats.
 /// Precision is part of it: fp32 and fp16 are different workloads.
@@ -119,7 +132,7 @@ impl ConfigKey {
 
     /// The key without strategy and device count: what scaling is measured
     /// across.
-    pub fn workload(&self) -> (String, Option<u32>, String, Option<u32>) {
+    pub fn workload(&self) -> Workload {
         (self.model.clone(), self.image_size, self.precision.clone(), self.batch_per_device)
     }
 
@@ -204,6 +217,62 @@ pub struct Group {
     pub step_p50: Option<f64>,
     pub step_p90: Option<f64>,
     pub imbalance: Option<f64>,
+    pub throughput_ci: Option<Spread>,
+    /// None for the baseline itself, whose efficiency is 1 by definition.
+    pub efficiency_ci: Option<Spread>,
+    /// Indices of ok runs whose row names interference.
+    pub disturbed: Vec<usize>,
+}
+
+/// A group's 95 % interval for one figure, and what it rests on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub ci: Interval,
+    /// One run's own interval: run-to-run drift is not in it.
+    pub within_run: bool,
+}
+
+impl Spread {
+    pub fn half_width(&self) -> f64 {
+        (self.ci.hi - self.ci.lo) / 2.0
+    }
+
+    /// Two figures whose intervals overlap cannot be ranked.
+    pub fn overlaps(&self, other: &Spread) -> bool {
+        self.ci.overlaps(&other.ci)
+    }
+}
+
+/// With repeats, their spread: from the lowest to the highest of the
+/// repeats' own 95 % intervals (each repeat's throughput where a row has
+/// none), so run-to-run drift is inside it. With one run, that run's interval.
+///
+/// Not Student's t over the repeats: with the two or three repeats a sweep
+/// can afford, t's quantile (12.7 for two) makes the interval wider than the
+/// figure itself, and a reader learns nothing. The spread is what hyperfine
+/// shows as a range, widened by each run's own noise.
+fn throughput_spread(runs: &[Run], ok: &[usize]) -> Option<Spread> {
+    let rows: Vec<&Row> = ok.iter().map(|&i| &runs[i].row).filter(|r| r.throughput_img_s.is_some()).collect();
+    match rows.as_slice() {
+        [] => None,
+        [one] => {
+            Some(Spread { ci: Interval { lo: one.throughput_ci95_lo?, hi: one.throughput_ci95_hi? }, within_run: true })
+        }
+        many => {
+            let lo = many.iter().map(|r| r.throughput_ci95_lo.or(r.throughput_img_s).unwrap()).fold(f64::MAX, f64::min);
+            let hi = many.iter().map(|r| r.throughput_ci95_hi.or(r.throughput_img_s).unwrap()).fold(f64::MIN, f64::max);
+            Some(Spread { ci: Interval { lo, hi }, within_run: false })
+        }
+    }
+}
+
+/// efficiency = T / (n·B): relative half-widths of T and B add in quadrature.
+fn efficiency_spread(eff: f64, t: f64, t_ci: &Spread, b: f64, b_ci: &Spread) -> Spread {
+    let rel = ((t_ci.half_width() / t).powi(2) + (b_ci.half_width() / b).powi(2)).sqrt();
+    Spread {
+        ci: Interval { lo: eff * (1.0 - rel), hi: eff * (1.0 + rel) },
+        within_run: t_ci.within_run || b_ci.within_run,
+    }
 }
 
 pub fn median(xs: &[f64]) -> Option<f64> {
@@ -247,6 +316,8 @@ pub fn summarize(
                 median(&ok.iter().filter_map(|&i| f(&runs[i])).collect::<Vec<_>>())
             };
             let throughput = vals(&|r| r.row.throughput_img_s);
+            let throughput_ci = throughput_spread(runs, &ok);
+            let disturbed = ok.iter().copied().filter(|&i| !runs[i].row.interference.is_empty()).collect();
             let n = key.n_devices.max(1) as f64;
             let per_device = vals(&|r| r.row.throughput_per_device_img_s).or(throughput.map(|t| t / n));
             Group {
@@ -261,16 +332,24 @@ pub fn summarize(
                 per_device,
                 efficiency: None,
                 base_throughput: None,
+                throughput_ci,
+                efficiency_ci: None,
+                disturbed,
             }
         })
         .collect();
     for i in 0..groups.len() {
-        let base = baseline_of(&groups, i).and_then(|b| groups[b].throughput);
+        let Some(bi) = baseline_of(&groups, i) else { continue };
+        let (base, base_ci) = (groups[bi].throughput, groups[bi].throughput_ci);
         let g = &mut groups[i];
         if let (Some(t), Some(b)) = (g.throughput, base) {
-            if b > 0.0 {
-                g.efficiency = Some(t / (g.key.n_devices as f64 * b));
+            if b > 0.0 && t > 0.0 {
+                let eff = t / (g.key.n_devices as f64 * b);
+                g.efficiency = Some(eff);
                 g.base_throughput = Some(b);
+                if let (Some(tc), Some(bc), true) = (&g.throughput_ci, &base_ci, bi != i) {
+                    g.efficiency_ci = Some(efficiency_spread(eff, t, tc, b, bc));
+                }
             }
         }
     }
@@ -294,6 +373,81 @@ pub fn baseline_of(groups: &[Group], i: usize) -> Option<usize> {
 
 pub fn cell_opt(v: Option<f64>, fmt: fn(f64) -> String) -> Cell {
     v.map_or_else(Cell::none, |x| Cell::num(x, fmt(x)))
+}
+
+/// "1234 ±25", with `*` when the interval is one run's own; the raw value
+/// stays the estimate.
+pub fn cell_spread(v: Option<f64>, s: Option<Spread>, fmt: fn(f64) -> String) -> Cell {
+    match (v, s) {
+        (Some(x), Some(s)) if s.half_width().is_finite() => {
+            let pm = fmt_half_width(fmt, x, s.half_width());
+            Cell::num(x, format!("{} ±{pm}{}", fmt(x), if s.within_run { "*" } else { "" }))
+        }
+        _ => cell_opt(v, fmt),
+    }
+}
+
+/// The interval's bounds as two raw-only cells (CSV and JSON).
+pub fn spread_bounds(s: Option<Spread>) -> [Cell; 2] {
+    match s {
+        Some(s) => [Cell::num(s.ci.lo, ""), Cell::num(s.ci.hi, "")],
+        None => [Cell::none(), Cell::none()],
+    }
+}
+
+/// Which figures rest on one run's interval: "within-run", "repeats" or "".
+pub fn spread_basis(s: Option<Spread>) -> Cell {
+    Cell::text(match s {
+        Some(s) if s.within_run => "within-run",
+        Some(_) => "repeats",
+        None => "",
+    })
+}
+
+pub const INTERVAL_NOTE: &str = "± = half-width of the spread: with repeats, from the lowest to the highest of their \
+                                 own 95 % intervals; * = one run's own 95 % interval (batch means over its steps), \
+                                 which does not cover run-to-run drift: repeat runs (--repeat) for that";
+
+/// Per machine, workload and device count with two or more strategies: the
+/// strategies fastest first, `>` between two whose throughput intervals are
+/// apart and `≈` where they overlap (noise cannot rank them). Groups without
+/// an interval (rows from before intervals) are left out of the ranking.
+pub fn ranking_notes(groups: &[Group]) -> Vec<String> {
+    let mut by: BTreeMap<(Scope, Workload, u32), Vec<&Group>> = BTreeMap::new();
+    for g in groups.iter().filter(|g| g.throughput.is_some() && g.throughput_ci.is_some()) {
+        by.entry((g.scope.clone(), g.key.workload(), g.key.n_devices)).or_default().push(g);
+    }
+    by.into_iter()
+        .filter(|(_, gs)| gs.len() >= 2)
+        .map(|((scope, (model, img, prec, batch), n), mut gs)| {
+            gs.sort_by(|a, b| b.throughput.unwrap().total_cmp(&a.throughput.unwrap()));
+            let mut line = String::new();
+            for (i, g) in gs.iter().enumerate() {
+                if i > 0 {
+                    let same = gs[i - 1].throughput_ci.unwrap().overlaps(&g.throughput_ci.unwrap());
+                    line.push_str(if same { " ≈ " } else { " > " });
+                }
+                line.push_str(&format!("{} {}", g.key.strategy, fmt_rate(g.throughput.unwrap())));
+            }
+            format!(
+                "fastest on {n} device{} ({} {model} {}px {prec} b{}): {line}",
+                if n == 1 { "" } else { "s" },
+                scope.hardware,
+                opt_or(img, "?"),
+                opt_or(batch, "?")
+            )
+        })
+        .collect()
+}
+
+/// One note per ok row that recorded interference.
+pub fn disturbed_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Vec<String> {
+    idx.into_iter()
+        .map(|i| {
+            let r = &runs[i];
+            format!("disturbed {} ({}): {}", r.place(), ConfigKey::of(&r.row).describe(), r.row.interference)
+        })
+        .collect()
 }
 
 /// "2 oom, 1 failed" for a group's excluded runs.
@@ -334,6 +488,8 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
     let any_label = groups.iter().any(|g| !g.scope.label.is_empty());
     let any_impl = groups.iter().any(|g| g.scope.implementation != "gpubench");
     let any_excluded = groups.iter().any(|g| !g.excluded.is_empty());
+    let any_disturbed = groups.iter().any(|g| !g.disturbed.is_empty());
+    let any_spread = groups.iter().any(|g| g.throughput_ci.is_some());
 
     let mut columns = vec![Column::text("hardware", "hardware")];
     if any_label {
@@ -347,6 +503,9 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
     if any_excluded {
         columns.push(Column::text("excluded", "excluded"));
     }
+    if any_disturbed {
+        columns.push(Column::num("disturbed", "disturbed"));
+    }
     columns.extend([
         Column::num("throughput_img_s", "img/s"),
         Column::num("throughput_per_device_img_s", "img/s/dev"),
@@ -354,6 +513,11 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
         Column::num("step_ms_p50", "step p50 ms"),
         Column::num("step_ms_p90", "step p90 ms"),
         Column::num("mem_imbalance", "mem imbalance"),
+        Column::raw("throughput_ci95_lo"),
+        Column::raw("throughput_ci95_hi"),
+        Column::raw("scaling_ci95_lo"),
+        Column::raw("scaling_ci95_hi"),
+        Column::raw("ci_basis"),
     ]);
 
     let rows = groups
@@ -371,14 +535,21 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
             if any_excluded {
                 row.push(Cell::text(status_counts(runs, &g.excluded)));
             }
+            if any_disturbed {
+                let d = g.disturbed.len();
+                row.push(if d == 0 { Cell::none() } else { Cell::num(d as f64, format!("{d}/{}", g.ok.len())) });
+            }
             row.extend([
-                cell_opt(g.throughput, fmt_rate),
+                cell_spread(g.throughput, g.throughput_ci, fmt_rate),
                 cell_opt(g.per_device, fmt_rate),
-                cell_opt(g.efficiency, fmt_pct),
+                cell_spread(g.efficiency, g.efficiency_ci, fmt_pct),
                 cell_opt(g.step_p50, fmt_ms),
                 cell_opt(g.step_p90, fmt_ms),
                 cell_opt(g.imbalance, fmt_ratio),
             ]);
+            row.extend(spread_bounds(g.throughput_ci));
+            row.extend(spread_bounds(g.efficiency_ci));
+            row.push(spread_basis(g.throughput_ci));
             row
         })
         .collect();
@@ -389,10 +560,15 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
         SCALING_NOTE.to_string(),
         "mem imbalance = max/min peak memory across a run's devices".to_string(),
     ];
+    if any_spread {
+        notes.push(INTERVAL_NOTE.to_string());
+    }
     if any_impl && groups.iter().any(|g| g.scope.implementation == PUBLISHED) {
         notes.push(PUBLISHED_NOTE.to_string());
     }
+    notes.extend(ranking_notes(groups));
     notes.extend(excluded_notes(runs, groups.iter().flat_map(|g| g.excluded.iter().copied())));
+    notes.extend(disturbed_notes(runs, groups.iter().flat_map(|g| g.disturbed.iter().copied())));
     Table {
         title: format!(
             "gpubench report: {n_ok} ok run{} from {}",
@@ -421,6 +597,7 @@ pub fn file_stem(p: &Path) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::report::export::Exporter;
 
     /// A measured ok row; tests adjust what they need.
     pub fn row(strategy: &str, n: u32, thr: f64) -> Row {
@@ -511,6 +688,85 @@ pub(crate) mod tests {
             excluded_notes(&runs, g[0].excluded.clone()),
             ["excluded t.csv:3 (resnet50 224px fp32 dp x4 b64): status oom: CUDA out of memory"]
         );
+    }
+
+    #[test]
+    fn repeats_give_their_range_and_one_run_its_own_interval() {
+        let mut one = row("single", 1, 100.0);
+        (one.throughput_ci95_lo, one.throughput_ci95_hi) = (Some(98.0), Some(102.0));
+        let runs = runs_of(vec![one, row("ddp", 2, 180.0), row("ddp", 2, 190.0), row("ddp", 2, 200.0)]);
+        let g = groups(&runs);
+        let s = g[0].throughput_ci.unwrap();
+        assert!(s.within_run);
+        assert_eq!((s.ci.lo, s.ci.hi), (98.0, 102.0));
+        // Repeats without their own intervals: the range of their figures.
+        let d = g[1].throughput_ci.unwrap();
+        assert!(!d.within_run);
+        assert_eq!((d.ci.lo, d.ci.hi), (180.0, 200.0));
+        // Scaling 0.95 with relative half-widths 0.02 and 10/190.
+        let e = g[1].efficiency_ci.unwrap();
+        let rel = (0.02f64.powi(2) + (10.0f64 / 190.0).powi(2)).sqrt();
+        assert!(((e.ci.hi - e.ci.lo) / 2.0 - 0.95 * rel).abs() < 1e-9, "{e:?}");
+        assert!(e.within_run, "a within-run side makes the propagated interval within-run");
+        assert_eq!(g[0].efficiency_ci, None, "the baseline's own scaling is 1 by definition");
+    }
+
+    #[test]
+    fn repeats_spread_over_their_own_intervals() {
+        let with_ci = |thr: f64, lo: f64, hi: f64| {
+            let mut r = row("single", 1, thr);
+            (r.throughput_ci95_lo, r.throughput_ci95_hi) = (Some(lo), Some(hi));
+            r
+        };
+        let g = groups(&runs_of(vec![with_ci(100.0, 97.0, 103.0), with_ci(110.0, 108.0, 112.0)]));
+        let s = g[0].throughput_ci.unwrap();
+        assert_eq!((s.ci.lo, s.ci.hi, s.within_run), (97.0, 112.0, false));
+    }
+
+    #[test]
+    fn a_single_run_without_an_interval_has_none() {
+        let g = groups(&runs_of(vec![row("single", 1, 100.0), row("ddp", 2, 150.0)]));
+        assert_eq!((g[0].throughput_ci, g[1].efficiency_ci), (None, None));
+        assert_eq!(cell_spread(Some(100.0), None, fmt_rate).display(), "100");
+    }
+
+    #[test]
+    fn cells_show_plus_minus_and_mark_within_run() {
+        let s = Spread { ci: Interval { lo: 1210.0, hi: 1260.0 }, within_run: true };
+        assert_eq!(cell_spread(Some(1234.0), Some(s), fmt_rate).display(), "1234 ±25*");
+        let s = Spread { within_run: false, ..s };
+        assert_eq!(cell_spread(Some(1234.0), Some(s), fmt_rate), Cell::num(1234.0, "1234 ±25"));
+    }
+
+    #[test]
+    fn rankings_do_not_rank_noise() {
+        let mut rows = vec![];
+        for (s, n, t) in [("single", 1, 100.0), ("dp", 1, 101.0), ("dp", 2, 150.0), ("ddp", 2, 190.0)] {
+            for d in [-2.0, 0.0, 2.0] {
+                rows.push(row(s, n, t + d));
+            }
+        }
+        let g = groups(&runs_of(rows));
+        assert_eq!(
+            ranking_notes(&g),
+            [
+                "fastest on 1 device (Tesla V100 resnet50 224px fp32 b64): dp 101 ≈ single 100",
+                "fastest on 2 devices (Tesla V100 resnet50 224px fp32 b64): ddp 190 > dp 150"
+            ]
+        );
+    }
+
+    #[test]
+    fn disturbed_rows_are_counted_and_named() {
+        let mut busy = row("single", 1, 90.0);
+        busy.interference = "host busy: load 4.2 on 2 cores".into();
+        let runs = runs_of(vec![row("single", 1, 100.0), busy]);
+        let g = groups(&runs);
+        assert_eq!(g[0].disturbed, [1]);
+        let t = report_table(&runs, &g, &["t.csv".into()]);
+        let text = String::from_utf8(crate::report::export::TextExporter.export(&t).unwrap()).unwrap();
+        assert!(text.contains("disturbed t.csv:3 (resnet50 224px fp32 single x1 b64): host busy: load 4.2"), "{text}");
+        assert!(text.contains(" 1/2 "), "{text}");
     }
 
     #[test]

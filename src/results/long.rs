@@ -106,6 +106,8 @@ pub struct DeviceValues {
     /// The process's peak resident set, MiB (CPU runs).
     pub peak_rss_mb: Option<f64>,
     pub util_mean_pct: Option<f64>,
+    /// The process's CPU use over the timed window, % of one core.
+    pub cpu_util_pct: Option<f64>,
 }
 
 impl DeviceValues {
@@ -180,7 +182,8 @@ fn read_devices_into(path: &Path, data: &mut DeviceData) -> Result<(), String> {
         MEM_COLS.iter().filter_map(|(n, kind)| col(n).map(|i| (i, *kind))).collect();
     let rss_col = col("peak_rss_mb");
     let util_col = col("util_mean_pct");
-    if mem_cols.is_empty() && util_col.is_none() {
+    let cpu_col = col("cpu_util_pct");
+    if mem_cols.is_empty() && util_col.is_none() && rss_col.is_none() && cpu_col.is_none() {
         return Err(format!("{p}: neither a peak memory nor a utilization column"));
     }
     for rec in rdr.records() {
@@ -209,6 +212,7 @@ fn read_devices_into(path: &Path, data: &mut DeviceData) -> Result<(), String> {
             peak_mem_kind,
             peak_rss_mb: num(rss_col)?,
             util_mean_pct: num(util_col)?,
+            cpu_util_pct: num(cpu_col)?,
         });
     }
     Ok(())

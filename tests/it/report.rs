@@ -24,6 +24,9 @@ const NOTES_V100: &str = "\
 figures are medians over repeated runs of a config
 scaling = img/s / (devices x img/s of the 1-device run with the same hardware, model, image size, precision and batch/dev); '-' where there is no such run
 mem imbalance = max/min peak memory across a run's devices
+± = half-width of the spread: with repeats, from the lowest to the highest of their own 95 % intervals; * = one run's own 95 % interval (batch means over its steps), which does not cover run-to-run drift: repeat runs (--repeat) for that
+fastest on 2 devices (Tesla V100-SXM2-16GB resnet50 224px fp32 b64): ddp 720 > dp 560
+fastest on 4 devices (Tesla V100-SXM2-16GB resnet50 224px fp32 b64): ddp 1400 > dp 900
 excluded v100.csv:17 (resnet50 224px fp32 dp x4 b128): status oom: CUDA out of memory. Tried to allocate 2.00 GiB
 ";
 
@@ -34,14 +37,14 @@ fn report_table_snapshot() {
     let want = "\
 gpubench report: 15 ok runs from v100.csv
 
-hardware              label     model     image  precision  strategy  devices  batch/dev  runs  excluded  img/s  img/s/dev  scaling  step p50 ms  step p90 ms  mem imbalance
---------------------  --------  --------  -----  ---------  --------  -------  ---------  ----  --------  -----  ---------  -------  -----------  -----------  -------------
-Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       single          1         64     3              370        370   100.0%          173          178              -
-Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              2         64     3              560        280    75.7%          229          235          1.88x
-Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              4         64     3              900        225    60.8%          284          293          1.88x
-Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       ddp             2         64     3              720        360    97.3%          178          183          1.00x
-Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       ddp             4         64     3             1400        350    94.6%          183          188          1.01x
-Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              4        128     0  1 oom         -          -        -            -            -              -
+hardware              label     model     image  precision  strategy  devices  batch/dev  runs  excluded     img/s  img/s/dev      scaling  step p50 ms  step p90 ms  mem imbalance
+--------------------  --------  --------  -----  ---------  --------  -------  ---------  ----  --------  --------  ---------  -----------  -----------  -----------  -------------
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       single          1         64     3              370 ±2        370       100.0%          173          178              -
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              2         64     3              560 ±5        280  75.7% ±0.8%          229          235          1.88x
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              4         64     3             900 ±10        225  60.8% ±0.8%          284          293          1.88x
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       ddp             2         64     3              720 ±6        360  97.3% ±1.0%          178          183          1.00x
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       ddp             4         64     3            1400 ±10        350  94.6% ±0.8%          183          188          1.01x
+Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              4        128     0  1 oom            -          -            -            -            -              -
 
 ";
     assert_eq!(o.stdout, format!("{want}{NOTES_V100}"));
@@ -57,11 +60,11 @@ fn report_markdown_snapshot() {
 
 | hardware | label | model | image | precision | strategy | devices | batch/dev | runs | excluded | img/s | img/s/dev | scaling | step p50 ms | step p90 ms | mem imbalance |
 |---|---|---|--:|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|
-| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | single | 1 | 64 | 3 |  | 370 | 370 | 100.0% | 173 | 178 | - |
-| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | dp | 2 | 64 | 3 |  | 560 | 280 | 75.7% | 229 | 235 | 1.88x |
-| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | dp | 4 | 64 | 3 |  | 900 | 225 | 60.8% | 284 | 293 | 1.88x |
-| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | ddp | 2 | 64 | 3 |  | 720 | 360 | 97.3% | 178 | 183 | 1.00x |
-| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | ddp | 4 | 64 | 3 |  | 1400 | 350 | 94.6% | 183 | 188 | 1.01x |
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | single | 1 | 64 | 3 |  | 370 ±2 | 370 | 100.0% | 173 | 178 | - |
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | dp | 2 | 64 | 3 |  | 560 ±5 | 280 | 75.7% ±0.8% | 229 | 235 | 1.88x |
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | dp | 4 | 64 | 3 |  | 900 ±10 | 225 | 60.8% ±0.8% | 284 | 293 | 1.88x |
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | ddp | 2 | 64 | 3 |  | 720 ±6 | 360 | 97.3% ±1.0% | 178 | 183 | 1.00x |
+| Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | ddp | 4 | 64 | 3 |  | 1400 ±10 | 350 | 94.6% ±0.8% | 183 | 188 | 1.01x |
 | Tesla V100-SXM2-16GB | V100 box | resnet50 | 224 | fp32 | dp | 4 | 128 | 0 | 1 oom | - | - | - | - | - | - |
 
 ";
@@ -77,7 +80,8 @@ fn report_csv_and_json_carry_raw_values() {
     assert_eq!(
         lines[0],
         "hardware,label,model,image_size,precision,strategy,n_devices,batch_per_device,runs,excluded,\
-         throughput_img_s,throughput_per_device_img_s,scaling_efficiency,step_ms_p50,step_ms_p90,mem_imbalance"
+         throughput_img_s,throughput_per_device_img_s,scaling_efficiency,step_ms_p50,step_ms_p90,mem_imbalance,\
+         throughput_ci95_lo,throughput_ci95_hi,scaling_ci95_lo,scaling_ci95_hi,ci_basis"
     );
     assert!(
         lines[2].starts_with("Tesla V100-SXM2-16GB,V100 box,resnet50,224,fp32,dp,2,64,3,,560,280,0.7567567567567568,")
@@ -93,7 +97,11 @@ fn report_csv_and_json_carry_raw_values() {
     assert_eq!((ddp4["strategy"].as_str(), ddp4["n_devices"].as_i64()), (Some("ddp"), Some(4)));
     assert!((ddp4["scaling_efficiency"].as_f64().unwrap() - 1400.0 / (4.0 * 370.0)).abs() < 1e-12);
     assert!(v["rows"][5]["throughput_img_s"].is_null());
-    assert_eq!(v["notes"].as_array().unwrap().len(), 4);
+    assert_eq!(v["notes"].as_array().unwrap().len(), 7);
+    // The spread's bounds: these rows predate intervals, so the repeats' range.
+    let (lo, hi) = (ddp4["throughput_ci95_lo"].as_f64().unwrap(), ddp4["throughput_ci95_hi"].as_f64().unwrap());
+    assert!(lo < 1400.0 && 1400.0 < hi, "{lo} {hi}");
+    assert_eq!(ddp4["ci_basis"], "repeats");
 }
 
 fn png_dims(bytes: &[u8]) -> (u32, u32) {
@@ -174,16 +182,17 @@ gpubench compare: V100 box vs Tesla K80
 
 model     image  precision  strategy  devices  batch/dev  V100 box img/s  V100 box scaling  Tesla K80 img/s  Tesla K80 scaling  Tesla K80 / V100 box
 --------  -----  ---------  --------  -------  ---------  --------------  ----------------  ---------------  -----------------  --------------------
-resnet50    224  fp32       single          1         64             370            100.0%             51.0             100.0%                 0.14x
-resnet50    224  fp32       dp              2         64             560             75.7%             80.0              78.4%                 0.14x
-resnet50    224  fp32       dp              4         64             900             60.8%          missing            missing                     -
-resnet50    224  fp32       ddp             2         64             720             97.3%             97.0              95.1%                 0.13x
-resnet50    224  fp32       ddp             4         64            1400             94.6%          missing            missing                     -
+resnet50    224  fp32       single          1         64          370 ±2            100.0%             51.0             100.0%                 0.14x
+resnet50    224  fp32       dp              2         64          560 ±5       75.7% ±0.8%             80.0              78.4%                 0.14x
+resnet50    224  fp32       dp              4         64         900 ±10       60.8% ±0.8%          missing            missing                     -
+resnet50    224  fp32       ddp             2         64          720 ±6       97.3% ±1.0%             97.0              95.1%                 0.13x
+resnet50    224  fp32       ddp             4         64        1400 ±10       94.6% ±0.8%          missing            missing                     -
 resnet50    224  fp32       dp              4        128           1 oom                 -          missing            missing                     -
 
 joined on model, image size, precision, strategy, devices and batch/dev; medians over repeats
 'missing': the set has no run of that config
 scaling = img/s / (devices x img/s of the 1-device run with the same hardware, model, image size, precision and batch/dev); '-' where there is no such run
+± = half-width of the spread: with repeats, from the lowest to the highest of their own 95 % intervals; * = one run's own 95 % interval (batch means over its steps), which does not cover run-to-run drift: repeat runs (--repeat) for that
 excluded v100.csv:17 (resnet50 224px fp32 dp x4 b128): status oom: CUDA out of memory. Tried to allocate 2.00 GiB
 ";
     assert_eq!(o.stdout, want);
@@ -292,7 +301,7 @@ fn check_markdown_snapshot_for_a_pr_comment() {
 | resnet50 224px fp32 single x1 b64 | img/s | 370 | 371 | +0.3% | 0.672 | 3/3 | unchanged |
 | resnet50 224px fp32 ddp x4 b64 | img/s | 1400 | 1402 | +0.1% | 0.806 | 3/3 | unchanged |
 
-- rule: a change beyond 5.0% that is also significant (Welch t-test, p < 0.05) when both sides have 2+ runs; with fewer runs the threshold alone decides
+- rule: a change beyond 5.0% that is also significant: Welch t-test p < 0.05 when both sides have 2+ runs, else the two 95 % intervals apart (p column: 'apart' or 'overlap'); with neither, the threshold alone decides
 ";
     assert_eq!(o.stdout, want);
 }

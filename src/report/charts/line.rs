@@ -1,4 +1,5 @@
-//! Line charts: throughput and scaling against device count.
+//! Line charts: throughput and scaling against device count, each point
+//! with its 95 % interval as an error bar where one is known.
 use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -13,6 +14,8 @@ pub struct Line {
     pub color: RGBColor,
     pub dashed: bool,
     pub points: Vec<(f64, f64)>,
+    /// Per point: the 95 % interval (lo, hi), when known.
+    pub errors: Vec<Option<(f64, f64)>>,
 }
 
 pub struct LineChart {
@@ -40,7 +43,11 @@ impl Chart for LineChart {
             .collect();
         let area = frame(root, &self.title, &self.subtitle, &entries)?;
         let x_max = self.x_max.max(1.0);
-        let y_top = top(max_of(self.lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)))).max(self.y_min_top);
+        let highest = self
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.1).chain(l.errors.iter().filter_map(|e| e.map(|(_, hi)| hi))));
+        let y_top = top(max_of(highest)).max(self.y_min_top);
         let mut chart = ChartBuilder::on(&area)
             .margin(16)
             .margin_right(40)
@@ -71,6 +78,12 @@ impl Chart for LineChart {
             } else {
                 chart.draw_series(LineSeries::new(l.points.clone(), l.color.stroke_width(3))).map_err(pe)?;
                 chart.draw_series(l.points.iter().map(|p| Circle::new(*p, 5, l.color.filled()))).map_err(pe)?;
+                let bars = l.points.iter().zip(&l.errors).filter_map(|(&(x, y), e)| {
+                    e.map(|(lo, hi)| {
+                        ErrorBar::new_vertical(x, lo.max(0.0), y, hi.min(y_top), l.color.stroke_width(2), 12)
+                    })
+                });
+                chart.draw_series(bars).map_err(pe)?;
             }
         }
         Ok(())

@@ -224,6 +224,7 @@ mod tests {
                     peak_mem_kind: "alloc",
                     peak_rss_mb: None,
                     util_mean_pct: Some(if d == 0 { 97.0 } else { 70.0 }),
+                    cpu_util_pct: None,
                 })
                 .collect();
             devices.by_run.insert(r.row.run_id.clone(), v);
@@ -244,6 +245,70 @@ mod tests {
                 std::fs::copy(f, Path::new(&keep).join(f.file_name().unwrap())).unwrap();
             }
         }
+    }
+
+    #[test]
+    fn cpu_runs_get_a_process_chart_and_no_empty_device_chart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut devices = DeviceData::default();
+        for r in &sample_runs() {
+            let n = if r.row.strategy == "ddp" { r.row.n_devices as usize } else { 1 };
+            let v = (0..n)
+                .map(|d| crate::results::long::DeviceValues {
+                    device: if d == 0 { "cpu".into() } else { format!("cpu:rank{d}") },
+                    role: String::new(),
+                    peak_mem_bytes: None,
+                    peak_mem_kind: "",
+                    peak_rss_mb: Some(900.0 + d as f64),
+                    util_mean_pct: None,
+                    cpu_util_pct: Some(180.0),
+                })
+                .collect();
+            devices.by_run.insert(r.row.run_id.clone(), v);
+        }
+        let (files, notes) = render(dir.path(), None, &devices);
+        let names: Vec<String> = files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert!(names.contains(&"processes.svg".to_string()), "{names:?}");
+        assert!(!names.iter().any(|n| n.starts_with("memory_util")), "{names:?}");
+        assert!(notes.is_empty(), "{notes:?}");
+        let svg = std::fs::read_to_string(dir.path().join("processes.svg")).unwrap();
+        for t in ["Per-process peak memory and CPU use", "peak resident set (GiB)", "CPU use (% of one core)", "rank 3"]
+        {
+            assert!(svg.contains(t), "missing {t:?}");
+        }
+    }
+
+    #[test]
+    fn intervals_become_error_bars() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut runs = sample_runs();
+        for r in &mut runs {
+            let t = r.row.throughput_img_s.unwrap();
+            (r.row.throughput_ci95_lo, r.row.throughput_ci95_hi) = (Some(t * 0.9), Some(t * 1.1));
+        }
+        let all: Vec<usize> = (0..runs.len()).collect();
+        let devices = DeviceData::default();
+        let groups = summarize(&runs, &all, Scope::of, &devices);
+        let with = |dir: &Path, groups: &[crate::report::summary::Group]| {
+            let mut w = ChartWriter::new(dir, None).unwrap();
+            report_charts(&mut w, &runs, groups, &devices).unwrap();
+            std::fs::read_to_string(dir.join("throughput.svg")).unwrap()
+        };
+        let svg = with(dir.path(), &groups);
+        assert!(svg.contains("bars: 95 % intervals"), "subtitle says what the bars are");
+        let plain: Vec<_> = groups
+            .iter()
+            .cloned()
+            .map(|mut g| {
+                g.throughput_ci = None;
+                g
+            })
+            .collect();
+        let other = tempfile::tempdir().unwrap();
+        let bare = with(other.path(), &plain);
+        // Each of five points gains a bar: three more line elements each.
+        let lines = |s: &str| s.matches("<line").count() + s.matches("<polyline").count();
+        assert!(lines(&svg) >= lines(&bare) + 5, "{} vs {}", lines(&svg), lines(&bare));
     }
 
     #[test]

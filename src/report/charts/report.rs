@@ -12,7 +12,7 @@ use super::step::{StepChart, StepDist};
 use super::ChartWriter;
 use crate::report::format::fmt_rate;
 use crate::report::summary::{strategy_rank, ConfigKey, Group, Run, Scope};
-use crate::results::long::DeviceData;
+use crate::results::long::{DeviceData, DeviceValues};
 
 // ---- the report's charts ----------------------------------------------------
 
@@ -189,8 +189,11 @@ pub(super) fn scenario_charts(
                 color: strategy_color(name),
                 dashed: false,
                 points: gs.iter().map(|g| (g.key.n_devices as f64, g.throughput.unwrap())).collect(),
+                errors: gs.iter().map(|g| g.throughput_ci.map(|s| (s.ci.lo, s.ci.hi))).collect(),
             })
             .collect();
+        let any_errors = lines.iter().any(|l| l.errors.iter().any(Option::is_some));
+        let subtitle = if any_errors { format!("{subtitle}  |  bars: 95 % intervals") } else { subtitle.clone() };
         let base = gs.iter().find_map(|g| g.base_throughput);
         if let Some(b) = base {
             lines.push(Line {
@@ -198,6 +201,7 @@ pub(super) fn scenario_charts(
                 color: GRAY,
                 dashed: true,
                 points: vec![(1.0, b), (max_n as f64, b * max_n as f64)],
+                errors: vec![],
             });
         }
         w.write(
@@ -218,13 +222,16 @@ pub(super) fn scenario_charts(
         let mut lines: Vec<Line> = by_strategy
             .iter()
             .filter_map(|((_, name), gs)| {
+                let with: Vec<&&Group> = gs.iter().filter(|g| g.efficiency.is_some()).collect();
                 let points: Vec<(f64, f64)> =
-                    gs.iter().filter_map(|g| g.efficiency.map(|e| (g.key.n_devices as f64, e * 100.0))).collect();
+                    with.iter().map(|g| (g.key.n_devices as f64, g.efficiency.unwrap() * 100.0)).collect();
+                let errors = with.iter().map(|g| g.efficiency_ci.map(|s| (s.ci.lo * 100.0, s.ci.hi * 100.0))).collect();
                 (!points.is_empty()).then(|| Line {
                     name: name.clone(),
                     color: strategy_color(name),
                     dashed: false,
                     points,
+                    errors,
                 })
             })
             .collect();
@@ -236,6 +243,7 @@ pub(super) fn scenario_charts(
                 color: GRAY,
                 dashed: true,
                 points: vec![(0.5, 100.0), (max_n as f64 + 0.5, 100.0)],
+                errors: vec![],
             });
             w.write(
                 &format!("scaling{suffix}"),
@@ -292,8 +300,9 @@ pub(super) fn scenario_charts(
     Ok(())
 }
 
-/// Chart 3: per-device peak memory and mean utilization of every run that
-/// has per-device values.
+/// Chart 3: per-device peak memory and mean utilization of every run with
+/// device figures (GPUs); CPU runs, which have none, get one bar per process
+/// instead: its peak resident set and CPU use. An empty chart is never written.
 pub(super) fn memory_chart(
     w: &mut ChartWriter,
     runs: &[Run],
@@ -301,66 +310,134 @@ pub(super) fn memory_chart(
     devices: &DeviceData,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    let with_devices: Vec<usize> =
-        ordered.iter().copied().filter(|&i| !devices.get(&runs[i].row.run_id).is_empty()).collect();
-    if with_devices.is_empty() {
+    let has = |i: usize, f: &dyn Fn(&DeviceValues) -> bool| devices.get(&runs[i].row.run_id).iter().any(f);
+    let gpu: Vec<usize> = ordered
+        .iter()
+        .copied()
+        .filter(|&i| has(i, &|d| d.peak_mem_bytes.is_some() || d.util_mean_pct.is_some()))
+        .collect();
+    let cpu: Vec<usize> = ordered
+        .iter()
+        .copied()
+        .filter(|&i| !gpu.contains(&i) && has(i, &|d| d.peak_rss_mb.is_some() || d.cpu_util_pct.is_some()))
+        .collect();
+    if gpu.is_empty() && cpu.is_empty() {
         notes.push(
-            "memory/utilization chart skipped: no per-device file (e.g. results.devices.csv) next to the inputs".into(),
+            "memory/utilization chart skipped: no per-device file (e.g. results.devices.csv) with figures next to \
+             the inputs"
+                .into(),
         );
-    } else {
-        let labels = run_labels(runs, &with_devices);
-        let n_dev = with_devices.iter().map(|&i| devices.get(&runs[i].row.run_id).len()).max().unwrap_or(1);
-        let series: Vec<(String, RGBColor)> = (0..n_dev)
-            .map(|d| {
-                if d == 0 {
-                    ("device 0 (dp's master)".to_string(), TAB10[3])
-                } else {
-                    // Other devices in steady blues, so device 0 stands out.
-                    let shade = [TAB10[0], RGBColor(82, 150, 200), RGBColor(120, 175, 215)][(d - 1) % 3];
-                    (format!("device {d}"), shade)
-                }
-            })
-            .collect();
-        let pick = |f: &dyn Fn(&crate::results::long::DeviceValues) -> Option<f64>| -> Vec<Vec<Option<f64>>> {
-            with_devices
-                .iter()
-                .map(|&i| {
-                    let d = devices.get(&runs[i].row.run_id);
-                    (0..n_dev).map(|j| d.get(j).and_then(f)).collect()
+        return Ok(());
+    }
+    if !gpu.is_empty() {
+        let series = |n: usize| -> Vec<(String, RGBColor)> {
+            (0..n)
+                .map(|d| {
+                    if d == 0 {
+                        ("device 0 (dp's master)".to_string(), TAB10[3])
+                    } else {
+                        // Other devices in steady blues, so device 0 stands out.
+                        let shade = [TAB10[0], RGBColor(82, 150, 200), RGBColor(120, 175, 215)][(d - 1) % 3];
+                        (format!("device {d}"), shade)
+                    }
                 })
                 .collect()
         };
-        let mem = pick(&|d| d.peak_mem_bytes.map(|b| b / 1073741824.0));
-        let util = pick(&|d| d.util_mean_pct);
-        let none = |v: &Vec<Vec<Option<f64>>>| vec![vec![None; n_dev]; v.len()];
-        let panel = |desc: &str, values: Vec<Vec<Option<f64>>>, fmt: fn(f64) -> String, min_top: f64| Bars {
-            title: String::new(),
-            subtitle: String::new(),
-            value_desc: desc.into(),
-            category_desc: "run".into(),
-            categories: labels.clone(),
-            series: series.clone(),
-            category_colors: vec![],
-            labels: none(&values),
-            values,
-            value_fmt: fmt,
-            horizontal: false,
-            show_legend: true,
-            min_top,
-        };
         w.write(
             "memory_util",
-            &StackedBars {
-                title: "Per-device peak memory and utilization".into(),
-                subtitle: "one bar per device; DataParallel's master (device 0) gathers outputs and holds more".into(),
-                panels: vec![
-                    panel("peak memory (GiB)", mem, axis_num, 0.0),
-                    panel("mean utilization (%)", util, axis_num, 100.0),
+            &per_run_panels(
+                runs,
+                &gpu,
+                devices,
+                "Per-device peak memory and utilization",
+                "one bar per device; DataParallel's master (device 0) gathers outputs and holds more",
+                series,
+                [
+                    ("peak memory (GiB)", &|d: &DeviceValues| d.peak_mem_bytes.map(|b| b / 1073741824.0), 0.0),
+                    ("mean utilization (%)", &|d: &DeviceValues| d.util_mean_pct, 100.0),
                 ],
-            },
+            ),
+        )?;
+    }
+    if !cpu.is_empty() {
+        let series = |n: usize| -> Vec<(String, RGBColor)> {
+            (0..n)
+                .map(|d| match d {
+                    0 => ("process 0 (single, dp: the only one; ddp: rank 0)".to_string(), TAB10[3]),
+                    _ => {
+                        (format!("rank {d}"), [TAB10[0], RGBColor(82, 150, 200), RGBColor(120, 175, 215)][(d - 1) % 3])
+                    }
+                })
+                .collect()
+        };
+        w.write(
+            "processes",
+            &per_run_panels(
+                runs,
+                &cpu,
+                devices,
+                "Per-process peak memory and CPU use",
+                "CPU runs: one bar per process; dp's replicas are threads of one process",
+                series,
+                [
+                    ("peak resident set (GiB)", &|d: &DeviceValues| d.peak_rss_mb.map(|m| m / 1024.0), 0.0),
+                    ("CPU use (% of one core)", &|d: &DeviceValues| d.cpu_util_pct, 100.0),
+                ],
+            ),
         )?;
     }
     Ok(())
+}
+
+type Pick<'a> = &'a dyn Fn(&DeviceValues) -> Option<f64>;
+
+/// Two stacked panels of grouped bars: one group per run, one bar per
+/// device (or process) of that run.
+fn per_run_panels(
+    runs: &[Run],
+    idx: &[usize],
+    devices: &DeviceData,
+    title: &str,
+    subtitle: &str,
+    series: impl Fn(usize) -> Vec<(String, RGBColor)>,
+    panels: [(&str, Pick, f64); 2],
+) -> StackedBars {
+    let labels = run_labels(runs, idx);
+    let n = idx.iter().map(|&i| devices.get(&runs[i].row.run_id).len()).max().unwrap_or(1);
+    let series = series(n);
+    StackedBars {
+        title: title.into(),
+        subtitle: subtitle.into(),
+        panels: panels
+            .into_iter()
+            .map(|(desc, f, min_top)| {
+                let values: Vec<Vec<Option<f64>>> = idx
+                    .iter()
+                    .map(|&i| {
+                        let d = devices.get(&runs[i].row.run_id);
+                        (0..n).map(|j| d.get(j).and_then(f)).collect()
+                    })
+                    .collect();
+                Bars {
+                    title: String::new(),
+                    subtitle: String::new(),
+                    value_desc: desc.into(),
+                    category_desc: "run".into(),
+                    categories: labels.clone(),
+                    series: series.clone(),
+                    category_colors: vec![],
+                    labels: vec![vec![None; n]; values.len()],
+                    values,
+                    value_fmt: axis_num,
+                    horizontal: false,
+                    show_legend: true,
+                    min_top,
+                }
+            })
+            // A panel with nothing in it (no NVML, so no utilization) is left out.
+            .filter(|b| b.values.iter().flatten().any(Option::is_some))
+            .collect(),
+    }
 }
 
 /// Chart 4: the step-time distribution of every run.
