@@ -258,3 +258,20 @@ fn precision_bad_inputs() {
     assert_usage_error("run --cpu --model tinycnn --precision tf32", "tf32");
     assert_usage_error("run --cpu --cudnn-benchmark maybe", "maybe");
 }
+
+#[test]
+fn a_measured_row_reaches_report_with_its_own_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.csv");
+    let o = gpubench(&format!("run --cpu {TINY} --batch-size 4 --steps 12 --warmup 2 --out {}", out.display())).run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("95% interval"), "{}", o.stdout);
+    let row = &read_csv(&out)[0];
+    let (lo, t, hi) = (num(row, "throughput_ci95_lo"), num(row, "throughput_img_s"), num(row, "throughput_ci95_hi"));
+    assert!(lo < t && t < hi, "{lo} {t} {hi}");
+    let r = gpubench(&format!("report {}", out.display())).run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // One run: its own interval, marked as not covering run-to-run drift.
+    assert!(r.stdout.lines().any(|l| l.contains(" ±") && l.contains('*')), "{}", r.stdout);
+    assert!(r.stdout.contains("* = one run's own 95 % interval"), "{}", r.stdout);
+}
