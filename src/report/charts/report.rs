@@ -330,19 +330,6 @@ pub(super) fn memory_chart(
         return Ok(());
     }
     if !gpu.is_empty() {
-        let series = |n: usize| -> Vec<(String, RGBColor)> {
-            (0..n)
-                .map(|d| {
-                    if d == 0 {
-                        ("device 0 (dp's master)".to_string(), TAB10[3])
-                    } else {
-                        // Other devices in steady blues, so device 0 stands out.
-                        let shade = [TAB10[0], RGBColor(82, 150, 200), RGBColor(120, 175, 215)][(d - 1) % 3];
-                        (format!("device {d}"), shade)
-                    }
-                })
-                .collect()
-        };
         w.write(
             "memory_util",
             &per_run_panels(
@@ -351,7 +338,7 @@ pub(super) fn memory_chart(
                 devices,
                 "Per-device peak memory and utilization",
                 "one bar per device; DataParallel's master (device 0) gathers outputs and holds more",
-                series,
+                ("device 0 (dp's master)", "device"),
                 [
                     ("peak memory (GiB)", &|d: &DeviceValues| d.peak_mem_bytes.map(|b| b / 1073741824.0), 0.0),
                     ("mean utilization (%)", &|d: &DeviceValues| d.util_mean_pct, 100.0),
@@ -360,16 +347,6 @@ pub(super) fn memory_chart(
         )?;
     }
     if !cpu.is_empty() {
-        let series = |n: usize| -> Vec<(String, RGBColor)> {
-            (0..n)
-                .map(|d| match d {
-                    0 => ("process 0 (single, dp: the only one; ddp: rank 0)".to_string(), TAB10[3]),
-                    _ => {
-                        (format!("rank {d}"), [TAB10[0], RGBColor(82, 150, 200), RGBColor(120, 175, 215)][(d - 1) % 3])
-                    }
-                })
-                .collect()
-        };
         w.write(
             "processes",
             &per_run_panels(
@@ -378,7 +355,7 @@ pub(super) fn memory_chart(
                 devices,
                 "Per-process peak memory and CPU use",
                 "CPU runs: one bar per process; dp's replicas are threads of one process",
-                series,
+                ("process 0 (single, dp: the only one; ddp: rank 0)", "rank"),
                 [
                     ("peak resident set (GiB)", &|d: &DeviceValues| d.peak_rss_mb.map(|m| m / 1024.0), 0.0),
                     ("CPU use (% of one core)", &|d: &DeviceValues| d.cpu_util_pct, 100.0),
@@ -392,19 +369,26 @@ pub(super) fn memory_chart(
 type Pick<'a> = &'a dyn Fn(&DeviceValues) -> Option<f64>;
 
 /// Two stacked panels of grouped bars: one group per run, one bar per
-/// device (or process) of that run.
+/// device (or process) of that run. The first device, dp's master or rank 0,
+/// is red (`names.0`); the others, `names.1` and their index, in steady blues
+/// so that it stands out.
 fn per_run_panels(
     runs: &[Run],
     idx: &[usize],
     devices: &DeviceData,
     title: &str,
     subtitle: &str,
-    series: impl Fn(usize) -> Vec<(String, RGBColor)>,
+    names: (&str, &str),
     panels: [(&str, Pick, f64); 2],
 ) -> StackedBars {
     let labels = run_labels(runs, idx);
     let n = idx.iter().map(|&i| devices.get(&runs[i].row.run_id).len()).max().unwrap_or(1);
-    let series = series(n);
+    let blues = [TAB10[0], RGBColor(82, 150, 200), RGBColor(120, 175, 215)];
+    let series: Vec<(String, RGBColor)> = (0..n)
+        .map(
+            |d| if d == 0 { (names.0.to_string(), TAB10[3]) } else { (format!("{} {d}", names.1), blues[(d - 1) % 3]) },
+        )
+        .collect();
     StackedBars {
         title: title.into(),
         subtitle: subtitle.into(),
