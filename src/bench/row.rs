@@ -30,6 +30,7 @@ pub fn base_row(cfg: &RunConfig) -> Row {
         host: device::hostname(),
         label: cfg.label.clone(),
         implementation: cfg.implementation.name().into(),
+        mode: "train".into(),
         strategy: cfg.strategy.name().into(),
         backend: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.backend.name() } else { "" }.into(),
         device_kind: if cuda { "cuda" } else { "cpu" }.into(),

@@ -28,6 +28,9 @@ pub struct Row {
     // set-up
     #[serde(rename = "impl")]
     pub implementation: String,
+    /// What was measured: train (`run`), infer (`infer`); empty in files
+    /// written before the column existed, which are all training rows.
+    pub mode: String,
     pub strategy: String,
     pub backend: String,
     pub device_kind: String,
@@ -101,6 +104,28 @@ pub struct Row {
     pub ddp_backward_comm_ms: Option<f64>,
     pub ddp_overlap_ms: Option<f64>,
     pub ddp_buckets: Option<u32>,
+    // serving (mode infer; empty for training rows): see serve::records
+    pub scenario: String,
+    pub streams: Option<u32>,
+    pub fps: Option<f64>,
+    pub offered_rate: Option<f64>,
+    pub achieved_rate: Option<f64>,
+    pub latency_bound_ms: Option<f64>,
+    pub requests: Option<u64>,
+    pub completed: Option<u64>,
+    pub dropped: Option<u64>,
+    pub batches: Option<u64>,
+    pub batch_mean: Option<f64>,
+    pub latency_ms_p50: Option<f64>,
+    pub latency_ms_p90: Option<f64>,
+    pub latency_ms_p99: Option<f64>,
+    pub latency_ms_max: Option<f64>,
+    pub queue_ms_mean: Option<f64>,
+    pub batch_ms_mean: Option<f64>,
+    pub input_ms_mean: Option<f64>,
+    pub compute_ms_mean: Option<f64>,
+    pub output_ms_mean: Option<f64>,
+    pub generator_late_pct: Option<f64>,
     /// What disturbed the run (metrics::interference), "; "-separated; empty when clean.
     pub interference: String,
     // outcome
@@ -113,6 +138,11 @@ pub struct Row {
 
 impl Row {
     /// The header line of schema v1, as written to files.
+    /// A serving row (`gpubench infer`), not a training one.
+    pub fn is_infer(&self) -> bool {
+        self.mode == "infer"
+    }
+
     pub fn header() -> String {
         let mut w = csv::Writer::from_writer(vec![]);
         w.serialize(Row::default()).expect("serializing a default row");
@@ -383,7 +413,7 @@ mod tests {
     #[test]
     fn header_starts_with_identity_and_names_impl() {
         let h = Row::header();
-        assert!(h.starts_with("schema_version,run_id,timestamp,gpubench_version,host,label,impl,strategy"));
+        assert!(h.starts_with("schema_version,run_id,timestamp,gpubench_version,host,label,impl,mode,strategy"));
         assert!(h.ends_with("status,error,note,source"));
     }
 
@@ -456,7 +486,7 @@ mod tests {
         let v2 = Row::header().replace(",n_devices,", ",world_size,n_devices,");
         assert_eq!(
             read_err("v2.csv", &format!("{v2}\n2,x\n")),
-            "v2.csv:1: header is written by gpubench CSV schema v2 (column 12 `world_size` is unknown to this \
+            "v2.csv:1: header is written by gpubench CSV schema v2 (column 13 `world_size` is unknown to this \
              gpubench); this gpubench reads schema v1 only"
         );
         let text = file_of(&[sample(), sample()]).replace(",123.5,", ",fast,");

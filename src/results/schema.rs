@@ -37,7 +37,17 @@ pub const RESULTS: &[ColumnDoc] = &[
         meaning: "Who produced the figures: gpubench, pytorch (--impl pytorch, PyTorch's own implementation) or \
                   published (reference figures from results/reference/).",
     },
-    ColumnDoc { name: "strategy", unit: "", meaning: "Parallel strategy: single, dp or ddp." },
+    ColumnDoc {
+        name: "mode",
+        unit: "",
+        meaning: "What was measured: train (gpubench run) or infer (gpubench infer); empty in files written before \
+                  the column existed (training rows).",
+    },
+    ColumnDoc {
+        name: "strategy",
+        unit: "",
+        meaning: "Parallel strategy: single, dp or ddp for training; replicas, processes or dp for serving.",
+    },
     ColumnDoc { name: "backend", unit: "", meaning: "Process-group backend, gloo or nccl, for ddp; empty otherwise." },
     ColumnDoc { name: "device_kind", unit: "", meaning: "cuda or cpu." },
     ColumnDoc {
@@ -276,6 +286,77 @@ pub const RESULTS: &[ColumnDoc] = &[
     },
     ColumnDoc { name: "ddp_buckets", unit: "", meaning: "ddp: number of gradient buckets the Reducer all-reduces." },
     // outcome
+    // serving
+    ColumnDoc {
+        name: "scenario",
+        unit: "",
+        meaning: "infer: how requests arrived: offline, server (Poisson), streams (cameras) or single-stream.",
+    },
+    ColumnDoc { name: "streams", unit: "", meaning: "infer, streams: number of cameras." },
+    ColumnDoc { name: "fps", unit: "1/s", meaning: "infer, streams: frames per second per camera." },
+    ColumnDoc {
+        name: "offered_rate",
+        unit: "req/s",
+        meaning: "infer: requests per second the load offered (server: --rate; streams: streams × fps); empty for \
+                  offline and single-stream, which go as fast as they are served.",
+    },
+    ColumnDoc {
+        name: "achieved_rate",
+        unit: "req/s",
+        meaning: "infer: requests answered inside the load's window, per second (also in throughput_img_s, with \
+                  its interval).",
+    },
+    ColumnDoc { name: "latency_bound_ms", unit: "ms", meaning: "infer: the --latency-bound for p99, if given." },
+    ColumnDoc {
+        name: "requests",
+        unit: "",
+        meaning: "infer: requests issued (offline: taken from the backlog); requests = completed + dropped.",
+    },
+    ColumnDoc { name: "completed", unit: "", meaning: "infer: requests answered." },
+    ColumnDoc {
+        name: "dropped",
+        unit: "",
+        meaning: "infer: requests dropped: older than --drop-older-than when taken, or still queued when the run \
+                  ended (after a grace of the latency bound, or 1 s).",
+    },
+    ColumnDoc { name: "batches", unit: "", meaning: "infer: batches served (dynamic batching)." },
+    ColumnDoc { name: "batch_mean", unit: "", meaning: "infer: mean requests per batch: completed ÷ batches." },
+    ColumnDoc {
+        name: "latency_ms_p50",
+        unit: "ms",
+        meaning: "infer: median latency from a request's scheduled arrival to its result on the host (queueing \
+                  included, no coordinated omission); empty for offline.",
+    },
+    ColumnDoc { name: "latency_ms_p90", unit: "ms", meaning: "infer: 90th percentile latency." },
+    ColumnDoc { name: "latency_ms_p99", unit: "ms", meaning: "infer: 99th percentile latency." },
+    ColumnDoc { name: "latency_ms_max", unit: "ms", meaning: "infer: largest latency." },
+    ColumnDoc {
+        name: "queue_ms_mean",
+        unit: "ms",
+        meaning: "infer: mean time from scheduled arrival until a worker took the request.",
+    },
+    ColumnDoc {
+        name: "batch_ms_mean",
+        unit: "ms",
+        meaning: "infer: mean time from being taken until its batch closed (waiting for more requests).",
+    },
+    ColumnDoc {
+        name: "input_ms_mean",
+        unit: "ms",
+        meaning: "infer: mean time to preprocess the batch and copy it to the device.",
+    },
+    ColumnDoc { name: "compute_ms_mean", unit: "ms", meaning: "infer: mean forward time of a request's batch." },
+    ColumnDoc {
+        name: "output_ms_mean",
+        unit: "ms",
+        meaning: "infer: mean time to copy the predictions back to the host.",
+    },
+    ColumnDoc {
+        name: "generator_late_pct",
+        unit: "%",
+        meaning: "infer: share of requests the load generator issued over 1 ms late (their latency still counts \
+                  from the schedule); above 1 % the generator, not the server, limited the load.",
+    },
     ColumnDoc {
         name: "interference",
         unit: "",
@@ -302,7 +383,11 @@ pub const RESULTS: &[ColumnDoc] = &[
 /// (run, device), the identity columns and then `DeviceMetrics`' fields.
 pub const DEVICES: &[ColumnDoc] = &[
     ColumnDoc { name: "run_id", unit: "", meaning: "The run's id, as in the results file's run_id column." },
-    ColumnDoc { name: "strategy", unit: "", meaning: "Parallel strategy: single, dp or ddp." },
+    ColumnDoc {
+        name: "strategy",
+        unit: "",
+        meaning: "Parallel strategy: single, dp or ddp for training; replicas, processes or dp for serving.",
+    },
     ColumnDoc { name: "n_devices", unit: "", meaning: "Number of devices of the run." },
     ColumnDoc {
         name: "device",
