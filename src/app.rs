@@ -18,6 +18,11 @@ pub fn run() -> Result<i32> {
             let (role, cfg) = crate::cli::run::job(*a)?;
             commands::run::run(role, cfg)
         }
+        Command::Infer(a) => {
+            let relaunch =
+                crate::serve::Relaunch { program: std::env::current_exe()?, args: std::env::args().skip(1).collect() };
+            commands::infer::run(a.into_config()?, relaunch)
+        }
         Command::Report(a) => commands::report::run_report(&a.files, a.charts.as_deref(), a.format),
         Command::Compare(a) => commands::report::run_compare(&a.files, a.charts.as_deref(), a.format),
         Command::Check(a) => {

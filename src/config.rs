@@ -254,3 +254,192 @@ impl RunConfig {
         }
     }
 }
+
+/// How `gpubench infer` uses its devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServeStrategy {
+    /// One process, one model replica per device, each fed by its own worker
+    /// thread from one shared queue.
+    Replicas,
+    /// One process per device; each camera (or request) goes to one of them.
+    Processes,
+    /// DataParallel forward: each batch split over the devices, outputs gathered.
+    Dp,
+}
+
+impl ServeStrategy {
+    pub const ALL: [Self; 3] = [Self::Replicas, Self::Processes, Self::Dp];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Replicas => "replicas",
+            Self::Processes => "processes",
+            Self::Dp => "dp",
+        }
+    }
+}
+
+/// How requests arrive (MLPerf LoadGen's names where they match).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// Every frame is ready at the start: throughput.
+    Offline,
+    /// Poisson arrivals at `rate` requests per second.
+    Server { rate: f64 },
+    /// `streams` cameras, each sending `fps` frames per second with a random phase.
+    Streams { streams: u32, fps: f64 },
+    /// One request at a time, the next as soon as the previous is answered: latency.
+    SingleStream,
+}
+
+impl Scenario {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scenario::Offline => "offline",
+            Scenario::Server { .. } => "server",
+            Scenario::Streams { .. } => "streams",
+            Scenario::SingleStream => "single-stream",
+        }
+    }
+
+    /// Requests per second the generator offers (None: as fast as served).
+    pub fn offered_rate(&self) -> Option<f64> {
+        match *self {
+            Scenario::Server { rate } => Some(rate),
+            Scenario::Streams { streams, fps } => Some(streams as f64 * fps),
+            _ => None,
+        }
+    }
+}
+
+/// Where frames are resized and normalised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Preprocess {
+    /// The uint8 frames are copied and preprocessed on the device.
+    #[default]
+    Device,
+    /// Preprocessed on the CPU by the serving worker, then copied.
+    Cpu,
+}
+
+impl Preprocess {
+    pub const ALL: [Self; 2] = [Self::Device, Self::Cpu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Preprocess::Device => "device",
+            Preprocess::Cpu => "cpu",
+        }
+    }
+}
+
+/// `--find-max-streams` / `--find-max-rate`: the largest load within the bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapacitySearch {
+    /// p99 latency must stay within this.
+    pub bound: Duration,
+    /// At most this share of requests may be dropped.
+    pub max_drop_rate: f64,
+    /// Each probe runs at least this long and serves at least `min_requests`.
+    pub min_duration: Duration,
+    pub min_requests: u64,
+}
+
+/// `gpubench infer`'s configuration, complete and validated (`cli::infer`).
+#[derive(Debug, Clone)]
+pub struct InferConfig {
+    pub strategy: ServeStrategy,
+    pub implementation: Impl,
+    pub devices: Devices,
+    pub model: ModelKind,
+    pub num_classes: i64,
+    /// The model's square input, in pixels.
+    pub image_size: i64,
+    /// Camera frames: width × height, uint8 RGB.
+    pub frame_w: i64,
+    pub frame_h: i64,
+    pub preprocess: Preprocess,
+    /// `synthetic`, or a folder of JPEG files served as frames.
+    pub data: String,
+    pub scenario: Scenario,
+    pub max_batch: i64,
+    /// How long a batch waits for more requests after its first.
+    pub max_wait: Duration,
+    /// A request older than this when a worker takes it is dropped.
+    pub drop_older_than: Option<Duration>,
+    pub latency_bound: Option<Duration>,
+    pub search: Option<CapacitySearch>,
+    /// The load's length (a search's probes run at least `search.min_duration`).
+    pub duration: Duration,
+    /// Untimed batches per worker before the load starts, at the largest batch and at batch 1.
+    pub warmup_batches: u64,
+    pub precision: Precision,
+    pub channels_last: bool,
+    pub cudnn_benchmark: bool,
+    pub seed: u64,
+    /// Intra-op threads per worker on the CPU (the cores shared among them when not given).
+    pub threads: Option<usize>,
+    pub label: String,
+    pub out: Option<PathBuf>,
+    pub json: bool,
+    pub quiet: bool,
+    pub sample_interval: Duration,
+}
+
+impl InferConfig {
+    pub fn talks(&self) -> bool {
+        !self.quiet && !self.json
+    }
+
+    /// Intra-op threads each worker uses on the CPU, so that workers do not
+    /// oversubscribe the cores; None on CUDA.
+    pub fn threads_per_worker(&self) -> Option<usize> {
+        (self.devices.kind == crate::device::DeviceKind::Cpu).then(|| {
+            let total = self.threads.unwrap_or_else(crate::device::cpu_cores);
+            (total / self.devices.len()).max(1)
+        })
+    }
+
+    /// The training configuration whose model this server runs: model
+    /// builders and the dp machinery take a `RunConfig`.
+    pub fn model_config(&self) -> RunConfig {
+        RunConfig {
+            strategy: StrategyKind::Dp,
+            implementation: self.implementation,
+            devices: self.devices.clone(),
+            node_devices: self.devices.clone(),
+            world: self.devices.len(),
+            model: self.model,
+            num_classes: self.num_classes,
+            image_size: self.image_size,
+            batch_per_device: self.max_batch,
+            timed: Length::Steps(1),
+            warmup: Length::Steps(0),
+            ci_target: 0.02,
+            max_duration: self.duration,
+            lr: 0.0,
+            momentum: 0.0,
+            weight_decay: 0.0,
+            seed: self.seed,
+            threads: self.threads,
+            data: "synthetic".into(),
+            workers: 1,
+            label: self.label.clone(),
+            out: None,
+            json: self.json,
+            quiet: self.quiet,
+            precision: self.precision,
+            channels_last: self.channels_last,
+            cudnn_benchmark: self.cudnn_benchmark,
+            deterministic: false,
+            breakdown: false,
+            sample_interval: self.sample_interval,
+            telemetry: None,
+            init: InitSpec::default(),
+            ddp: DdpConfig::default(),
+        }
+    }
+}

@@ -7,7 +7,7 @@
 //! |----------|---------|------|
 //! | entry    | `app`, `cli` | parse the command line; the one conversion to configurations |
 //! | commands | `commands` | one module per subcommand: glue, printing, exit codes |
-//! | engines  | `bench`, `reference`, `sweep`, `report` | a measured run; PyTorch's run; a matrix of runs; analysis of rows |
+//! | engines  | `bench`, `reference`, `serve`, `sweep`, `report` | a measured run; PyTorch's run; inference serving; a matrix of runs; analysis of rows |
 //! | parts    | `strategy`, `data`, `metrics`, `model`, `init`, `results` | parallelism, input, telemetry, models, start files, file formats |
 //! | base     | `config`, `device`, `dist`, `ffi`, `error`, `proc` | configuration types, devices, c10d, C++ shims, errors, child processes |
 //!
@@ -32,5 +32,6 @@ pub mod proc;
 pub mod reference;
 pub mod report;
 pub mod results;
+pub mod serve;
 pub mod strategy;
 pub mod sweep;

@@ -2,6 +2,7 @@
 //! subcommand's arguments into the plain configuration the layers below take
 //! (`run::job`, `sweep::plan`, …). Nothing below this layer names clap.
 pub mod data_bench;
+pub mod infer;
 pub mod parse;
 pub mod report;
 pub mod run;
@@ -10,7 +11,7 @@ pub mod sweep;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{Backend, Impl, ModelKind, Precision, StrategyKind};
+use crate::config::{Backend, Impl, ModelKind, Precision, Preprocess, ServeStrategy, StrategyKind};
 use crate::report::check::Metric;
 use crate::report::export::Format;
 
@@ -32,6 +33,9 @@ pub enum Command {
     Info(InfoArgs),
     /// Run the ResNet training loop under one strategy and record its speed.
     Run(Box<run::RunArgs>),
+    /// Serve camera frames or requests with the model and record how many are
+    /// answered within a latency bound (replicas, processes or dp).
+    Infer(Box<infer::InferArgs>),
     // report subcommands
     /// Summarize result files: a table by hardware and config, and charts.
     Report(report::ReportArgs),
@@ -87,6 +91,15 @@ value_enum!(StrategyKind {
     Single => "One device",
     Dp => "DataParallel: one process, replicas refreshed from the master every step",
     Ddp => "DistributedDataParallel: one process per device, c10d Reducer all-reduce",
+});
+value_enum!(ServeStrategy {
+    Replicas => "One process, a model replica per device, each fed by its own thread from one queue",
+    Processes => "One process per device; each camera or request goes to one of them",
+    Dp => "DataParallel forward: each batch split over the devices, outputs gathered",
+});
+value_enum!(Preprocess {
+    Device => "Copy uint8 frames to the device, resize and normalise there",
+    Cpu => "Resize and normalise on the CPU, then copy",
 });
 value_enum!(ModelKind {
     Resnet18 => "",

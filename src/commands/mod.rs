@@ -2,6 +2,7 @@
 //! engines (printing, exit codes). Commands take plain configurations;
 //! parsing and validating the command line is `cli`'s.
 pub mod data_bench;
+pub mod infer;
 pub mod info;
 pub mod max_batch;
 pub mod report;

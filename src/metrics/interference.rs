@@ -60,6 +60,7 @@ fn parse_cpu_line(line: &str) -> Option<(u64, u64, u64)> {
 fn group_cpu_seconds() -> f64 {
     // SAFETY: getpgrp has no preconditions.
     let me = unsafe { libc::getpgrp() } as i64;
+    let own = std::process::id().to_string();
     let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
     let mut ticks = 0u64;
     for e in dir.flatten() {
@@ -68,10 +69,15 @@ fn group_cpu_seconds() -> f64 {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
         let Some(after) = stat.rsplit_once(')').map(|x| x.1) else { continue };
         let f: Vec<&str> = after.split_whitespace().collect();
-        // After the name: state (3), ppid (4), pgrp (5), …, utime (14), stime (15).
+        // After the name: state (3), ppid (4), pgrp (5), …, utime (14), stime (15),
+        // cutime (16), cstime (17).
+        let field = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
         if f.get(2).and_then(|g| g.parse::<i64>().ok()) == Some(me) {
-            ticks += f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
-                + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+            ticks += field(11) + field(12);
+        }
+        if pid == own {
+            // Children that ended and were reaped (serving workers) were ours too.
+            ticks += field(13) + field(14);
         }
     }
     ticks as f64 / 100.0

@@ -151,7 +151,7 @@ impl DataParallel {
     /// PyTorch's parallel_apply does) and returns the outputs
     /// in replica order. A failing replica's error (e.g. out of memory) is
     /// returned, naming the device.
-    fn parallel_forward(&mut self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+    fn parallel_forward(&mut self, inputs: Vec<Tensor>, train: bool) -> Result<Vec<Tensor>> {
         let threads = self.threads_per_replica;
         let precision = self.amp.precision;
         if let ([r], [x]) = (&mut self.replicas[..], &inputs[..]) {
@@ -160,7 +160,7 @@ impl DataParallel {
             // also build a fresh OpenMP team on the CPU, a cost PyTorch skips.)
             let device = r.device;
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                autocast(precision, device, || r.model.forward_t(x, true))
+                autocast(precision, device, || forward(&mut r.model, x, train))
             }));
             return match out {
                 Ok(t) => Ok(vec![t?]),
@@ -185,7 +185,7 @@ impl DataParallel {
                         }
                         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             // autocast state is per thread: each replica enters it.
-                            autocast(precision, device, || model.forward_t(&x, true))
+                            autocast(precision, device, || forward(model, &x, train))
                         }));
                         (device, out)
                     })
@@ -203,6 +203,24 @@ impl DataParallel {
             }
             Ok(outs)
         })
+    }
+
+    /// DataParallel's forward alone, for serving: replicate, scatter `images`
+    /// (on the master) over as many replicas as it has rows, forward in eval
+    /// mode with autograd off, gather the outputs on the master.
+    pub fn infer(&mut self, images: &Tensor) -> Result<Tensor> {
+        self.replicate()?;
+        let chunks = images.f_chunk(self.replicas.len() as i64, 0)?;
+        let inputs = chunks
+            .iter()
+            .zip(&self.replicas)
+            .map(|(c, r)| Ok(c.f_to_device_(r.device, c.kind(), self.non_blocking, false)?))
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = self.parallel_forward(inputs, false)?;
+        let master = self.replicas[0].device;
+        let gathered: Vec<Tensor> =
+            outputs.iter().map(|o| o.f_to_device_(master, o.kind(), false, false)).collect::<Result<_, _>>()?;
+        Ok(Tensor::f_cat(&gathered, 0)?)
     }
 
     /// Sums every other replica's gradients into the master's, on the master:
@@ -275,6 +293,16 @@ impl DataParallel {
     }
 }
 
+/// A replica's forward: in train mode as autograd records it; in eval mode
+/// with autograd off (grad mode is per thread, so each replica thread sets it).
+fn forward(model: &mut Model, x: &Tensor, train: bool) -> Tensor {
+    if train {
+        model.forward_t(x, true)
+    } else {
+        tch::no_grad(|| model.forward_t(x, false))
+    }
+}
+
 impl Strategy for DataParallel {
     fn input_device(&self) -> Device {
         self.replicas[0].device
@@ -287,7 +315,7 @@ impl Strategy for DataParallel {
     fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
         self.replicate()?;
         let inputs = self.scatter(&batch.images)?;
-        let outputs = self.parallel_forward(inputs)?;
+        let outputs = self.parallel_forward(inputs, true)?;
         let master = self.replicas[0].device;
         let gathered: Vec<Tensor> =
             outputs.iter().map(|o| o.f_to_device_(master, o.kind(), false, false)).collect::<Result<_, _>>()?;

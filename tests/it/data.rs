@@ -333,3 +333,27 @@ fn runs_end_to_end_single_dp_and_ddp() {
     assert!(v["pipeline_img_s"].as_f64().unwrap() > 0.0 && v["decode_img_s"].as_f64().unwrap() > 0.0);
     assert_eq!(v["decode_files"], 9);
 }
+
+#[test]
+fn infer_serves_a_folders_images_as_frames_and_refuses_one_without_any() {
+    let dir = tempfile::tempdir().unwrap();
+    make_tree(dir.path());
+    let out = dir.path().join("infer.csv");
+    let a = format!(
+        "infer --cpu 1 --model tinycnn --image-size 32 --num-classes 10 --frame-size 64x48 --warmup 1 --scenario offline \
+         --duration 1s -q --data {} --out {}",
+        dir.path().display(),
+        out.display()
+    );
+    let o = gpubench(&a).run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r = read_csv(&out).pop().unwrap();
+    assert_eq!(r["status"], "ok", "{}", r["error"]);
+    assert!(r["data"].contains(&dir.path().display().to_string()), "{}", r["data"]);
+    let empty = tempfile::tempdir().unwrap();
+    std::fs::write(empty.path().join("notes.txt"), "no images").unwrap();
+    assert_usage_error(
+        &format!("infer --cpu 1 --model tinycnn --image-size 32 --data {}", empty.path().display()),
+        "no readable JPEG or PNG",
+    );
+}

@@ -5,6 +5,7 @@ mod data;
 mod ddp;
 mod fidelity;
 mod gpu;
+mod infer;
 mod report;
 mod run;
 mod setup;

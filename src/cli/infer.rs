@@ -1,0 +1,307 @@
+//! `gpubench infer`'s arguments, and their one conversion into an
+//! `InferConfig`: every check the command line can fail, before any model is
+//! built or file written.
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+use super::parse::{parse_duration, parse_fraction, parse_on_off};
+use crate::config::{CapacitySearch, Impl, InferConfig, ModelKind, Precision, Preprocess, Scenario, ServeStrategy};
+use crate::device::{self, DeviceKind};
+use crate::error::usage;
+
+/// How requests arrive (MLPerf LoadGen's scenario names).
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScenarioArg {
+    /// All frames ready at the start: throughput.
+    Offline,
+    /// Poisson arrivals at --rate requests per second.
+    Server,
+    /// --streams cameras at --fps frames per second each, random phases.
+    Streams,
+    /// One request at a time: latency.
+    SingleStream,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct InferArgs {
+    /// How the devices serve.
+    #[arg(long, value_enum, default_value_t = ServeStrategy::Replicas)]
+    pub strategy: ServeStrategy,
+    /// gpubench's server, or the same server in PyTorch Python (replicas as
+    /// Python threads, or processes), for a side-by-side row.
+    #[arg(long = "impl", value_enum, default_value_t = Impl::Gpubench)]
+    pub implementation: Impl,
+    /// CUDA device ordinals, comma-separated. Default: GPU 0 if there is one, else the CPU.
+    #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
+    pub gpus: Option<String>,
+    /// Serve on the CPU with N replicas or processes.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1")]
+    pub cpu: Option<usize>,
+    #[arg(long, value_enum, default_value_t = ModelKind::Resnet50)]
+    pub model: ModelKind,
+    #[arg(long, default_value_t = 1000)]
+    pub num_classes: i64,
+    /// The model's square input, in pixels (frames are resized to it).
+    #[arg(long, default_value_t = 224)]
+    pub image_size: i64,
+    #[arg(long, value_enum, default_value_t = ScenarioArg::Offline)]
+    pub scenario: ScenarioArg,
+    /// streams: number of cameras (with --find-max-streams: where the search starts).
+    #[arg(long, value_name = "N")]
+    pub streams: Option<i64>,
+    /// streams: frames per second per camera.
+    #[arg(long, value_name = "FPS")]
+    pub fps: Option<f64>,
+    /// server: mean requests per second (with --find-max-rate: where the search starts).
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate: Option<f64>,
+    /// Camera frame size, WIDTHxHEIGHT (uint8 RGB).
+    #[arg(long, default_value = "1280x720", value_name = "WxH")]
+    pub frame_size: String,
+    /// Where frames are resized and normalised.
+    #[arg(long, value_enum, default_value_t = Preprocess::Device)]
+    pub preprocess: Preprocess,
+    /// `synthetic` frames, or a folder of JPEG/PNG images served as frames.
+    #[arg(long, default_value = "synthetic")]
+    pub data: String,
+    /// Dynamic batching: the most requests in one batch.
+    #[arg(long, default_value_t = 8)]
+    pub max_batch: i64,
+    /// Dynamic batching: how long a batch waits for more after its first request.
+    #[arg(long, default_value = "2ms", value_name = "DURATION")]
+    pub max_wait: String,
+    /// Drop a frame older than this when a worker takes it (a stale camera frame).
+    #[arg(long, value_name = "DURATION")]
+    pub drop_older_than: Option<String>,
+    /// The p99 latency the load must stay within (needed by the searches).
+    #[arg(long, value_name = "DURATION")]
+    pub latency_bound: Option<String>,
+    /// Search for the most streams within --latency-bound (scenario streams).
+    #[arg(long, conflicts_with = "find_max_rate")]
+    pub find_max_streams: bool,
+    /// Search for the highest Poisson rate within --latency-bound (scenario server).
+    #[arg(long)]
+    pub find_max_rate: bool,
+    /// Searches: the most requests a probe may drop, e.g. 1%.
+    #[arg(long, default_value = "1%", value_parser = parse_fraction)]
+    pub max_drop_rate: f64,
+    /// Searches: each probe runs at least this long...
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub min_duration: String,
+    /// ...and long enough for this many requests at its load.
+    #[arg(long, default_value_t = 1000)]
+    pub min_requests: u64,
+    /// How long the load runs.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub duration: String,
+    /// Untimed warm-up batches per worker, at --max-batch and at batch 1 each.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: u64,
+    #[arg(long, value_enum, default_value_t = Precision::Fp32)]
+    pub precision: Precision,
+    #[arg(long)]
+    pub channels_last: bool,
+    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off)]
+    pub cudnn_benchmark: bool,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Intra-op threads on the CPU, shared among the workers.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    #[arg(long, default_value = "")]
+    pub label: String,
+    /// Append the row (a row per probe when searching) to this CSV file.
+    #[arg(long, value_name = "FILE.csv")]
+    pub out: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[arg(long, default_value = "100ms", value_name = "DURATION")]
+    pub sample_interval: String,
+}
+
+/// Parses `gpubench infer ARGS` (without `gpubench infer`) into its
+/// configuration; a bad argument is a usage error with clap's first line.
+pub fn parse_infer<S: AsRef<str>>(args: &[S]) -> Result<InferConfig> {
+    use clap::Parser;
+    let argv = ["gpubench", "infer"].into_iter().map(String::from).chain(args.iter().map(|s| s.as_ref().to_string()));
+    match super::Cli::try_parse_from(argv) {
+        Ok(super::Cli { command: super::Command::Infer(a) }) => a.into_config(),
+        Ok(_) => unreachable!("parsed as infer"),
+        Err(e) => {
+            let text = e.render().to_string();
+            Err(usage(text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()))
+        }
+    }
+}
+
+fn positive(flag: &str, v: f64) -> Result<f64> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(usage(format!("{flag} must be above zero (it is {v})")))
+    }
+}
+
+fn frame_size(s: &str) -> Result<(i64, i64)> {
+    let bad = || usage(format!("--frame-size {s:?} is not WIDTHxHEIGHT; write it like 1280x720"));
+    let (w, h) = s.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+    let (w, h): (i64, i64) = (w.trim().parse().map_err(|_| bad())?, h.trim().parse().map_err(|_| bad())?);
+    if !(1..=16384).contains(&w) || !(1..=16384).contains(&h) {
+        return Err(bad());
+    }
+    Ok((w, h))
+}
+
+impl InferArgs {
+    /// The configuration, with every check that needs no device work.
+    pub fn into_config(self) -> Result<InferConfig> {
+        let a = self;
+        let talks = !(a.quiet || a.json);
+        if a.max_batch <= 0 {
+            return Err(usage("--max-batch must be at least 1"));
+        }
+        let min = a.model.min_image_size();
+        if a.image_size < min {
+            return Err(usage(format!(
+                "--image-size {} is too small for {}; use at least {min}",
+                a.image_size,
+                a.model.name()
+            )));
+        }
+        if a.num_classes < 2 {
+            return Err(usage("--num-classes must be at least 2"));
+        }
+        let searching = a.find_max_streams || a.find_max_rate;
+        let scenario = match a.scenario {
+            ScenarioArg::Offline | ScenarioArg::SingleStream => {
+                for (given, flag) in
+                    [(a.streams.is_some(), "--streams"), (a.fps.is_some(), "--fps"), (a.rate.is_some(), "--rate")]
+                {
+                    if given {
+                        return Err(usage(format!(
+                            "{flag} has no meaning with --scenario {}; use --scenario streams or server",
+                            a.scenario.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
+                        )));
+                    }
+                }
+                if a.scenario == ScenarioArg::Offline {
+                    Scenario::Offline
+                } else {
+                    Scenario::SingleStream
+                }
+            }
+            ScenarioArg::Server => {
+                if a.streams.is_some() || a.fps.is_some() {
+                    return Err(usage(
+                        "--streams and --fps belong to --scenario streams; the server scenario takes --rate",
+                    ));
+                }
+                let rate = match (a.rate, a.find_max_rate) {
+                    (Some(r), _) => positive("--rate", r)?,
+                    (None, true) => 10.0,
+                    (None, false) => {
+                        return Err(usage("--scenario server needs --rate, e.g. --rate 500 (requests per second)"))
+                    }
+                };
+                Scenario::Server { rate }
+            }
+            ScenarioArg::Streams => {
+                if a.rate.is_some() {
+                    return Err(usage("--rate belongs to --scenario server; streams take --streams and --fps"));
+                }
+                let fps =
+                    positive("--fps", a.fps.ok_or_else(|| usage("--scenario streams needs --fps, e.g. --fps 5"))?)?;
+                let streams = match (a.streams, a.find_max_streams) {
+                    (Some(n), _) if n <= 0 => return Err(usage(format!("--streams must be at least 1 (it is {n})"))),
+                    (Some(n), _) => n,
+                    (None, true) => 1,
+                    (None, false) => return Err(usage("--scenario streams needs --streams, e.g. --streams 200")),
+                };
+                Scenario::Streams { streams: u32::try_from(streams).map_err(|_| usage("--streams is too large"))?, fps }
+            }
+        };
+        if a.find_max_streams && a.scenario != ScenarioArg::Streams {
+            return Err(usage("--find-max-streams searches --scenario streams; add --scenario streams --fps F"));
+        }
+        if a.find_max_rate && a.scenario != ScenarioArg::Server {
+            return Err(usage("--find-max-rate searches --scenario server; add --scenario server"));
+        }
+        let latency_bound = a.latency_bound.as_deref().map(|s| parse_duration("--latency-bound", s)).transpose()?;
+        if searching && latency_bound.is_none() {
+            return Err(usage("a capacity search needs --latency-bound, e.g. --latency-bound 100ms"));
+        }
+        let search = match latency_bound.filter(|_| searching) {
+            Some(bound) => Some(CapacitySearch {
+                bound,
+                max_drop_rate: a.max_drop_rate,
+                min_duration: parse_duration("--min-duration", &a.min_duration)?,
+                min_requests: a.min_requests,
+            }),
+            None => None,
+        };
+        let (frame_w, frame_h) = frame_size(&a.frame_size)?;
+        if a.threads == Some(0) {
+            return Err(usage("--threads must be at least 1"));
+        }
+        if a.implementation == Impl::Pytorch && a.strategy == ServeStrategy::Dp {
+            return Err(usage(
+                "--impl pytorch serves with Python threads (--strategy replicas) or processes; dp serving is \
+                 gpubench's own",
+            ));
+        }
+        if a.data != "synthetic" && !std::path::Path::new(&a.data).is_dir() {
+            return Err(usage(format!("--data {}: no such folder; give a folder of JPEG images", a.data)));
+        }
+        let devices = device::resolve(a.gpus.as_deref(), a.cpu, !talks)?;
+        if devices.kind == DeviceKind::Cpu && a.precision == Precision::Tf32 {
+            return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
+        }
+        if let Some(n) = a.cpu.filter(|&n| n > 1) {
+            let processes = a.strategy == ServeStrategy::Processes || a.implementation == Impl::Pytorch;
+            if let Some(w) = super::run::cpu_capacity(n, processes, device::cpu_cores(), None)? {
+                if talks && crate::serve::processes::worker_role().is_none() {
+                    eprintln!("{w}");
+                }
+            }
+        }
+        Ok(InferConfig {
+            strategy: a.strategy,
+            implementation: a.implementation,
+            devices,
+            model: a.model,
+            num_classes: a.num_classes,
+            image_size: a.image_size,
+            frame_w,
+            frame_h,
+            preprocess: a.preprocess,
+            data: a.data,
+            scenario,
+            max_batch: a.max_batch,
+            max_wait: humantime::parse_duration(a.max_wait.trim()).map_err(|e| {
+                usage(format!("--max-wait {:?} is not a duration ({e}); write it like 2ms", a.max_wait))
+            })?,
+            drop_older_than: a
+                .drop_older_than
+                .as_deref()
+                .map(|s| parse_duration("--drop-older-than", s))
+                .transpose()?,
+            latency_bound,
+            search,
+            duration: parse_duration("--duration", &a.duration)?,
+            warmup_batches: a.warmup,
+            precision: a.precision,
+            channels_last: a.channels_last,
+            cudnn_benchmark: a.cudnn_benchmark,
+            seed: a.seed,
+            threads: a.threads,
+            label: a.label,
+            out: a.out,
+            json: a.json,
+            quiet: a.quiet,
+            sample_interval: parse_duration("--sample-interval", &a.sample_interval)?,
+        })
+    }
+}

@@ -1,0 +1,191 @@
+//! Inference serving, measured as honestly as training: how many camera
+//! streams (or requests per second) a box serves within a latency bound, and
+//! which way of using its GPUs serves most. `gpubench infer` runs one load
+//! (`measure`) or searches for the largest load within the bound (`search`).
+//!
+//! - `schedule`: when requests arrive (Poisson, cameras), from the seed;
+//! - `server`: gpubench's server in one process (replicas, dp);
+//! - `processes`: one server process per device;
+//! - `pytorch`: the same server in PyTorch Python (threads, processes);
+//! - `records`: every request's fate, and the row's figures from them.
+pub mod processes;
+pub mod pytorch;
+pub mod records;
+pub mod schedule;
+pub mod search;
+pub mod server;
+
+use std::path::PathBuf;
+
+use crate::bench::measure::failure;
+use crate::bench::row::base_row;
+use crate::config::{Impl, InferConfig, Scenario, ServeStrategy};
+use crate::device::DeviceKind;
+use crate::metrics::collect::{Monitor, Window};
+use crate::results::csv::Row;
+use crate::results::Status;
+use records::ServeFigures;
+use server::{Frames, ServeOutcome, StartSignal};
+
+/// How `processes` starts its workers: this binary and its `infer` arguments.
+#[derive(Debug, Clone)]
+pub struct Relaunch {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+/// One measured load: its row and figures.
+pub struct Measured {
+    pub row: Row,
+    pub figures: ServeFigures,
+    pub devs: Vec<crate::metrics::devices::DeviceMetrics>,
+}
+
+/// Serves `cfg`'s load once, with gpubench's server or PyTorch's, and
+/// returns its row (status failed or oom, with the error, when it failed).
+pub fn measure(cfg: &InferConfig, relaunch: &Relaunch) -> Measured {
+    let mut row = base_row(&cfg.model_config());
+    let workers = if cfg.strategy == ServeStrategy::Processes { cfg.devices.len() as u32 } else { 1 };
+    let arrivals = schedule::arrivals(&cfg.scenario, cfg.duration.as_secs_f64(), workers, cfg.seed);
+    // On the CPU the counters are this process's: they say nothing of the
+    // PyTorch server or of worker processes. NVML sees every process.
+    let in_process = cfg.implementation == Impl::Gpubench && cfg.strategy != ServeStrategy::Processes;
+    let monitor =
+        (in_process || cfg.devices.kind == DeviceKind::Cuda).then(|| Monitor::start(&cfg.devices, cfg.sample_interval));
+    let cpu0 = crate::metrics::sampler::process_cpu_seconds();
+    let mut about = None;
+    let out = match (cfg.implementation, cfg.strategy) {
+        (Impl::Pytorch, _) => {
+            let (out, a) = pytorch::run(cfg, &arrivals);
+            about = a;
+            out
+        }
+        (_, ServeStrategy::Processes) => processes::run_parent(cfg, &relaunch.program, &relaunch.args),
+        _ => match crate::error::guarded(|| Frames::load(cfg)) {
+            Ok(frames) => server::serve(cfg, &frames, &arrivals, &StartSignal::Now),
+            Err(e) => ServeOutcome { records: vec![], late: 0, error: Some(e), window: None, interference: vec![] },
+        },
+    };
+    let cpu1 = crate::metrics::sampler::process_cpu_seconds();
+    let window = out.window.map(|(start, end)| Window { start, end, cpu_secs: cpu0.zip(cpu1).map(|(a, b)| b - a) });
+    let (devs, notes) = match monitor {
+        Some(m) => {
+            let (d, _, n) = m.finish_with_notes(&cfg.devices, &roles(cfg), window);
+            (d, n)
+        }
+        None => (vec![], vec![]),
+    };
+    let mut interference = out.interference.clone();
+    interference.extend(notes);
+    let expected = if out.error.is_none() && !arrivals.is_empty() { arrivals.len() as u64 } else { 0 };
+    let figures = records::figures(&out.records, cfg.duration.as_secs_f64(), cfg.scenario != Scenario::Offline);
+    fill(&mut row, cfg, &out, &figures, &interference);
+    if let Some(a) = about {
+        row.libtorch_version = a.torch_version;
+        row.device_name = a.device_name;
+        row.threads = Some(a.threads);
+        row.note = format!("{}; torch {} on Python {}", row.note, row.libtorch_version, a.python_version);
+    }
+    let lost = records::accounting_errors(&out.records, 0..expected);
+    if !lost.is_empty() && row.status == Status::Ok.name() {
+        row.status = Status::Failed.name().into();
+        row.error =
+            format!("requests lost or doubled: {}", lost.iter().take(3).cloned().collect::<Vec<_>>().join("; "));
+    }
+    crate::bench::row::fill_metrics(
+        &mut row,
+        &devs,
+        (cfg.strategy == ServeStrategy::Dp).then_some(0),
+        &Default::default(),
+    );
+    Measured { row, figures, devs }
+}
+
+/// Each device's role in the per-device metrics.
+fn roles(cfg: &InferConfig) -> Vec<String> {
+    if cfg.devices.kind == DeviceKind::Cpu {
+        return vec!["process".into()];
+    }
+    (0..cfg.devices.len())
+        .map(|i| match cfg.strategy {
+            ServeStrategy::Dp if i == 0 => "master".into(),
+            ServeStrategy::Dp | ServeStrategy::Replicas => "replica".into(),
+            ServeStrategy::Processes => format!("worker {i}"),
+        })
+        .collect()
+}
+
+/// The serving columns of `row`.
+fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, interference: &[String]) {
+    row.mode = "infer".into();
+    row.strategy = cfg.strategy.name().into();
+    row.global_batch = None;
+    row.batch_per_device = Some(cfg.max_batch as u32);
+    row.threads = cfg.threads_per_worker().map(|t| t as u32).or(row.threads);
+    row.data = crate::data::column_name(&cfg.data);
+    row.warmup = Some(cfg.warmup_batches as u32 * 2);
+    row.warmup_end = "batches".into();
+    row.timed_end = "duration".into();
+    row.scenario = cfg.scenario.name().into();
+    if let Scenario::Streams { streams, fps } = cfg.scenario {
+        row.streams = Some(streams);
+        row.fps = Some(fps);
+    }
+    row.offered_rate = cfg.scenario.offered_rate();
+    row.achieved_rate = Some(f.achieved_rate);
+    row.latency_bound_ms = cfg.latency_bound.map(|d| d.as_secs_f64() * 1e3);
+    row.requests = Some(f.requests);
+    row.completed = Some(f.completed);
+    row.dropped = Some(f.dropped);
+    row.batches = Some(f.batches);
+    row.steps = Some(f.batches as u32);
+    row.batch_mean = f.batch_mean;
+    if let Some(l) = f.latency_ms {
+        (row.latency_ms_p50, row.latency_ms_p90, row.latency_ms_p99, row.latency_ms_max) =
+            (Some(l[0]), Some(l[1]), Some(l[2]), Some(l[3]));
+    }
+    if let Some(p) = f.parts_ms {
+        // Offline requests are all "scheduled" at the start: no queue time to speak of.
+        let p0 = (cfg.scenario != Scenario::Offline).then_some(p[0]);
+        (row.queue_ms_mean, row.batch_ms_mean, row.input_ms_mean, row.compute_ms_mean, row.output_ms_mean) =
+            (p0, Some(p[1]), Some(p[2]), Some(p[3]), Some(p[4]));
+    }
+    row.throughput_img_s = Some(f.achieved_rate);
+    row.throughput_per_device_img_s = Some(f.achieved_rate / cfg.devices.len() as f64);
+    row.throughput_ci95_lo = f.achieved_ci.map(|i| i.lo);
+    row.throughput_ci95_hi = f.achieved_ci.map(|i| i.hi);
+    let issued = f.requests.max(1) as f64;
+    let late_pct =
+        (!matches!(cfg.scenario, Scenario::Offline | Scenario::SingleStream)).then(|| out.late as f64 / issued * 100.0);
+    row.generator_late_pct = late_pct;
+    let mut notes = vec![];
+    if late_pct.is_some_and(|p| p > 1.0) {
+        notes.push(format!(
+            "load generator fell behind: {:.1}% of requests issued over 1 ms late (latency still counts from the \
+             schedule)",
+            late_pct.unwrap_or(0.0)
+        ));
+    }
+    if cfg.strategy == ServeStrategy::Dp {
+        notes.push(format!("master {}", cfg.devices.describe().split(',').next().unwrap_or_default()));
+    }
+    if cfg.implementation == Impl::Pytorch {
+        notes.push(match cfg.strategy {
+            ServeStrategy::Replicas => "python threads: one per replica, sharing the GIL".into(),
+            _ => "python processes: one per device (multiprocessing)".to_string(),
+        });
+    }
+    if let Some(ms) = server::test_service_ms() {
+        notes.push(format!("TEST: a model that takes {ms} ms per batch ({})", server::TEST_SERVICE_ENV));
+    }
+    row.note = notes.join("; ");
+    row.interference = interference.join("; ");
+    match &out.error {
+        None => row.status = Status::Ok.name().into(),
+        Some(e) => {
+            let (s, msg) = failure(e);
+            row.status = s.name().into();
+            row.error = msg;
+        }
+    }
+}

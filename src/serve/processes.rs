@@ -1,0 +1,211 @@
+//! `--strategy processes`: one serving process per device, started by this
+//! one (the parent), each running `serve::server` with its one device and its
+//! share of the arrivals (camera s to process s mod P; a Poisson request to
+//! a random one), as a deployment that routes cameras to server processes
+//! would. There is no central queue, so no frame crosses a process boundary.
+//!
+//! The parent writes the load to a temporary directory, starts the workers
+//! (this binary, with `GPUBENCH_INFER_WORKER=k/P/DIR`), waits until each has
+//! built and warmed up its model (`ready.k`), then writes one start time
+//! (`go`) that all of them use; each writes its records (`records.k.csv`).
+//! A worker that dies ends the run within moments: the others are killed
+//! and the error names the worker, its device and how it ended.
+use anyhow::{anyhow, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::records;
+use super::schedule;
+use super::server::{grace, host_notes, serve, Frames, ServeOutcome, StartSignal};
+use crate::config::{InferConfig, Scenario};
+use crate::device::Devices;
+use crate::metrics::interference::HostSnapshot;
+use crate::proc::{self, Watched};
+
+pub const WORKER_ENV: &str = "GPUBENCH_INFER_WORKER";
+/// Tests set it to k: worker k dies once ready, as a crashed server would.
+pub const CRASH_ENV: &str = "GPUBENCH_INFER_CRASH";
+
+/// This process as a worker: (k, P, directory), from the environment.
+pub fn worker_role() -> Option<(u32, u32, PathBuf)> {
+    let v = std::env::var(WORKER_ENV).ok()?;
+    let mut it = v.splitn(3, '/');
+    let k = it.next()?.parse().ok()?;
+    let p = it.next()?.parse().ok()?;
+    Some((k, p, PathBuf::from(it.next()?)))
+}
+
+/// The load as one line: the scenario, its parameters and the duration.
+fn load_line(cfg: &InferConfig) -> String {
+    let d = cfg.duration.as_secs_f64();
+    match cfg.scenario {
+        Scenario::Offline => format!("offline {d}"),
+        Scenario::SingleStream => format!("single-stream {d}"),
+        Scenario::Server { rate } => format!("server {d} {rate}"),
+        Scenario::Streams { streams, fps } => format!("streams {d} {streams} {fps}"),
+    }
+}
+
+fn parse_load(line: &str) -> Option<(Scenario, Duration)> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let d = Duration::from_secs_f64(f.get(1)?.parse().ok()?);
+    let s = match *f.first()? {
+        "offline" => Scenario::Offline,
+        "single-stream" => Scenario::SingleStream,
+        "server" => Scenario::Server { rate: f.get(2)?.parse().ok()? },
+        "streams" => Scenario::Streams { streams: f.get(2)?.parse().ok()?, fps: f.get(3)?.parse().ok()? },
+        _ => return None,
+    };
+    Some((s, d))
+}
+
+/// How many worker processes serve `cfg`: one per device; single-stream has one.
+fn process_count(cfg: &InferConfig) -> u32 {
+    if cfg.scenario == Scenario::SingleStream {
+        1
+    } else {
+        cfg.devices.len() as u32
+    }
+}
+
+/// A worker process: serve this process's share of the load in `dir`, write
+/// the records; exit code 0, or 1 after saying why on stderr.
+pub fn run_worker(cfg: &InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> {
+    let text = std::fs::read_to_string(dir.join("load")).with_context(|| format!("reading {}/load", dir.display()))?;
+    let (scenario, duration) =
+        parse_load(&text).ok_or_else(|| anyhow!("{}/load: cannot parse {text:?}", dir.display()))?;
+    let mut mine = cfg.clone();
+    mine.threads = cfg.threads_per_worker();
+    mine.devices = Devices { kind: cfg.devices.kind, ordinals: vec![cfg.devices.ordinals[k as usize]] };
+    mine.scenario = scenario;
+    mine.duration = duration;
+    let arrivals: Vec<_> = schedule::arrivals(&scenario, duration.as_secs_f64(), p, cfg.seed)
+        .into_iter()
+        .filter(|a| a.worker == k)
+        .collect();
+    let frames = Frames::load(&mine)?;
+    let start = StartSignal::Files { ready: dir.join(format!("ready.{k}")), go: dir.join("go") };
+    if std::env::var_os(CRASH_ENV).is_some_and(|v| v == k.to_string().as_str()) {
+        // For the tests: worker k says it is ready, then dies.
+        std::fs::write(dir.join(format!("ready.{k}")), b"ready\n")?;
+        std::thread::sleep(Duration::from_millis(300));
+        std::process::exit(3);
+    }
+    let mut out = serve(&mine, &frames, &arrivals, &start);
+    if matches!(scenario, Scenario::Offline | Scenario::SingleStream) {
+        // Ids of an endless backlog are per process: make them unique.
+        for r in &mut out.records {
+            r.id = r.id * p as u64 + k as u64;
+        }
+    }
+    for r in &mut out.records {
+        r.worker = k;
+    }
+    let path = dir.join(format!("records.{k}.csv"));
+    let tmp = dir.join(format!("records.{k}.tmp"));
+    std::fs::write(&tmp, records::to_csv(&out.records)).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(dir.join(format!("late.{k}")), out.late.to_string())?;
+    match out.error {
+        Some(e) => {
+            eprintln!("error: {}", crate::error::failure_message(&e));
+            Ok(1)
+        }
+        None => Ok(0),
+    }
+}
+
+/// The parent: start one worker per device, start them together, gather
+/// their records. `program` is this binary; `args` its `infer` arguments.
+pub fn run_parent(cfg: &InferConfig, program: &Path, args: &[String]) -> ServeOutcome {
+    let mut out = ServeOutcome { records: vec![], late: 0, error: None, window: None, interference: vec![] };
+    let res = parent(cfg, program, args, &mut out);
+    if let Err(e) = res {
+        out.error = Some(e);
+    }
+    out
+}
+
+fn parent(cfg: &InferConfig, program: &Path, args: &[String], out: &mut ServeOutcome) -> Result<()> {
+    let dir = crate::reference::python::TempDir::new()?;
+    std::fs::write(dir.0.join("load"), load_line(cfg) + "\n")?;
+    let p = process_count(cfg);
+    let mut kids: Vec<Option<Watched>> = vec![];
+    for k in 0..p {
+        let mut cmd = Command::new(program);
+        cmd.args(args).env(WORKER_ENV, format!("{k}/{p}/{}", dir.0.display())).stdout(Stdio::null());
+        let prefix = cfg.talks().then(|| format!("[worker {k}] "));
+        match proc::spawn(&mut cmd, prefix, 20) {
+            Ok(w) => kids.push(Some(w)),
+            Err(e) => {
+                stop_all(&mut kids);
+                return Err(anyhow!("cannot start worker {k}: {e}"));
+            }
+        }
+    }
+    let device = |k: usize| match cfg.devices.kind {
+        crate::device::DeviceKind::Cuda => format!("cuda:{}", cfg.devices.ordinals[k]),
+        crate::device::DeviceKind::Cpu => format!("cpu:{k}"),
+    };
+    // Ready: every worker has said so; a worker that ends first has failed.
+    let mut t0 = None;
+    let mut host0 = None;
+    let limit = Instant::now() + Duration::from_secs(600);
+    let finish_by = |t0: Instant| t0 + cfg.duration + grace(cfg) + Duration::from_secs(120);
+    loop {
+        for k in 0..kids.len() {
+            let exited = match kids[k].as_mut().map(|w| w.try_wait()) {
+                Some(Ok(Some(e))) => Some(e),
+                _ => None,
+            };
+            if let Some(e) = exited {
+                let ended = kids[k].take().expect("present").finish(None);
+                if !(e.success() && t0.is_some()) {
+                    stop_all(&mut kids);
+                    let tail = ended.tail.last().map(|t| format!(": {t}")).unwrap_or_default();
+                    return Err(anyhow!("worker {k} ({}) {}{tail}", device(k), ended.how()));
+                }
+            }
+        }
+        if kids.iter().all(Option::is_none) {
+            // The workers are this process's group: only others' load counts.
+            out.interference = host_notes(host0.zip(HostSnapshot::take()));
+            break;
+        }
+        if t0.is_none() && (0..p).all(|k| dir.0.join(format!("ready.{k}")).exists()) {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH)?;
+            let at = now + Duration::from_millis(50);
+            let tmp = dir.0.join("go.tmp");
+            std::fs::write(&tmp, format!("{}\n", at.as_nanos()))?;
+            std::fs::rename(&tmp, dir.0.join("go"))?;
+            let start = Instant::now() + Duration::from_millis(50);
+            t0 = Some(start);
+            out.window = Some((start, start + cfg.duration));
+            host0 = HostSnapshot::take();
+        }
+        let late = match t0 {
+            None => Instant::now() > limit,
+            Some(t) => Instant::now() > finish_by(t),
+        };
+        if late {
+            stop_all(&mut kids);
+            return Err(anyhow!("the worker processes did not finish in time; they were stopped"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for k in 0..p {
+        out.records.extend(records::read(&dir.0.join(format!("records.{k}.csv")))?);
+        out.late += std::fs::read_to_string(dir.0.join(format!("late.{k}")))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Ok(())
+}
+
+fn stop_all(kids: &mut [Option<Watched>]) {
+    for w in kids.iter_mut().filter_map(Option::as_mut) {
+        w.kill();
+    }
+}

@@ -1,0 +1,596 @@
+//! gpubench's inference server, in one process: a load generator on the
+//! calling thread, one shared queue, and workers that form batches
+//! dynamically and serve them.
+//!
+//! - `replicas`: one worker thread per device, each with its own model
+//!   replica, all taking from the one queue (the seed's thread server, with
+//!   no GIL in the way).
+//! - `dp`: one worker whose batch DataParallel's forward splits over the
+//!   devices (`strategy::dp`: replicate, scatter, parallel forward, gather).
+//! - a `processes` worker process (`serve::processes`) runs this server with
+//!   its one device and its share of the arrivals.
+//!
+//! A worker takes the oldest request, then more until the batch holds
+//! `--max-batch` or `--max-wait` has passed since it took the first. A
+//! request older than `--drop-older-than` when taken is dropped, as a camera
+//! server drops a stale frame. When the load's window ends the generator
+//! stops; workers serve what is queued for a grace period, then drop the
+//! rest. Every request taken is recorded once, served or dropped
+//! (`serve::records`).
+//!
+//! Each batch: its frames are copied into a staging buffer (pinned on CUDA),
+//! preprocessed (resize to `--image-size`, ImageNet normalisation) on the
+//! device or on the CPU, the model runs in eval mode with autograd off (under
+//! autocast for fp16/bf16), and the predicted classes are copied back; the
+//! device is synchronised before each clock read, so every part is finished
+//! work. Warm-up batches (at the largest batch and at batch 1) run on every
+//! worker before the load starts, and are not recorded.
+use anyhow::{anyhow, Result};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Barrier, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tch::{nn, Device, Kind, Tensor};
+
+use super::records::{Record, Served};
+use super::schedule::Arrival;
+use crate::config::{InferConfig, Preprocess, Scenario, ServeStrategy};
+use crate::metrics::interference::{host_window, HostSnapshot};
+use crate::model::{build_model, Model};
+use crate::strategy::dp::DataParallel;
+use crate::strategy::precision::autocast;
+
+/// A request the generator issued later than this after its scheduled time
+/// counts as late; many late requests mean the generator, not the server,
+/// limited the load.
+pub const LATE_AFTER: Duration = Duration::from_millis(1);
+
+/// How the load's start is agreed.
+pub enum StartSignal {
+    /// As soon as every worker has warmed up.
+    Now,
+    /// A `processes` worker: say "ready" (the file), then start at the time
+    /// the parent writes to `go`.
+    Files { ready: std::path::PathBuf, go: std::path::PathBuf },
+}
+
+/// What one server process measured.
+pub struct ServeOutcome {
+    pub records: Vec<Record>,
+    /// Requests the generator issued more than `LATE_AFTER` late.
+    pub late: u64,
+    /// The error that stopped the run, if one did.
+    pub error: Option<anyhow::Error>,
+    /// The load's window [start, start + duration].
+    pub window: Option<(Instant, Instant)>,
+    /// What disturbed the host during the load (`metrics::interference`).
+    pub interference: Vec<String>,
+}
+
+/// Camera frames: uint8 H×W×3 images on the CPU; request i shows frame i mod n.
+pub struct Frames(pub Vec<Tensor>);
+
+impl Frames {
+    /// `--data PATH`'s images, else eight random frames from the seed.
+    pub fn load(cfg: &InferConfig) -> Result<Frames> {
+        if cfg.data == "synthetic" {
+            return Ok(Frames::synthetic(cfg));
+        }
+        Frames::from_folder(std::path::Path::new(&cfg.data), cfg)
+    }
+
+    pub fn synthetic(cfg: &InferConfig) -> Frames {
+        tch::manual_seed(cfg.seed as i64 ^ 0xf4a3);
+        Frames(
+            (0..8).map(|_| Tensor::randint(256, [cfg.frame_h, cfg.frame_w, 3], (Kind::Uint8, Device::Cpu))).collect(),
+        )
+    }
+
+    /// Up to 16 JPEG or PNG files under `dir` (sorted by path), decoded and
+    /// resized to the frame size, as a camera would deliver them.
+    pub fn from_folder(dir: &std::path::Path, cfg: &InferConfig) -> Result<Frames> {
+        let mut files = vec![];
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).map_err(|e| anyhow!("cannot read {}: {e}", d.display()))?.flatten() {
+                let p = e.path();
+                let ext = p.extension().and_then(|x| x.to_str()).map(str::to_ascii_lowercase);
+                if p.is_dir() {
+                    stack.push(p);
+                } else if matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png")) {
+                    files.push(p);
+                }
+            }
+        }
+        files.sort();
+        let mut frames = vec![];
+        let mut buf = vec![];
+        for f in &files {
+            let Ok(bytes) = std::fs::read(f) else { continue };
+            let Ok(d) = crate::data::decode::decode_rgb(&bytes, &mut buf) else { continue };
+            let img = Tensor::from_slice(&buf[..d.width * d.height * 3])
+                .view([1, d.height as i64, d.width as i64, 3])
+                .permute([0, 3, 1, 2])
+                .to_kind(Kind::Float)
+                .upsample_bilinear2d([cfg.frame_h, cfg.frame_w], false, None, None)
+                .round()
+                .clamp(0.0, 255.0)
+                .to_kind(Kind::Uint8)
+                .permute([0, 2, 3, 1])
+                .squeeze_dim(0)
+                .contiguous();
+            frames.push(img);
+            if frames.len() == 16 {
+                break;
+            }
+        }
+        if frames.is_empty() {
+            return Err(crate::error::usage(format!(
+                "--data {}: no readable JPEG or PNG file in it; give a folder of images, or leave --data out for \
+                 synthetic frames",
+                dir.display()
+            )));
+        }
+        Ok(Frames(frames))
+    }
+}
+
+struct Pending {
+    id: u64,
+    sched: f64,
+}
+
+struct Shared {
+    queue: Mutex<VecDeque<Pending>>,
+    cv: Condvar,
+    /// The generator has issued its last request.
+    issued_all: AtomicBool,
+    /// A worker failed: everyone stops.
+    stop: AtomicBool,
+    next_id: AtomicU64,
+    t0: OnceLock<Instant>,
+}
+
+enum Take {
+    Got(Pending),
+    /// Nothing came before the deadline.
+    Timeout,
+    /// Nothing more will come.
+    Finished,
+}
+
+impl Shared {
+    fn take(&self, deadline: Option<Instant>) -> Take {
+        let mut q = self.queue.lock().expect("queue lock");
+        loop {
+            if let Some(p) = q.pop_front() {
+                return Take::Got(p);
+            }
+            if self.stop.load(Ordering::Relaxed) || self.issued_all.load(Ordering::Acquire) {
+                return Take::Finished;
+            }
+            let now = Instant::now();
+            let wait = match deadline {
+                Some(d) if now >= d => return Take::Timeout,
+                Some(d) => (d - now).min(Duration::from_millis(50)),
+                None => Duration::from_millis(50),
+            };
+            q = self.cv.wait_timeout(q, wait).expect("queue lock").0;
+        }
+    }
+}
+
+/// What serves a batch: a replica on one device, or DataParallel over all.
+trait Forward {
+    fn forward(&mut self, x: &Tensor) -> Result<Tensor>;
+}
+
+struct Replica {
+    _vs: nn::VarStore,
+    model: Model,
+    device: Device,
+    precision: crate::config::Precision,
+}
+
+impl Forward for Replica {
+    fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
+        let m = &self.model;
+        autocast(self.precision, self.device, || tch::no_grad(|| m.forward_t(x, false)))
+    }
+}
+
+impl Forward for DataParallel {
+    fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
+        self.infer(x)
+    }
+}
+
+/// Tests only: `GPUBENCH_TEST_SERVICE_MS=10` replaces the model with one that
+/// takes exactly that long per batch, so that a server of known capacity
+/// can be measured. Rows say so in their note.
+pub const TEST_SERVICE_ENV: &str = "GPUBENCH_TEST_SERVICE_MS";
+
+pub fn test_service_ms() -> Option<f64> {
+    std::env::var(TEST_SERVICE_ENV).ok()?.parse().ok().filter(|&ms: &f64| ms >= 0.0)
+}
+
+struct Sleeper {
+    per_batch: Duration,
+    classes: i64,
+    device: Device,
+}
+
+impl Forward for Sleeper {
+    fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
+        std::thread::sleep(self.per_batch);
+        Ok(Tensor::f_zeros([x.size()[0], self.classes], (Kind::Float, self.device))?)
+    }
+}
+
+/// One worker: its model, its staging buffer, its records.
+struct Worker<'a> {
+    index: u32,
+    cfg: &'a InferConfig,
+    /// Its own handles on the frames (tensors may move between threads, not be shared).
+    frames: Frames,
+    device: Device,
+    /// The devices to synchronise before a clock read (all of them for dp).
+    sync: Vec<usize>,
+    model: Box<dyn Forward>,
+    staging: Tensor,
+    mean: Tensor,
+    std: Tensor,
+    records: Vec<Record>,
+}
+
+impl<'a> Worker<'a> {
+    fn new(index: u32, cfg: &'a InferConfig, frames: Frames) -> Result<Self> {
+        let dp = cfg.strategy == ServeStrategy::Dp;
+        let device = cfg.devices.device(if dp { 0 } else { index as usize });
+        if let Device::Cuda(o) = device {
+            crate::ffi::cuda_set_device(o)?;
+        }
+        if let Some(t) = cfg.threads_per_worker() {
+            tch::set_num_threads(if dp { t * cfg.devices.len() } else { t } as i32);
+        }
+        let mcfg = cfg.model_config();
+        let model: Box<dyn Forward> = if let Some(ms) = test_service_ms() {
+            Box::new(Sleeper { per_batch: Duration::from_secs_f64(ms / 1e3), classes: cfg.num_classes, device })
+        } else if dp {
+            Box::new(DataParallel::new(&mcfg)?)
+        } else {
+            let (vs, model) = build_model(&mcfg, device);
+            Box::new(Replica { _vs: vs, model, device, precision: cfg.precision })
+        };
+        let sync = match (device, dp) {
+            (Device::Cuda(_), true) => cfg.devices.ordinals.clone(),
+            (Device::Cuda(o), false) => vec![o],
+            _ => vec![],
+        };
+        let mut staging = Tensor::f_zeros([cfg.max_batch, cfg.frame_h, cfg.frame_w, 3], (Kind::Uint8, Device::Cpu))?;
+        if device.is_cuda() {
+            staging = staging.f_pin_memory(device)?;
+        }
+        let stats = |v: [f32; 3]| Tensor::from_slice(&v).view([1, 3, 1, 1]);
+        let on = if cfg.preprocess == Preprocess::Device { device } else { Device::Cpu };
+        Ok(Worker {
+            index,
+            cfg,
+            frames,
+            device,
+            sync,
+            model,
+            staging,
+            mean: stats([0.485, 0.456, 0.406]).f_to_device(on)?,
+            std: stats([0.229, 0.224, 0.225]).f_to_device(on)?,
+            records: vec![],
+        })
+    }
+
+    fn synchronize(&self) {
+        for &o in &self.sync {
+            tch::Cuda::synchronize(o as i64);
+        }
+    }
+
+    /// Resize to the model's input and normalise, wherever `x` (uint8 NHWC) is.
+    fn preprocess(&self, x: &Tensor) -> Result<Tensor> {
+        let s = self.cfg.image_size;
+        let x = x.f_permute([0, 3, 1, 2])?.f_to_kind(Kind::Float)?.f_div_scalar(255.0)?;
+        let x = x.f_upsample_bilinear2d([s, s], false, None, None)?;
+        Ok(x.f_sub(&self.mean)?.f_div(&self.std)?)
+    }
+
+    /// The batch of `ids` on the device, preprocessed.
+    fn input(&self, ids: &[u64]) -> Result<Tensor> {
+        let stage = self.staging.f_narrow(0, 0, ids.len() as i64)?;
+        let n = self.frames.0.len() as u64;
+        for (i, id) in ids.iter().enumerate() {
+            stage.f_get(i as i64)?.f_copy_(&self.frames.0[(id % n) as usize])?;
+        }
+        let non_blocking = self.device.is_cuda();
+        let x = match self.cfg.preprocess {
+            Preprocess::Device => {
+                self.preprocess(&stage.f_to_device_(self.device, Kind::Uint8, non_blocking, false)?)?
+            }
+            Preprocess::Cpu => self.preprocess(&stage)?.f_to_device_(self.device, Kind::Float, non_blocking, false)?,
+        };
+        // The permuted frames come out channels-last: make the layout the one asked for.
+        if self.cfg.channels_last {
+            crate::ffi::to_channels_last(&x)?;
+            Ok(x)
+        } else {
+            Ok(x.f_contiguous()?)
+        }
+    }
+
+    /// Serves one batch; returns its timestamps (seconds after `t0`).
+    fn serve(&mut self, ids: &[u64], t0: Instant) -> Result<Served> {
+        let secs = |t: Instant| (t - t0).as_secs_f64();
+        let closed = Instant::now();
+        let x = self.input(ids)?;
+        self.synchronize();
+        let copied = Instant::now();
+        let logits = self.model.forward(&x)?;
+        self.synchronize();
+        let computed = Instant::now();
+        let classes = logits.f_argmax(1, false)?.f_to_device(Device::Cpu)?;
+        let done = Instant::now();
+        if classes.size() != [ids.len() as i64] {
+            return Err(anyhow!("a batch of {} gave {:?} predictions", ids.len(), classes.size()));
+        }
+        Ok(Served {
+            closed: secs(closed),
+            copied: secs(copied),
+            computed: secs(computed),
+            done: secs(done),
+            batch: ids.len() as u32,
+        })
+    }
+
+    fn warm_up(&mut self) -> Result<()> {
+        let big: Vec<u64> = (0..self.cfg.max_batch as u64).collect();
+        let t = Instant::now();
+        for _ in 0..self.cfg.warmup_batches {
+            self.serve(&big, t)?;
+            self.serve(&[0], t)?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, batch: &[Pending], taken: &[f64], t0: Instant) -> Result<()> {
+        let ids: Vec<u64> = batch.iter().map(|p| p.id).collect();
+        let result = self.serve(&ids, t0);
+        let served = result.as_ref().ok().copied();
+        for (p, &tk) in batch.iter().zip(taken) {
+            self.records.push(Record { id: p.id, worker: self.index, sched: p.sched, taken: tk, served });
+        }
+        result.map(|_| ())
+    }
+
+    /// Serves the shared queue until the generator is done and the queue is
+    /// empty (arrival scenarios).
+    fn serve_queue(&mut self, sh: &Shared, t0: Instant) -> Result<()> {
+        let cfg = self.cfg;
+        let end = t0 + cfg.duration + grace(cfg);
+        let stale = cfg.drop_older_than.map(|d| d.as_secs_f64());
+        // Takes one request; Some(request, taken) when kept, None when dropped.
+        let keep = |me: &mut Self, p: Pending| -> Option<(Pending, f64)> {
+            let now = Instant::now();
+            let taken = (now - t0).as_secs_f64();
+            if now > end || stale.is_some_and(|s| taken - p.sched > s) {
+                me.records.push(Record { id: p.id, worker: me.index, sched: p.sched, taken, served: None });
+                return None;
+            }
+            Some((p, taken))
+        };
+        loop {
+            let (first, taken) = match sh.take(None) {
+                Take::Got(p) => match keep(self, p) {
+                    Some(k) => k,
+                    None => continue,
+                },
+                Take::Timeout => continue,
+                Take::Finished => return Ok(()),
+            };
+            let deadline = Instant::now() + cfg.max_wait;
+            let (mut batch, mut times) = (vec![first], vec![taken]);
+            while (batch.len() as i64) < cfg.max_batch {
+                match sh.take(Some(deadline)) {
+                    Take::Got(p) => {
+                        if let Some((p, t)) = keep(self, p) {
+                            batch.push(p);
+                            times.push(t);
+                        }
+                    }
+                    Take::Timeout | Take::Finished => break,
+                }
+            }
+            self.record(&batch, &times, t0)?;
+        }
+    }
+
+    /// Offline (an endless backlog, batches as large as allowed) or
+    /// single-stream (one request at a time), until the window ends.
+    fn serve_backlog(&mut self, sh: &Shared, t0: Instant) -> Result<()> {
+        let end = t0 + self.cfg.duration;
+        let size = if self.cfg.scenario == Scenario::SingleStream { 1 } else { self.cfg.max_batch as u64 };
+        while Instant::now() < end && !sh.stop.load(Ordering::Relaxed) {
+            let first = sh.next_id.fetch_add(size, Ordering::Relaxed);
+            let now = (Instant::now() - t0).as_secs_f64();
+            // Offline: every frame was ready at the start; single-stream: issued now.
+            let sched = if size == 1 { now } else { 0.0 };
+            let batch: Vec<Pending> = (first..first + size).map(|id| Pending { id, sched }).collect();
+            self.record(&batch, &vec![now; batch.len()], t0)?;
+        }
+        Ok(())
+    }
+}
+
+/// How long workers keep serving the queue after the window: the latency
+/// bound, or one second without one.
+pub fn grace(cfg: &InferConfig) -> Duration {
+    cfg.latency_bound.unwrap_or(Duration::from_secs(1))
+}
+
+/// Runs the load `arrivals` (this process's share; empty for offline and
+/// single-stream) against this process's workers.
+pub fn serve(cfg: &InferConfig, frames: &Frames, arrivals: &[Arrival], start: &StartSignal) -> ServeOutcome {
+    let n_workers = match (cfg.strategy, cfg.scenario) {
+        (ServeStrategy::Dp, _) | (_, Scenario::SingleStream) => 1,
+        _ => cfg.devices.len(),
+    };
+    let sh = Shared {
+        queue: Mutex::new(VecDeque::new()),
+        cv: Condvar::new(),
+        issued_all: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        next_id: AtomicU64::new(0),
+        t0: OnceLock::new(),
+    };
+    let (warm, go) = (Barrier::new(n_workers + 1), Barrier::new(n_workers + 1));
+    let errors: Mutex<Vec<anyhow::Error>> = Mutex::new(vec![]);
+    let mut records = vec![];
+    let mut late = 0;
+    let mut window = None;
+    let mut host = None;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n_workers as u32)
+            .map(|i| {
+                let (sh, warm, go, errors) = (&sh, &warm, &go, &errors);
+                let mine = Frames(frames.0.iter().map(Tensor::shallow_clone).collect());
+                s.spawn(move || -> Vec<Record> {
+                    let built = crate::error::guarded(|| {
+                        let mut w = Worker::new(i, cfg, mine)?;
+                        w.warm_up()?;
+                        Ok(w)
+                    });
+                    warm.wait();
+                    go.wait();
+                    let mut w = match built {
+                        Ok(w) => w,
+                        Err(e) => {
+                            errors.lock().expect("lock").push(e.context(format!("worker {i}")));
+                            sh.stop.store(true, Ordering::Relaxed);
+                            return vec![];
+                        }
+                    };
+                    let Some(&t0) = sh.t0.get() else { return vec![] };
+                    let res = crate::error::guarded(|| match cfg.scenario {
+                        Scenario::Offline | Scenario::SingleStream => w.serve_backlog(sh, t0),
+                        _ => w.serve_queue(sh, t0),
+                    });
+                    if let Err(e) = res {
+                        errors.lock().expect("lock").push(e);
+                        sh.stop.store(true, Ordering::Relaxed);
+                        sh.cv.notify_all();
+                    }
+                    w.records
+                })
+            })
+            .collect();
+        warm.wait();
+        let failed = !errors.lock().expect("lock").is_empty();
+        let t0 = if failed { Err(anyhow!("a worker failed to start")) } else { agree_start(start) };
+        match t0 {
+            Ok(t0) => {
+                let _ = sh.t0.set(t0);
+            }
+            Err(e) => {
+                if !failed {
+                    errors.lock().expect("lock").push(e);
+                }
+                sh.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        go.wait();
+        if let Some(&t0) = sh.t0.get() {
+            window = Some((t0, t0 + cfg.duration));
+            let h0 = HostSnapshot::take();
+            late = generate(&sh, arrivals, t0, cfg.duration);
+            host = h0.zip(HostSnapshot::take());
+        }
+        sh.issued_all.store(true, Ordering::Release);
+        sh.cv.notify_all();
+        for h in handles {
+            match h.join() {
+                Ok(r) => records.extend(r),
+                Err(_) => errors.lock().expect("lock").push(anyhow!("a serving thread panicked")),
+            }
+        }
+    });
+    // What a stopped run left queued is dropped, never lost.
+    if let Some(&t0) = sh.t0.get() {
+        let taken = (Instant::now() - t0).as_secs_f64();
+        for p in sh.queue.lock().expect("queue lock").drain(..) {
+            records.push(Record { id: p.id, worker: 0, sched: p.sched, taken, served: None });
+        }
+    }
+    let error = errors.into_inner().expect("lock").into_iter().next();
+    let interference = host_notes(host);
+    ServeOutcome { records, late, error, window, interference }
+}
+
+/// The host's load between two snapshots, in words.
+pub fn host_notes(host: Option<(HostSnapshot, HostSnapshot)>) -> Vec<String> {
+    host.and_then(|(a, b)| host_window(&a, &b, crate::device::cpu_cores())).map(|w| w.notes()).unwrap_or_default()
+}
+
+/// Issues each arrival at its time; returns how many were issued late. For
+/// offline and single-stream (no arrivals) it just waits out the window.
+fn generate(sh: &Shared, arrivals: &[Arrival], t0: Instant, duration: Duration) -> u64 {
+    let mut late = 0;
+    let mut i = 0;
+    while i < arrivals.len() && !sh.stop.load(Ordering::Relaxed) {
+        let due = t0 + Duration::from_secs_f64(arrivals[i].offset);
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        let now = Instant::now();
+        // Everything due by now goes in at once, then one wake-up.
+        let mut q = sh.queue.lock().expect("queue lock");
+        while i < arrivals.len() && t0 + Duration::from_secs_f64(arrivals[i].offset) <= now {
+            let a = arrivals[i];
+            if now - (t0 + Duration::from_secs_f64(a.offset)) > LATE_AFTER {
+                late += 1;
+            }
+            q.push_back(Pending { id: a.id, sched: a.offset });
+            i += 1;
+        }
+        drop(q);
+        sh.cv.notify_all();
+    }
+    if arrivals.is_empty() {
+        let end = t0 + duration;
+        while Instant::now() < end && !sh.stop.load(Ordering::Relaxed) {
+            std::thread::sleep((end - Instant::now()).min(Duration::from_millis(20)));
+        }
+    }
+    late
+}
+
+/// The load's start: now, or (a `processes` worker) the time its parent
+/// writes once every worker is ready.
+fn agree_start(start: &StartSignal) -> Result<Instant> {
+    match start {
+        StartSignal::Now => Ok(Instant::now()),
+        StartSignal::Files { ready, go } => {
+            std::fs::write(ready, b"ready\n").map_err(|e| anyhow!("cannot write {}: {e}", ready.display()))?;
+            // The parent writes it once every worker is ready, or stops us.
+            let waited = Instant::now();
+            let text = loop {
+                match std::fs::read_to_string(go) {
+                    Ok(t) if t.ends_with('\n') => break t,
+                    _ if waited.elapsed() > Duration::from_secs(600) => {
+                        return Err(anyhow!("no start signal from the parent in 10 minutes"))
+                    }
+                    _ => std::thread::sleep(Duration::from_millis(1)),
+                }
+            };
+            let at_ns: u128 = text.trim().parse().map_err(|_| anyhow!("{}: not a start time", go.display()))?;
+            let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
+            Ok(Instant::now() + Duration::from_nanos(at_ns.saturating_sub(now_ns) as u64))
+        }
+    }
+}

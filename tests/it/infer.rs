@@ -1,0 +1,128 @@
+//! `gpubench infer` on the CPU: every request answered or dropped exactly
+//! once under each strategy and scenario, a worker process that dies, and
+//! bad input. The capacity search has a test binary of its own
+//! (`tests/capacity.rs`): it needs a quiet host.
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::common::{assert_usage_error, gpubench, num, read_csv};
+
+const SMALL: &str = "infer --model tinycnn --image-size 32 --num-classes 10 --frame-size 64x48 --warmup 1";
+
+fn rows(path: &Path) -> Vec<HashMap<String, String>> {
+    read_csv(path)
+}
+
+#[test]
+fn every_request_is_answered_or_dropped_exactly_once_under_each_strategy_and_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("infer.csv");
+    // 20 cameras at 10 fps for 1 s: exactly 200 scheduled frames.
+    let scenarios = [
+        ("--scenario streams --streams 20 --fps 10", Some(200.0)),
+        ("--scenario server --rate 200", None),
+        ("--scenario offline", None),
+        ("--scenario single-stream", None),
+    ];
+    for strategy in ["replicas", "processes", "dp"] {
+        for (sc, expected) in scenarios {
+            let a = format!("{SMALL} --cpu 2 --strategy {strategy} {sc} --duration 1s -q --out {}", out.display());
+            let o = gpubench(&a).run();
+            assert_eq!(o.code, 0, "{a}: {}", o.stderr);
+            let all = rows(&out);
+            let r = all.last().unwrap();
+            assert_eq!(r["status"], "ok", "{a}: {}", r["error"]);
+            assert_eq!((r["mode"].as_str(), r["strategy"].as_str()), ("infer", strategy));
+            let (req, done, dropped) = (num(r, "requests"), num(r, "completed"), num(r, "dropped"));
+            assert_eq!(done + dropped, req, "{a}");
+            assert!(done > 0.0, "{a}: nothing answered");
+            if let Some(e) = expected {
+                assert_eq!(req, e, "{a}: every scheduled frame is a request");
+            }
+            if sc.contains("offline") {
+                assert_eq!(r["latency_ms_p50"], "", "offline has no latency from a schedule");
+            } else {
+                assert!(num(r, "latency_ms_p99") >= num(r, "latency_ms_p50"), "{a}");
+            }
+        }
+    }
+    // Overloaded and dropping stale frames: drops are counted, never lost.
+    let a = format!(
+        "{SMALL} --cpu 1 --scenario server --rate 50000 --drop-older-than 20ms --duration 1s -q --out {}",
+        out.display()
+    );
+    assert_eq!(gpubench(&a).run().code, 0, "{a}");
+    let all = rows(&out);
+    let r = all.last().unwrap();
+    assert_eq!(r["status"], "ok", "overload is not an error");
+    assert!(num(r, "dropped") > 0.0 && num(r, "completed") + num(r, "dropped") == num(r, "requests"));
+    assert!(num(r, "achieved_rate") < num(r, "offered_rate"));
+}
+
+#[test]
+fn a_worker_process_that_dies_ends_the_run_with_a_failed_row_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dead.csv");
+    let a = format!(
+        "{SMALL} --cpu 2 --strategy processes --scenario streams --streams 4 --fps 5 --duration 60s -q --out {}",
+        out.display()
+    );
+    let t = Instant::now();
+    let o = gpubench(&a).env("GPUBENCH_INFER_CRASH", "1").run();
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(t.elapsed().as_secs() < 30, "took {:?}", t.elapsed());
+    let r = rows(&out).pop().unwrap();
+    assert_eq!(r["status"], "failed");
+    assert!(r["error"].contains("worker 1 (cpu:1) exited with code 3"), "{}", r["error"]);
+    // No worker left behind.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let ps = std::process::Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let left = String::from_utf8_lossy(&ps.stdout).lines().filter(|l| l.contains(&out.display().to_string())).count();
+    assert_eq!(left, 0, "worker processes left behind");
+}
+
+#[test]
+fn bad_serving_input_is_one_line_and_exit_2() {
+    let s = "infer --cpu 1 --model tinycnn --image-size 32";
+    assert_usage_error(&format!("{s} --scenario streams --streams 0 --fps 5"), "--streams must be at least 1");
+    assert_usage_error(&format!("{s} --scenario streams --streams 5 --fps=-1"), "--fps must be above zero");
+    assert_usage_error(&format!("{s} --scenario streams --streams 5"), "needs --fps");
+    assert_usage_error(&format!("{s} --scenario server --rate 0"), "--rate must be above zero");
+    assert_usage_error(&format!("{s} --scenario server"), "needs --rate");
+    assert_usage_error(&format!("{s} --scenario offline --fps 5"), "--fps has no meaning with --scenario offline");
+    assert_usage_error(&format!("{s} --max-batch 0"), "--max-batch must be at least 1");
+    assert_usage_error(&format!("{s} --scenario streams --fps 5 --find-max-streams"), "needs --latency-bound");
+    assert_usage_error(
+        &format!("{s} --scenario server --rate 5 --latency-bound 0ms"),
+        "--latency-bound must be longer",
+    );
+    assert_usage_error(
+        &format!("{s} --scenario offline --find-max-streams --latency-bound 1s"),
+        "--find-max-streams searches",
+    );
+    assert_usage_error(&format!("{s} --frame-size 12by3"), "--frame-size");
+    assert_usage_error(&format!("{s} --impl pytorch --strategy dp"), "dp serving");
+}
+
+#[test]
+fn the_pytorch_server_answers_the_same_schedule_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("py.csv");
+    for strategy in ["replicas", "processes"] {
+        let a = format!(
+            "{SMALL} --cpu 2 --impl pytorch --strategy {strategy} --scenario streams --streams 20 --fps 10 \
+             --duration 1s -q --out {}",
+            out.display()
+        );
+        let o = gpubench(&a).run();
+        assert_eq!(o.code, 0, "{a}: {}", o.stderr);
+        let r = rows(&out).pop().unwrap();
+        assert_eq!((r["impl"].as_str(), r["status"].as_str()), ("pytorch", "ok"), "{}", r["error"]);
+        assert_eq!(num(&r, "requests"), 200.0, "the same 200 scheduled frames");
+        assert_eq!(num(&r, "completed") + num(&r, "dropped"), 200.0);
+        assert!(r["libtorch_version"].starts_with("2."), "{}", r["libtorch_version"]);
+        let python = if strategy == "replicas" { "python threads" } else { "python processes" };
+        assert!(r["note"].contains(python), "{}", r["note"]);
+    }
+}
