@@ -134,6 +134,7 @@ value_enum!(Metric {
     Scaling => "Throughput over devices x the 1-device throughput (higher is better)",
     StepP50 => "Median step time in ms (lower is better)",
     StepP90 => "90th-percentile step time in ms (lower is better)",
+    LatencyP99 => "Serving rows: p99 latency in ms (lower is better)",
 });
 
 #[cfg(test)]

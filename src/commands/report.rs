@@ -10,7 +10,8 @@ use crate::report::charts::{self, ChartWriter};
 use crate::report::check::{self, CheckOptions};
 use crate::report::compare;
 use crate::report::export::{exporter, Format, Table};
-use crate::report::summary::{load_files, report_table, summarize, Scope};
+use crate::report::serving::serving_table;
+use crate::report::summary::{load_files, report_table, summarize, Group, Scope};
 use crate::results::long;
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
@@ -75,14 +76,26 @@ pub fn run_report(files: &[PathBuf], charts_dir: Option<&Path>, format: Format) 
     let (devices, device_notes) = long::load_devices(files);
     let all: Vec<usize> = (0..runs.len()).collect();
     let groups = summarize(&runs, &all, Scope::of, &devices);
-    let mut table = report_table(&runs, &groups, files);
-    table.notes.extend(device_notes);
+    // Training and serving rows answer different questions: a table each.
+    let (serving, training): (Vec<Group>, Vec<Group>) = groups.into_iter().partition(|g| g.key.is_infer());
+    let mut tables = vec![];
+    if !training.is_empty() || serving.is_empty() {
+        let mut t = report_table(&runs, &training, files);
+        t.notes.extend(device_notes);
+        tables.push(t);
+    }
+    if !serving.is_empty() {
+        tables.push(serving_table(&runs, &serving, files));
+    }
     if let Some(dir) = charts_dir {
         let mut w = chart_writer(dir)?;
-        let notes = charts::report_charts(&mut w, &runs, &groups, &devices)?;
+        let mut notes = charts::report_charts(&mut w, &runs, &training, &devices)?;
+        notes.extend(charts::serving_charts(&mut w, &runs, &serving)?);
         say_written(&w, dir, &notes);
     }
-    emit(&table, format)?;
+    for t in &tables {
+        emit(t, format)?;
+    }
     Ok(0)
 }
 
@@ -111,7 +124,7 @@ pub fn run_compare(files: &[PathBuf], charts_dir: Option<&Path>, format: Format)
 /// is missing); unusable input is an error, which `main` maps to 2.
 pub fn run_check(baseline: &Path, current: &Path, opts: &CheckOptions, format: Format) -> Result<i32> {
     if opts.metrics.is_empty() {
-        return Err(usage("--metric needs at least one of throughput, scaling, step-p50, step-p90"));
+        return Err(usage("--metric needs at least one of throughput, scaling, step-p50, step-p90, latency-p99"));
     }
     let base = load_files(&[baseline.to_path_buf()])?;
     let cur = load_files(&[current.to_path_buf()])?;

@@ -42,10 +42,13 @@ pub enum Metric {
     StepP50,
     /// 90th-percentile step time in ms (lower is better).
     StepP90,
+    /// Serving rows: 99th-percentile latency in ms (lower is better).
+    LatencyP99,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 4] = [Metric::Throughput, Metric::Scaling, Metric::StepP50, Metric::StepP90];
+    pub const ALL: [Metric; 5] =
+        [Metric::Throughput, Metric::Scaling, Metric::StepP50, Metric::StepP90, Metric::LatencyP99];
 
     /// As on the command line (`--metric`).
     pub fn name(self) -> &'static str {
@@ -54,6 +57,7 @@ impl Metric {
             Metric::Scaling => "scaling",
             Metric::StepP50 => "step-p50",
             Metric::StepP90 => "step-p90",
+            Metric::LatencyP99 => "latency-p99",
         }
     }
 
@@ -67,6 +71,7 @@ impl Metric {
             Metric::Scaling => "scaling",
             Metric::StepP50 => "step p50 ms",
             Metric::StepP90 => "step p90 ms",
+            Metric::LatencyP99 => "p99 ms",
         }
     }
 
@@ -74,7 +79,7 @@ impl Metric {
         match self {
             Metric::Throughput => fmt_rate(v),
             Metric::Scaling => fmt_pct(v),
-            Metric::StepP50 | Metric::StepP90 => fmt_ms(v),
+            Metric::StepP50 | Metric::StepP90 | Metric::LatencyP99 => fmt_ms(v),
         }
     }
 
@@ -88,6 +93,7 @@ impl Metric {
             Metric::Throughput => pick(|r| r.row.throughput_img_s),
             Metric::StepP50 => pick(|r| r.row.step_ms_p50),
             Metric::StepP90 => pick(|r| r.row.step_ms_p90),
+            Metric::LatencyP99 => pick(|r| r.row.latency_ms_p99),
             Metric::Scaling => {
                 let base = groups[baseline_of(groups, gi)?].throughput?;
                 let n = g.key.n_devices as f64;
@@ -110,7 +116,7 @@ impl Metric {
                 }
                 _ => None,
             },
-            Metric::StepP90 => None,
+            Metric::StepP90 | Metric::LatencyP99 => None,
         }
     }
 }
@@ -485,6 +491,8 @@ mod tests {
         // lower step time is better
         assert_eq!(decide(Metric::StepP50, &[100.0], &[120.0], None, 0.05, 0.05).0, Verdict::Regressed);
         assert_eq!(decide(Metric::StepP50, &[100.0], &[80.0], None, 0.05, 0.05).0, Verdict::Improved);
+        // Serving latency: lower is better, as step time is.
+        assert_eq!(decide(Metric::LatencyP99, &[40.0], &[60.0], None, 0.05, 0.05).0, Verdict::Regressed);
         // single runs without intervals: the threshold decides, no p
         let (v, c, t) = decide(Metric::Throughput, &[1000.0], &[1100.0], None, 0.05, 0.05);
         assert_eq!((v, t), (Verdict::Improved, Test::None));

@@ -132,7 +132,8 @@ impl Comparison {
     }
 
     pub fn table(&self, runs: &[Run]) -> Table {
-        let mut columns = ConfigKey::columns().to_vec();
+        let load = self.configs.iter().any(ConfigKey::is_infer);
+        let mut columns = ConfigKey::columns(load);
         // Long names would make every column as wide as the name: then the
         // headers use letters, spelled out in the notes. Keys keep the names.
         let short = self.sets.iter().all(|s| s.name.chars().count() <= MAX_NAME_IN_HEADER);
@@ -158,7 +159,7 @@ impl Comparison {
             .configs
             .iter()
             .map(|k| {
-                let mut row = k.cells().to_vec();
+                let mut row = k.cells(load);
                 for m in &self.groups {
                     match m.get(k) {
                         None => row.extend([Cell::empty("missing"), Cell::empty("missing")]),

@@ -38,5 +38,6 @@ pub mod check;
 pub mod compare;
 pub mod export;
 pub mod format;
+pub mod serving;
 pub mod significance;
 pub mod summary;

@@ -63,9 +63,9 @@ pub fn load_files(paths: &[PathBuf]) -> Result<Vec<Run>> {
     Ok(runs)
 }
 
-/// Model, image size, precision and batch per device: what scaling is
-/// measured across.
-pub type Workload = (String, Option<u32>, String, Option<u32>);
+/// Model, image size, precision, batch per device and serving load: what
+/// scaling is measured across.
+pub type Workload = (String, Option<u32>, String, Option<u32>, String);
 
 /// The configuration a result belongs to; rows with equal keys are repeats.
 /// Precision is part of it: fp32 and fp16 are different workloads.
@@ -77,6 +77,29 @@ pub struct ConfigKey {
     pub strategy: String,
     pub n_devices: u32,
     pub batch_per_device: Option<u32>,
+    /// Serving rows: the scenario and its load (`load_of`); empty for training.
+    pub load: String,
+}
+
+/// A serving row's scenario and load, e.g. `streams 200×5fps`, `server
+/// 500/s`, `offline`; empty for a training row.
+pub fn load_of(row: &Row) -> String {
+    if !row.is_infer() {
+        return String::new();
+    }
+    let num = |v: f64| if v.fract() == 0.0 { format!("{v:.0}") } else { format!("{v}") };
+    match (row.scenario.as_str(), row.streams, row.fps, row.offered_rate) {
+        ("streams", Some(n), Some(f), _) => format!("streams {n}×{}fps", num(f)),
+        ("server", _, _, Some(r)) => format!("server {}/s", num(r)),
+        (s, ..) => s.to_string(),
+    }
+}
+
+/// Loads in numeric order: the scenario, then its first number.
+fn load_rank(load: &str) -> (String, u64, String) {
+    let (kind, rest) = load.split_once(' ').unwrap_or((load, ""));
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    (kind.to_string(), digits.parse().unwrap_or(0), rest.to_string())
 }
 
 /// single, dp, ddp in that order (simplest first), then anything else by name.
@@ -95,28 +118,42 @@ pub fn int_cell(v: Option<u32>) -> Cell {
 }
 
 impl ConfigKey {
-    /// The table columns that name a configuration (report and compare).
-    pub fn columns() -> [Column; 6] {
-        [
+    /// The table columns that name a configuration (report and compare);
+    /// `load` adds the serving load's column.
+    pub fn columns(load: bool) -> Vec<Column> {
+        let mut c = vec![
             Column::text("model", "model"),
             Column::num("image_size", "image"),
             Column::text("precision", "precision"),
             Column::text("strategy", "strategy"),
             Column::num("n_devices", "devices"),
             Column::num("batch_per_device", "batch/dev"),
-        ]
+        ];
+        if load {
+            c.push(Column::text("load", "load"));
+        }
+        c
     }
 
-    /// This configuration's cells under `columns()`.
-    pub fn cells(&self) -> [Cell; 6] {
-        [
+    /// This configuration's cells under `columns(load)`.
+    pub fn cells(&self, load: bool) -> Vec<Cell> {
+        let mut c = vec![
             Cell::text(&self.model),
             int_cell(self.image_size),
             Cell::text(&self.precision),
             Cell::text(&self.strategy),
             int_cell(Some(self.n_devices)),
             int_cell(self.batch_per_device),
-        ]
+        ];
+        if load {
+            c.push(Cell::text(&self.load));
+        }
+        c
+    }
+
+    /// A serving configuration (`gpubench infer`).
+    pub fn is_infer(&self) -> bool {
+        !self.load.is_empty()
     }
 
     pub fn of(row: &Row) -> Self {
@@ -127,18 +164,20 @@ impl ConfigKey {
             strategy: row.strategy.clone(),
             n_devices: row.n_devices,
             batch_per_device: row.batch_per_device,
+            load: load_of(row),
         }
     }
 
     /// The key without strategy and device count: what scaling is measured
     /// across.
     pub fn workload(&self) -> Workload {
-        (self.model.clone(), self.image_size, self.precision.clone(), self.batch_per_device)
+        (self.model.clone(), self.image_size, self.precision.clone(), self.batch_per_device, self.load.clone())
     }
 
-    /// Short human form, e.g. `resnet50 224px fp32 ddp x8 b64`.
+    /// Short human form, e.g. `resnet50 224px fp32 ddp x8 b64` (serving:
+    /// with its load).
     pub fn describe(&self) -> String {
-        format!(
+        let mut s = format!(
             "{} {} {} {} x{} b{}",
             self.model,
             opt_or(self.image_size, "?").to_string() + "px",
@@ -146,7 +185,11 @@ impl ConfigKey {
             self.strategy,
             self.n_devices,
             opt_or(self.batch_per_device, "?")
-        )
+        );
+        if self.is_infer() {
+            s += &format!(" {}", self.load);
+        }
+        s
     }
 }
 
@@ -158,6 +201,7 @@ impl Ord for ConfigKey {
                 c.image_size,
                 c.precision.clone(),
                 c.batch_per_device,
+                load_rank(&c.load),
                 strategy_rank(&c.strategy),
                 c.strategy.clone(),
                 c.n_devices,
@@ -419,7 +463,7 @@ pub fn ranking_notes(groups: &[Group]) -> Vec<String> {
     }
     by.into_iter()
         .filter(|(_, gs)| gs.len() >= 2)
-        .map(|((scope, (model, img, prec, batch), n), mut gs)| {
+        .map(|((scope, (model, img, prec, batch, load), n), mut gs)| {
             gs.sort_by(|a, b| b.throughput.unwrap().total_cmp(&a.throughput.unwrap()));
             let mut line = String::new();
             for (i, g) in gs.iter().enumerate() {
@@ -429,8 +473,9 @@ pub fn ranking_notes(groups: &[Group]) -> Vec<String> {
                 }
                 line.push_str(&format!("{} {}", g.key.strategy, fmt_rate(g.throughput.unwrap())));
             }
+            let load = if load.is_empty() { String::new() } else { format!(" {load}") };
             format!(
-                "fastest on {n} device{} ({} {model} {}px {prec} b{}): {line}",
+                "fastest on {n} device{} ({} {model} {}px {prec} b{}{load}): {line}",
                 if n == 1 { "" } else { "s" },
                 scope.hardware,
                 opt_or(img, "?"),
@@ -498,7 +543,7 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
     if any_impl {
         columns.push(Column::text("impl", "impl"));
     }
-    columns.extend(ConfigKey::columns());
+    columns.extend(ConfigKey::columns(false));
     columns.push(Column::num("runs", "runs"));
     if any_excluded {
         columns.push(Column::text("excluded", "excluded"));
@@ -530,7 +575,7 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
             if any_impl {
                 row.push(Cell::text(&g.scope.implementation));
             }
-            row.extend(g.key.cells());
+            row.extend(g.key.cells(false));
             row.push(int_cell(Some(g.ok.len() as u32)));
             if any_excluded {
                 row.push(Cell::text(status_counts(runs, &g.excluded)));

@@ -32,6 +32,8 @@ pub fn strategy_color(s: &str) -> RGBColor {
         "single" => TAB10[0],
         "dp" => TAB10[1],
         "ddp" => TAB10[2],
+        "replicas" => TAB10[3],
+        "processes" => TAB10[4],
         other => TAB10[3 + other.bytes().map(usize::from).sum::<usize>() % 7],
     }
 }

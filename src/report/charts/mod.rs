@@ -13,6 +13,7 @@ mod bars;
 mod draw;
 mod line;
 mod report;
+mod serving;
 mod step;
 
 use anyhow::{anyhow, Context, Result};
@@ -26,6 +27,7 @@ pub use bars::{Bars, StackedBars};
 pub use draw::strategy_color;
 pub use line::{Line, LineChart};
 pub use report::{compare_chart, report_charts};
+pub use serving::{serving_charts, XyChart, XyLine};
 pub use step::{StepChart, StepDist};
 
 // ---- fonts ----------------------------------------------------------------

@@ -20,7 +20,7 @@ use crate::results::long::{DeviceData, DeviceValues};
 pub(super) type ScenarioKey = (Scope, String, Option<u32>, String, Option<u32>);
 
 pub(super) fn scenario_of(g: &Group) -> ScenarioKey {
-    let (model, img, prec, batch) = g.key.workload();
+    let (model, img, prec, batch, _) = g.key.workload();
     (g.scope.clone(), model, img, prec, batch)
 }
 
