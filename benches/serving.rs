@@ -1,0 +1,110 @@
+//! What gpubench's serving machinery costs: `infer --scenario offline`
+//! (queue, batching, staging, preprocessing of frames already at the model's
+//! size, forward, predictions back to the host, per-request records) against
+//! a bare forward-only loop on a ready tensor, same model, batch, precision
+//! and threads. Target: offline / bare ≥ 0.98.
+//!
+//! The two take turns for `--rounds` rounds (the order alternating), each
+//! `--secs` seconds of load after its own warm-up, so a neighbour's burst
+//! falls on both alike; the per-round ratios and their median are printed.
+//!
+//!   scripts/bench-serving [--rounds 6 --secs 4] [infer options, default
+//!   --cpu 1 --model resnet18 --image-size 64 --max-batch 16]
+use std::time::{Duration, Instant};
+
+use gpubench::cli::infer::parse_infer;
+use gpubench::config::{InferConfig, Scenario};
+use gpubench::model::build_model;
+use gpubench::serve::{measure, Relaunch};
+use tch::{Kind, Tensor};
+
+fn take(args: &mut Vec<String>, flag: &str, default: f64) -> f64 {
+    match args.iter().position(|a| a == flag) {
+        Some(i) if i + 1 < args.len() => {
+            let v = args.remove(i + 1);
+            args.remove(i);
+            v.parse().unwrap_or_else(|_| {
+                eprintln!("bench-serving: {flag} takes a number (got `{v}`)");
+                std::process::exit(2)
+            })
+        }
+        _ => default,
+    }
+}
+
+/// Images per second of a bare no-grad forward loop for `secs`.
+fn bare(cfg: &InferConfig, secs: f64) -> f64 {
+    let device = cfg.devices.device(0);
+    let (_vs, model) = build_model(&cfg.model_config(), device);
+    let x = Tensor::randn([cfg.max_batch, 3, cfg.image_size, cfg.image_size], (Kind::Float, device));
+    let step = || {
+        tch::no_grad(|| {
+            let y = model.forward_t(&x, false);
+            let _ = y.argmax(1, false).to_device(tch::Device::Cpu);
+        })
+    };
+    for _ in 0..cfg.warmup_batches {
+        step();
+    }
+    let t = Instant::now();
+    let mut n = 0;
+    while t.elapsed().as_secs_f64() < secs {
+        step();
+        n += cfg.max_batch;
+    }
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let rounds = take(&mut args, "--rounds", 6.0) as usize;
+    let secs = take(&mut args, "--secs", 4.0);
+    if args.is_empty() {
+        args = "--cpu 1 --model resnet18 --image-size 64 --max-batch 16".split(' ').map(String::from).collect();
+    }
+    let argv: Vec<String> = ["--quiet", "--scenario", "offline"].iter().map(|s| s.to_string()).chain(args).collect();
+    let mut cfg = parse_infer(&argv)?;
+    // Frames already at the model's size: the comparison is of the machinery.
+    (cfg.frame_w, cfg.frame_h) = (cfg.image_size, cfg.image_size);
+    cfg.scenario = Scenario::Offline;
+    cfg.duration = Duration::from_secs_f64(secs);
+    if let Some(t) = cfg.threads {
+        tch::set_num_threads(t as i32);
+    }
+    let relaunch = Relaunch { program: std::env::current_exe()?, args: vec![] };
+    println!(
+        "{} {}px, batch {}, {} on {}: offline server against a bare forward loop, {rounds} rounds of {secs} s\n",
+        cfg.model.name(),
+        cfg.image_size,
+        cfg.max_batch,
+        cfg.precision.name(),
+        cfg.devices.describe()
+    );
+    println!("{:>5} {:>12} {:>12} {:>8}", "round", "bare img/s", "offline", "ratio");
+    let mut ratios = vec![];
+    for r in 0..rounds {
+        let serve = || {
+            let m = measure(&cfg, &relaunch);
+            assert_eq!(m.row.status, "ok", "{}", m.row.error);
+            m.row.achieved_rate.unwrap_or(0.0)
+        };
+        let (b, o) = if r % 2 == 0 {
+            let b = bare(&cfg, secs);
+            (b, serve())
+        } else {
+            let o = serve();
+            (bare(&cfg, secs), o)
+        };
+        ratios.push(o / b);
+        println!("{:>5} {b:>12.1} {o:>12.1} {:>8.3}", r + 1, o / b);
+    }
+    let median = gpubench::metrics::stats::percentile(&ratios, 50.0);
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "\noffline / bare: median {median:.3} (range {:.3}–{:.3}); target ≥ 0.98: {}",
+        ratios[0],
+        ratios[ratios.len() - 1],
+        if median >= 0.98 { "met" } else { "missed" }
+    );
+    Ok(())
+}
