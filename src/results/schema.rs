@@ -317,7 +317,7 @@ pub const RESULTS: &[ColumnDoc] = &[
         name: "dropped",
         unit: "",
         meaning: "infer: requests dropped: older than --drop-older-than when taken, or still queued when the run \
-                  ended (after a grace of the latency bound, or 1 s).",
+                  ended (served for as long again as the window, at least 1 s, then dropped).",
     },
     ColumnDoc { name: "batches", unit: "", meaning: "infer: batches served (dynamic batching)." },
     ColumnDoc { name: "batch_mean", unit: "", meaning: "infer: mean requests per batch: completed ÷ batches." },

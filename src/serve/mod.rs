@@ -78,7 +78,9 @@ pub fn measure(cfg: &InferConfig, relaunch: &Relaunch) -> Measured {
     let mut interference = out.interference.clone();
     interference.extend(notes);
     let expected = if out.error.is_none() && !arrivals.is_empty() { arrivals.len() as u64 } else { 0 };
-    let figures = records::figures(&out.records, cfg.duration.as_secs_f64(), cfg.scenario != Scenario::Offline);
+    let backlog = matches!(cfg.scenario, Scenario::Offline | Scenario::SingleStream);
+    let figures =
+        records::figures(&out.records, cfg.duration.as_secs_f64(), cfg.scenario != Scenario::Offline, backlog);
     fill(&mut row, cfg, &out, &figures, &interference);
     if let Some(a) = about {
         row.libtorch_version = a.torch_version;

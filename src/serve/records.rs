@@ -123,13 +123,19 @@ pub struct ServeFigures {
 
 /// The figures of `records` for a load of `duration` seconds. `latency`:
 /// whether latency from the schedule means anything (not for offline).
-pub fn figures(records: &[Record], duration: f64, latency: bool) -> ServeFigures {
+/// `backlog` (offline, single-stream: no batch starts after the window, and
+/// every one finishes): the rate is every answer over the time they took,
+/// so the last batch's tail past the window is neither lost nor free.
+pub fn figures(records: &[Record], duration: f64, latency: bool, backlog: bool) -> ServeFigures {
     let served: Vec<(&Record, &Served)> = records.iter().filter_map(|r| r.served.as_ref().map(|s| (r, s))).collect();
     let completed = served.len() as u64;
     // Each batch of b requests leaves b records that say b.
     let batches = served.iter().map(|(_, s)| 1.0 / s.batch.max(1) as f64).sum::<f64>().round() as u64;
-    let in_window: Vec<f64> = served.iter().map(|(_, s)| s.done).filter(|&d| d <= duration).collect();
-    let achieved_rate = in_window.len() as f64 / duration;
+    let last = served.iter().map(|(_, s)| s.done).fold(duration, f64::max);
+    let span = if backlog { last } else { duration };
+    let in_window: Vec<f64> = served.iter().map(|(_, s)| s.done).filter(|&d| d <= span).collect();
+    let achieved_rate = in_window.len() as f64 / span;
+    let duration = span;
     // Completions per 100 ms window (at least 10 windows), batch means over them.
     let n_win = ((duration / 0.1).floor() as usize).max(10);
     let w = duration / n_win as f64;
@@ -231,7 +237,7 @@ mod tests {
             rec(4, 0.5, Some((0.55, 1))),
             rec(5, 0.6, None),
         ];
-        let f = figures(&v, 1.0, true);
+        let f = figures(&v, 1.0, true, false);
         assert_eq!((f.requests, f.completed, f.dropped, f.batches), (6, 5, 1, 3));
         assert!((f.batch_mean.unwrap() - 5.0 / 3.0).abs() < 1e-12);
         assert!((f.achieved_rate - 5.0).abs() < 1e-12);
@@ -239,14 +245,18 @@ mod tests {
         assert!((l[0] - 100.0).abs() < 1e-6 && (l[3] - 200.0).abs() < 1e-6, "{l:?}");
         let p = f.parts_ms.unwrap();
         assert!((p[0] - 1.0).abs() < 1e-6 && (p[1] - 1.0).abs() < 1e-6, "{p:?}");
-        assert!(figures(&v, 1.0, false).latency_ms.is_none());
+        assert!(figures(&v, 1.0, false, false).latency_ms.is_none());
+        // A backlog's last batch past the window counts, over the time it took.
+        let tail = vec![rec(0, 0.0, Some((0.5, 1))), rec(1, 0.0, Some((1.25, 1)))];
+        assert!((figures(&tail, 1.0, false, true).achieved_rate - 2.0 / 1.25).abs() < 1e-12);
+        assert!((figures(&tail, 1.0, false, false).achieved_rate - 1.0).abs() < 1e-12);
     }
 
     #[test]
     fn a_steady_rate_gets_a_narrow_interval_around_it() {
         // 1000 requests evenly over 10 s.
         let v: Vec<Record> = (0..1000).map(|i| rec(i, i as f64 * 0.01, Some((i as f64 * 0.01 + 0.005, 1)))).collect();
-        let f = figures(&v, 10.0, true);
+        let f = figures(&v, 10.0, true, false);
         let ci = f.achieved_ci.unwrap();
         assert!(ci.lo <= 100.0 && ci.hi >= 100.0 && ci.hi - ci.lo < 5.0, "{ci:?}");
     }

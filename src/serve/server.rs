@@ -14,8 +14,8 @@
 //! `--max-batch` or `--max-wait` has passed since it took the first. A
 //! request older than `--drop-older-than` when taken is dropped, as a camera
 //! server drops a stale frame. When the load's window ends the generator
-//! stops; workers serve what is queued for a grace period, then drop the
-//! rest. Every request taken is recorded once, served or dropped
+//! stops; workers serve what is queued for as long again as the window,
+//! then drop the rest. Every request taken is recorded once, served or dropped
 //! (`serve::records`).
 //!
 //! Each batch: its frames are copied into a staging buffer (pinned on CUDA),
@@ -271,7 +271,7 @@ impl<'a> Worker<'a> {
         if device.is_cuda() {
             staging = staging.f_pin_memory(device)?;
         }
-        let stats = |v: [f32; 3]| Tensor::from_slice(&v).view([1, 3, 1, 1]);
+        let stats = |v: [f32; 3]| Tensor::from_slice(&v.map(|x| x * 255.0)).view([1, 3, 1, 1]);
         let on = if cfg.preprocess == Preprocess::Device { device } else { Device::Cpu };
         Ok(Worker {
             index,
@@ -293,12 +293,17 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Resize to the model's input and normalise, wherever `x` (uint8 NHWC) is.
+    /// Resize to the model's input (unless the frames already have its
+    /// size) and normalise, wherever `x` (uint8 NHWC) is: (x/255 - mean)/std
+    /// computed as (x - 255 mean)/(255 std), in place, one pass fewer.
     fn preprocess(&self, x: &Tensor) -> Result<Tensor> {
         let s = self.cfg.image_size;
-        let x = x.f_permute([0, 3, 1, 2])?.f_to_kind(Kind::Float)?.f_div_scalar(255.0)?;
-        let x = x.f_upsample_bilinear2d([s, s], false, None, None)?;
-        Ok(x.f_sub(&self.mean)?.f_div(&self.std)?)
+        let mut x = x.f_permute([0, 3, 1, 2])?.f_to_kind(Kind::Float)?;
+        if x.size()[2..] != [s, s] {
+            x = x.f_upsample_bilinear2d([s, s], false, None, None)?;
+        }
+        let _ = x.f_sub_(&self.mean)?.f_div_(&self.std)?;
+        Ok(x)
     }
 
     /// The batch of `ids` on the device, preprocessed.
@@ -427,10 +432,11 @@ impl<'a> Worker<'a> {
     }
 }
 
-/// How long workers keep serving the queue after the window: the latency
-/// bound, or one second without one.
+/// How long workers keep serving the queue after the window: as long
+/// again as the window (at least 1 s), so that an overloaded server shows
+/// its queue as latency, not as drops; what is still queued then is dropped.
 pub fn grace(cfg: &InferConfig) -> Duration {
-    cfg.latency_bound.unwrap_or(Duration::from_secs(1))
+    cfg.duration.max(Duration::from_secs(1))
 }
 
 /// Runs the load `arrivals` (this process's share; empty for offline and
