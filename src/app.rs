@@ -23,6 +23,10 @@ pub fn run() -> Result<i32> {
                 crate::serve::Relaunch { program: std::env::current_exe()?, args: std::env::args().skip(1).collect() };
             commands::infer::run(a.into_config()?, relaunch)
         }
+        Command::Allreduce(a) => {
+            let (env, cfg) = a.job()?;
+            commands::allreduce::run(env, cfg)
+        }
         Command::Report(a) => commands::report::run_report(&a.files, a.charts.as_deref(), a.format),
         Command::Compare(a) => commands::report::run_compare(&a.files, a.charts.as_deref(), a.format),
         Command::Check(a) => {

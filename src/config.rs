@@ -443,3 +443,82 @@ impl InferConfig {
         }
     }
 }
+
+/// An all-reduce's element type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommDtype {
+    Fp32,
+    Fp16,
+    Bf16,
+}
+
+impl CommDtype {
+    pub const ALL: [Self; 3] = [Self::Fp32, Self::Fp16, Self::Bf16];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fp32 => "fp32",
+            Self::Fp16 => "fp16",
+            Self::Bf16 => "bf16",
+        }
+    }
+
+    /// As nccl-tests names it (`type` in its output).
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            Self::Fp32 => "float",
+            Self::Fp16 => "half",
+            Self::Bf16 => "bfloat16",
+        }
+    }
+
+    pub fn bytes(self) -> u64 {
+        match self {
+            Self::Fp32 => 4,
+            Self::Fp16 | Self::Bf16 => 2,
+        }
+    }
+}
+
+/// `gpubench allreduce`'s configuration (`cli::allreduce`).
+#[derive(Debug, Clone)]
+pub struct AllreduceConfig {
+    /// This node's devices (the launcher), or this rank's one device.
+    pub devices: Devices,
+    /// This node's devices, for the row.
+    pub node_devices: Devices,
+    pub backend: Backend,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    /// Each size is the previous one times this.
+    pub factor: u64,
+    pub iters: u64,
+    pub warmup: u64,
+    pub dtype: CommDtype,
+    pub nnodes: usize,
+    pub node_rank: usize,
+    pub master_addr: Option<String>,
+    pub master_port: Option<u16>,
+    pub timeout: Duration,
+    pub label: String,
+    pub out: Option<PathBuf>,
+    pub json: bool,
+    pub quiet: bool,
+}
+
+impl AllreduceConfig {
+    /// The sizes measured, in bytes: min, min × factor, … up to max, each a
+    /// whole number of elements (at least one).
+    pub fn sizes(&self) -> Vec<u64> {
+        let e = self.dtype.bytes();
+        let mut v = vec![];
+        let mut b = self.min_bytes;
+        while b <= self.max_bytes {
+            v.push((b / e).max(1) * e);
+            b = b.saturating_mul(self.factor);
+        }
+        v.dedup();
+        v
+    }
+}

@@ -7,7 +7,7 @@
 //! |----------|---------|------|
 //! | entry    | `app`, `cli` | parse the command line; the one conversion to configurations |
 //! | commands | `commands` | one module per subcommand: glue, printing, exit codes |
-//! | engines  | `bench`, `reference`, `serve`, `sweep`, `report` | a measured run; PyTorch's run; inference serving; a matrix of runs; analysis of rows |
+//! | engines  | `bench`, `reference`, `serve`, `comm`, `sweep`, `report` | a measured run; PyTorch's run; inference serving; all-reduce; a matrix of runs; analysis of rows |
 //! | parts    | `strategy`, `data`, `metrics`, `model`, `init`, `results` | parallelism, input, telemetry, models, start files, file formats |
 //! | base     | `config`, `device`, `dist`, `ffi`, `error`, `proc` | configuration types, devices, c10d, C++ shims, errors, child processes |
 //!
@@ -18,6 +18,7 @@
 pub mod app;
 pub mod bench;
 pub mod cli;
+pub mod comm;
 pub mod commands;
 pub mod config;
 pub mod data;

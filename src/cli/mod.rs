@@ -1,6 +1,7 @@
 //! The command line: clap's types, and the one conversion of each
 //! subcommand's arguments into the plain configuration the layers below take
 //! (`run::job`, `sweep::plan`, …). Nothing below this layer names clap.
+pub mod allreduce;
 pub mod data_bench;
 pub mod infer;
 pub mod parse;
@@ -11,7 +12,7 @@ pub mod sweep;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{Backend, Impl, ModelKind, Precision, Preprocess, ServeStrategy, StrategyKind};
+use crate::config::{Backend, CommDtype, Impl, ModelKind, Precision, Preprocess, ServeStrategy, StrategyKind};
 use crate::report::check::Metric;
 use crate::report::export::Format;
 
@@ -36,6 +37,9 @@ pub enum Command {
     /// Serve camera frames or requests with the model and record how many are
     /// answered within a latency bound (replicas, processes or dp).
     Infer(Box<infer::InferArgs>),
+    /// Time c10d's all-reduce per message size, as nccl-tests does (algbw,
+    /// busbw, correctness), one process per device.
+    Allreduce(Box<allreduce::AllreduceArgs>),
     // report subcommands
     /// Summarize result files: a table by hardware and config, and charts.
     Report(report::ReportArgs),
@@ -96,6 +100,11 @@ value_enum!(ServeStrategy {
     Replicas => "One process, a model replica per device, each fed by its own thread from one queue",
     Processes => "One process per device; each camera or request goes to one of them",
     Dp => "DataParallel forward: each batch split over the devices, outputs gathered",
+});
+value_enum!(CommDtype {
+    Fp32 => "",
+    Fp16 => "",
+    Bf16 => "",
 });
 value_enum!(Preprocess {
     Device => "Copy uint8 frames to the device, resize and normalise there",

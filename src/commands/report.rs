@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::error::usage;
 use crate::report::charts::{self, ChartWriter};
 use crate::report::check::{self, CheckOptions};
+use crate::report::comm::allreduce_table;
 use crate::report::compare;
 use crate::report::export::{exporter, Format, Table};
 use crate::report::serving::serving_table;
@@ -74,12 +75,14 @@ fn say_written(w: &ChartWriter, dir: &Path, notes: &[String]) {
 pub fn run_report(files: &[PathBuf], charts_dir: Option<&Path>, format: Format) -> Result<i32> {
     let runs = load_files(files)?;
     let (devices, device_notes) = long::load_devices(files);
-    let all: Vec<usize> = (0..runs.len()).collect();
+    // All-reduce rows are curves over message size, not configurations.
+    let all: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].row.mode != "allreduce").collect();
+    let has_allreduce = all.len() < runs.len();
     let groups = summarize(&runs, &all, Scope::of, &devices);
     // Training and serving rows answer different questions: a table each.
     let (serving, training): (Vec<Group>, Vec<Group>) = groups.into_iter().partition(|g| g.key.is_infer());
     let mut tables = vec![];
-    if !training.is_empty() || serving.is_empty() {
+    if !training.is_empty() || (serving.is_empty() && !has_allreduce) {
         let mut t = report_table(&runs, &training, files);
         t.notes.extend(device_notes);
         tables.push(t);
@@ -87,10 +90,14 @@ pub fn run_report(files: &[PathBuf], charts_dir: Option<&Path>, format: Format) 
     if !serving.is_empty() {
         tables.push(serving_table(&runs, &serving, files));
     }
+    if has_allreduce {
+        tables.push(allreduce_table(&runs, files));
+    }
     if let Some(dir) = charts_dir {
         let mut w = chart_writer(dir)?;
         let mut notes = charts::report_charts(&mut w, &runs, &training, &devices)?;
         notes.extend(charts::serving_charts(&mut w, &runs, &serving)?);
+        charts::allreduce_charts(&mut w, &runs)?;
         say_written(&w, dir, &notes);
     }
     for t in &tables {

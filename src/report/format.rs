@@ -76,6 +76,18 @@ pub fn short_error(e: &str, max: usize) -> String {
     format!("{cut}…")
 }
 
+/// A byte count in binary units: 8, 1K, 64M, 2G (one decimal when not whole).
+pub fn fmt_bytes(b: f64) -> String {
+    let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    for (u, n) in units {
+        if b >= n as f64 {
+            let v = b / n as f64;
+            return if v.fract() == 0.0 { format!("{v:.0}{u}") } else { format!("{v:.1}{u}") };
+        }
+    }
+    format!("{b:.0}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +99,13 @@ mod tests {
         assert_eq!(fmt_half_width(fmt_rate, 5.12, 0.031), "0.03");
         assert_eq!(fmt_half_width(fmt_pct, 0.954, 0.031), "3.1%");
         assert_eq!(fmt_half_width(fmt_rate, 1234.0, 150.0), "150");
+    }
+
+    #[test]
+    fn byte_sizes_in_binary_units() {
+        assert_eq!(fmt_bytes(8.0), "8");
+        assert_eq!(fmt_bytes(65536.0), "64K");
+        assert_eq!(fmt_bytes(1.5 * 1048576.0), "1.5M");
+        assert_eq!(fmt_bytes(2.0 * 1073741824.0), "2G");
     }
 }

@@ -35,6 +35,7 @@
 //! charts are SVG only, with a note. SVG needs no font, so layout never asks the font for text sizes.
 pub mod charts;
 pub mod check;
+pub mod comm;
 pub mod compare;
 pub mod export;
 pub mod format;

@@ -126,6 +126,12 @@ pub struct Row {
     pub compute_ms_mean: Option<f64>,
     pub output_ms_mean: Option<f64>,
     pub generator_late_pct: Option<f64>,
+    // communication (mode allreduce): see comm::allreduce
+    pub bytes: Option<u64>,
+    pub in_place: Option<bool>,
+    pub algbw_gbs: Option<f64>,
+    pub busbw_gbs: Option<f64>,
+    pub nwrong: Option<u64>,
     /// What disturbed the run (metrics::interference), "; "-separated; empty when clean.
     pub interference: String,
     // outcome

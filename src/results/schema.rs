@@ -40,8 +40,8 @@ pub const RESULTS: &[ColumnDoc] = &[
     ColumnDoc {
         name: "mode",
         unit: "",
-        meaning: "What was measured: train (gpubench run) or infer (gpubench infer); empty in files written before \
-                  the column existed (training rows).",
+        meaning: "What was measured: train (gpubench run), infer (gpubench infer) or allreduce (gpubench \
+                  allreduce); empty in files written before the column existed (training rows).",
     },
     ColumnDoc {
         name: "strategy",
@@ -356,6 +356,31 @@ pub const RESULTS: &[ColumnDoc] = &[
         unit: "%",
         meaning: "infer: share of requests the load generator issued over 1 ms late (their latency still counts \
                   from the schedule); above 1 % the generator, not the server, limited the load.",
+    },
+    // communication
+    ColumnDoc {
+        name: "bytes",
+        unit: "B",
+        meaning: "allreduce: message size; its time per operation is in step_ms_mean (mean over back-to-back \
+                  operations), step_ms_p50 and step_ms_p99 (each timed alone), averaged over ranks.",
+    },
+    ColumnDoc {
+        name: "in_place",
+        unit: "",
+        meaning: "allreduce: true for in-place; false for out-of-place (a copy into the output buffer, then c10d's \
+                  in-place all-reduce).",
+    },
+    ColumnDoc { name: "algbw_gbs", unit: "GB/s", meaning: "allreduce: bytes ÷ mean time, decimal GB/s (nccl-tests)." },
+    ColumnDoc {
+        name: "busbw_gbs",
+        unit: "GB/s",
+        meaning:
+            "allreduce: algbw × 2(n−1)/n for n ranks, the bandwidth a ring needs from the slowest link (nccl-tests).",
+    },
+    ColumnDoc {
+        name: "nwrong",
+        unit: "",
+        meaning: "allreduce: elements that differed from the expected sum in the check, over all ranks (0 is right).",
     },
     ColumnDoc {
         name: "interference",

@@ -1,5 +1,6 @@
 //! The integration tests, one crate (one link against libtorch): the real
 //! binary and the library's public parts, by feature.
+mod allreduce;
 mod common;
 mod data;
 mod ddp;

@@ -41,24 +41,7 @@ pub fn launch(cfg: &RunConfig) -> Result<i32> {
             cfg.global_batch()
         );
     }
-    let exe = std::env::current_exe().context("locating the gpubench binary to start workers")?;
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let mut workers: Vec<(usize, Watched)> = vec![];
-    for lr in 0..local {
-        let rank = d.node_rank * local + lr;
-        let mut cmd = Command::new(&exe);
-        cmd.args(&args)
-            .env("RANK", rank.to_string())
-            .env("LOCAL_RANK", lr.to_string())
-            .env("WORLD_SIZE", world.to_string())
-            .env("LOCAL_WORLD_SIZE", local.to_string())
-            .env("MASTER_ADDR", &addr)
-            .env("MASTER_PORT", port.to_string())
-            .env(LAUNCHED_ENV, "1");
-        let w = proc::spawn(&mut cmd, Some(format!("[rank {rank}] ")), 1)
-            .with_context(|| format!("starting worker rank {rank}"))?;
-        workers.push((rank, w));
-    }
+    let workers = spawn_ranks(local, d.node_rank, world, &addr, port)?;
     let rows_before = rows_in(cfg);
     let ended = wait_all(workers, GRACE);
     let all_exited = ended.iter().all(|(_, e)| e.exit != Exit::TimedOut);
@@ -91,6 +74,43 @@ pub fn launch(cfg: &RunConfig) -> Result<i32> {
     Err(anyhow!(msg))
 }
 
+/// Starts this node's `local` ranks (this same binary, same arguments) with
+/// torchrun's variables set and stderr forwarded behind `[rank r]`; ddp's
+/// workers and `allreduce`'s ranks both start here.
+pub fn spawn_ranks(
+    local: usize,
+    node_rank: usize,
+    world: usize,
+    addr: &str,
+    port: u16,
+) -> Result<Vec<(usize, Watched)>> {
+    let exe = std::env::current_exe().context("locating the gpubench binary to start workers")?;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut workers: Vec<(usize, Watched)> = vec![];
+    for lr in 0..local {
+        let rank = node_rank * local + lr;
+        let mut cmd = Command::new(&exe);
+        cmd.args(&args)
+            .env("RANK", rank.to_string())
+            .env("LOCAL_RANK", lr.to_string())
+            .env("WORLD_SIZE", world.to_string())
+            .env("LOCAL_WORLD_SIZE", local.to_string())
+            .env("MASTER_ADDR", addr)
+            .env("MASTER_PORT", port.to_string())
+            .env(LAUNCHED_ENV, "1");
+        match proc::spawn(&mut cmd, Some(format!("[rank {rank}] ")), 1) {
+            Ok(w) => workers.push((rank, w)),
+            Err(e) => {
+                for (_, w) in workers.iter_mut() {
+                    w.kill();
+                }
+                return Err(anyhow!("starting worker rank {rank}: {e}"));
+            }
+        }
+    }
+    Ok(workers)
+}
+
 /// Rows in the results file now (0 when there is none or it cannot be read).
 fn rows_in(cfg: &RunConfig) -> usize {
     cfg.out.as_deref().and_then(|p| results_csv::read_rows(p).ok()).map_or(0, |r| r.len())
@@ -100,7 +120,7 @@ fn rows_in(cfg: &RunConfig) -> usize {
 /// end by themselves and are then killed (their exit: `TimedOut`). Returns
 /// (rank, how it ended) for each, in start order except that the first
 /// worker to fail comes first.
-fn wait_all(mut workers: Vec<(usize, Watched)>, grace: Duration) -> Vec<(usize, Ended)> {
+pub fn wait_all(mut workers: Vec<(usize, Watched)>, grace: Duration) -> Vec<(usize, Ended)> {
     let mut exits: Vec<Option<Exit>> = vec![None; workers.len()];
     let mut first_failure: Option<(usize, Instant)> = None;
     loop {

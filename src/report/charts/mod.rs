@@ -10,6 +10,7 @@
 //! plotters, whose legend box measures text.
 
 mod bars;
+mod comm;
 mod draw;
 mod line;
 mod report;
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 pub use bars::{Bars, StackedBars};
+pub use comm::allreduce_charts;
 pub use draw::strategy_color;
 pub use line::{Line, LineChart};
 pub use report::{compare_chart, report_charts};

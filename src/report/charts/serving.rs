@@ -27,6 +27,8 @@ pub struct XyChart {
     pub y_desc: String,
     pub lines: Vec<XyLine>,
     pub limit: Option<(f64, String)>,
+    /// How x values are labelled (sizes drawn as log2 bytes show as sizes).
+    pub x_fmt: fn(f64) -> String,
 }
 
 impl Chart for XyChart {
@@ -54,7 +56,7 @@ impl Chart for XyChart {
             .configure_mesh()
             .x_desc(self.x_desc.as_str())
             .y_desc(self.y_desc.as_str())
-            .x_label_formatter(&|x| axis_num(*x))
+            .x_label_formatter(&|x| (self.x_fmt)(*x))
             .y_label_formatter(&|y| axis_num(*y))
             .label_style(font(14))
             .axis_desc_style(font(16))
@@ -163,6 +165,7 @@ pub fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]) -> Re
                     y_desc: "p99 latency (ms, from the scheduled arrival)".into(),
                     lines: lat,
                     limit: limit.clone(),
+                    x_fmt: axis_num,
                 },
             )?;
         }
@@ -176,6 +179,7 @@ pub fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]) -> Re
                     y_desc: "p99 latency (ms, from the scheduled arrival)".into(),
                     lines: streams,
                     limit,
+                    x_fmt: axis_num,
                 },
             )?;
         }

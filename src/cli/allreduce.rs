@@ -1,0 +1,152 @@
+//! `gpubench allreduce`'s arguments (nccl-tests' flags where they match), and
+//! their one conversion into an `AllreduceConfig`.
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+
+use super::parse::{parse_duration, parse_size};
+use crate::bench::ddp::env::DistEnv;
+use crate::config::{AllreduceConfig, Backend, CommDtype};
+use crate::device::{self, DeviceKind, Devices};
+use crate::error::usage;
+
+#[derive(Args, Debug, Clone)]
+pub struct AllreduceArgs {
+    /// CUDA device ordinals, one rank each. Default: every visible GPU, else --cpu 2.
+    #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
+    pub gpus: Option<String>,
+    /// N ranks on the CPU (Gloo).
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<usize>,
+    /// Process-group backend. Default: nccl on CUDA, gloo on the CPU.
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    /// Smallest message (e.g. 8, 1K, 32M).
+    #[arg(short = 'b', long = "minbytes", default_value = "8", value_name = "SIZE")]
+    pub minbytes: String,
+    /// Largest message.
+    #[arg(short = 'e', long = "maxbytes", default_value = "64M", value_name = "SIZE")]
+    pub maxbytes: String,
+    /// Each size is the previous one times this (at least 2).
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+    pub stepfactor: u64,
+    /// Timed operations per size and placement.
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: u64,
+    /// Untimed warm-up operations per size.
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    pub warmup: u64,
+    /// Element type.
+    #[arg(long, value_enum, default_value_t = CommDtype::Fp32)]
+    pub dtype: CommDtype,
+    /// Reduction; c10d's sum (the only one measured).
+    #[arg(long, default_value = "sum")]
+    pub op: String,
+    #[arg(long, default_value_t = 1)]
+    pub nnodes: usize,
+    #[arg(long, default_value_t = 0)]
+    pub node_rank: usize,
+    #[arg(long)]
+    pub master_addr: Option<String>,
+    #[arg(long)]
+    pub master_port: Option<u16>,
+    #[arg(long, default_value = "300s", value_name = "DURATION")]
+    pub dist_timeout: String,
+    #[arg(long, default_value = "")]
+    pub label: String,
+    /// Append a row per size and placement to this CSV file.
+    #[arg(long, value_name = "FILE.csv")]
+    pub out: Option<PathBuf>,
+    /// Print nccl-tests' JSON (its -J field names) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl AllreduceArgs {
+    /// This process's place (None: the launcher) and its configuration.
+    pub fn job(self) -> Result<(Option<DistEnv>, AllreduceConfig)> {
+        let a = self;
+        let min_bytes = parse_size("-b/--minbytes", &a.minbytes)?;
+        let max_bytes = parse_size("-e/--maxbytes", &a.maxbytes)?;
+        if min_bytes > max_bytes {
+            return Err(usage(format!(
+                "-b {} is larger than -e {}; give the smallest size first",
+                a.minbytes, a.maxbytes
+            )));
+        }
+        if a.stepfactor < 2 {
+            return Err(usage(format!("-f {} would not grow the size; use a step factor of 2 or more", a.stepfactor)));
+        }
+        if a.iters == 0 {
+            return Err(usage("-n must be at least 1"));
+        }
+        if a.op != "sum" {
+            return Err(usage(format!("--op {}: only sum is measured (c10d's all_reduce default)", a.op)));
+        }
+        if a.cpu == Some(1) || a.cpu == Some(0) {
+            return Err(usage("an all-reduce needs at least 2 ranks: use --cpu 2 or more"));
+        }
+        if a.nnodes == 0 || a.node_rank >= a.nnodes {
+            return Err(usage(format!("--node-rank {} must be below --nnodes {}", a.node_rank, a.nnodes)));
+        }
+        if a.nnodes > 1 && (a.master_addr.is_none() || a.master_port.is_none()) {
+            return Err(usage(
+                "a multi-node run needs --master-addr HOST and --master-port PORT, the same on every node",
+            ));
+        }
+        let env = DistEnv::from_process(a.master_addr.as_deref(), a.master_port)?;
+        let quiet = a.quiet || env.as_ref().is_some_and(|e| e.rank != 0);
+        let node = match (&a.gpus, a.cpu) {
+            (Some(g), _) => device::resolve(Some(g), None, true)?,
+            (None, Some(n)) => Devices::cpu(n),
+            (None, None) => match device::cuda_device_count() {
+                0 => Devices::cpu(2),
+                n => Devices::cuda((0..n).collect()),
+            },
+        };
+        let backend = a.backend.unwrap_or(Backend::default_for(node.kind));
+        if backend == Backend::Nccl && node.kind == DeviceKind::Cpu {
+            return Err(usage("--backend nccl needs CUDA devices; use --backend gloo on the CPU"));
+        }
+        if node.len() * a.nnodes < 2 {
+            return Err(usage("an all-reduce needs at least 2 ranks: list 2 or more --gpus, or --cpu 2"));
+        }
+        let devices = match &env {
+            Some(e) => match node.kind {
+                DeviceKind::Cpu => Devices::cpu(1),
+                DeviceKind::Cuda => {
+                    let o = *node.ordinals.get(e.local_rank).ok_or_else(|| {
+                        usage(format!("LOCAL_RANK {} has no device in {}", e.local_rank, node.describe()))
+                    })?;
+                    Devices::cuda(vec![o])
+                }
+            },
+            None => node.clone(),
+        };
+        Ok((
+            env,
+            AllreduceConfig {
+                devices,
+                node_devices: node,
+                backend,
+                min_bytes,
+                max_bytes,
+                factor: a.stepfactor,
+                iters: a.iters,
+                warmup: a.warmup,
+                dtype: a.dtype,
+                nnodes: a.nnodes,
+                node_rank: a.node_rank,
+                master_addr: a.master_addr,
+                master_port: a.master_port,
+                timeout: parse_duration("--dist-timeout", &a.dist_timeout)?,
+                label: a.label,
+                out: a.out,
+                json: a.json,
+                quiet,
+            },
+        ))
+    }
+}

@@ -1,0 +1,132 @@
+//! `gpubench allreduce`: the launcher starts one rank per local device
+//! (`bench::ddp::launcher`, as ddp's workers start); each rank measures
+//! (`comm::allreduce`); rank 0 prints nccl-tests' table or JSON and appends
+//! a row per size and placement.
+use anyhow::{anyhow, Result};
+
+use crate::bench::ddp::env::DistEnv;
+use crate::bench::ddp::launcher::{spawn_ranks, wait_all};
+use crate::bench::row::new_run_id;
+use crate::comm::allreduce::{run_rank, table, to_json, SizeResult, Timing};
+use crate::config::AllreduceConfig;
+use crate::device::{self, DeviceKind};
+use crate::results::csv::{self as results_csv, Row, SCHEMA_VERSION};
+use crate::results::Status;
+
+pub fn run(env: Option<DistEnv>, cfg: AllreduceConfig) -> Result<i32> {
+    match env {
+        None => launch(&cfg),
+        Some(env) => rank(&cfg, &env),
+    }
+}
+
+fn launch(cfg: &AllreduceConfig) -> Result<i32> {
+    if let (Some(out), 0) = (&cfg.out, cfg.node_rank) {
+        results_csv::check_writable(out)?;
+    }
+    let local = cfg.node_devices.len();
+    let world = local * cfg.nnodes;
+    let addr = cfg.master_addr.clone().unwrap_or_else(|| "127.0.0.1".into());
+    let port = match cfg.master_port {
+        Some(p) => p,
+        None => crate::dist::free_port()?,
+    };
+    if !cfg.quiet && !cfg.json {
+        eprintln!(
+            "gpubench allreduce: {} on {}: {local} rank(s) on this node, world size {world}, {} to {} bytes ×{}",
+            cfg.backend.name(),
+            cfg.node_devices.describe(),
+            cfg.min_bytes,
+            cfg.max_bytes,
+            cfg.factor
+        );
+    }
+    let ranks = spawn_ranks(local, cfg.node_rank, world, &addr, port)?;
+    let ended = wait_all(ranks, std::time::Duration::from_secs(10));
+    match ended.first().filter(|(_, e)| !e.exit.success()) {
+        None => Ok(0),
+        Some((r, e)) => {
+            let last = e.tail.last().cloned().unwrap_or_default();
+            Err(anyhow!("allreduce rank {r} failed ({}): {}", e.how(), last.trim_start_matches("error: ")))
+        }
+    }
+}
+
+fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
+    if cfg.node_devices.kind == DeviceKind::Cpu {
+        // CPU ranks share the cores, as ddp's do: oversubscribed OpenMP teams
+        // spin against each other and would time the contention, not the copy.
+        tch::set_num_threads((device::cpu_cores() / cfg.node_devices.len()).max(1) as i32);
+    }
+    let results = run_rank(cfg, env)?;
+    if env.rank != 0 {
+        return Ok(0);
+    }
+    if let Some(out) = &cfg.out {
+        results_csv::append_rows(out, &rows(cfg, env.world_size, &results))?;
+    }
+    if cfg.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(cfg, env.world_size, &results))?);
+    } else if !cfg.quiet {
+        print!("{}", table(&results, cfg.dtype));
+    }
+    Ok(if crate::comm::allreduce::wrong(&results) == 0 { 0 } else { 1 })
+}
+
+/// A row per size and placement, in the results file's schema.
+pub fn rows(cfg: &AllreduceConfig, world: usize, results: &[SizeResult]) -> Vec<Row> {
+    let now = std::time::SystemTime::now();
+    let nanos = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let cuda = cfg.node_devices.kind == DeviceKind::Cuda;
+    let base = Row {
+        schema_version: SCHEMA_VERSION,
+        run_id: new_run_id(nanos),
+        timestamp: humantime::format_rfc3339_seconds(now).to_string(),
+        gpubench_version: env!("CARGO_PKG_VERSION").into(),
+        host: device::hostname(),
+        label: cfg.label.clone(),
+        implementation: "gpubench".into(),
+        mode: "allreduce".into(),
+        strategy: "allreduce".into(),
+        backend: cfg.backend.name().into(),
+        device_kind: if cuda { "cuda" } else { "cpu" }.into(),
+        devices: if cfg.nnodes > 1 {
+            format!("{} ×{} nodes", cfg.node_devices.describe(), cfg.nnodes)
+        } else {
+            cfg.node_devices.describe()
+        },
+        n_devices: world as u32,
+        device_name: if cuda { device::device_name(cfg.node_devices.ordinals[0]) } else { device::cpu_model() },
+        driver_version: device::driver_version().unwrap_or_default(),
+        libtorch_version: crate::ffi::libtorch_version(),
+        precision: cfg.dtype.name().into(),
+        steps: Some(cfg.iters as u32),
+        warmup: Some(cfg.warmup as u32),
+        status: Status::Ok.name().into(),
+        note: "op sum; out-of-place = a copy into the output buffer + c10d's in-place all_reduce".into(),
+        ..Default::default()
+    };
+    let mut v = vec![];
+    for r in results {
+        for (in_place, t) in [(false, &r.out_of_place), (true, &r.in_place)] {
+            v.push(fill(&base, r.size, in_place, t));
+        }
+    }
+    v
+}
+
+fn fill(base: &Row, bytes: u64, in_place: bool, t: &Timing) -> Row {
+    Row {
+        bytes: Some(bytes),
+        in_place: Some(in_place),
+        step_ms_mean: Some(t.time / 1e3),
+        step_ms_p50: Some(t.p50_us / 1e3),
+        step_ms_p99: Some(t.p99_us / 1e3),
+        algbw_gbs: Some(t.alg_bw),
+        busbw_gbs: Some(t.bus_bw),
+        nwrong: Some(t.nwrong),
+        status: if t.nwrong == 0 { Status::Ok } else { Status::Failed }.name().into(),
+        error: if t.nwrong == 0 { String::new() } else { format!("{} wrong elements", t.nwrong) },
+        ..base.clone()
+    }
+}

@@ -1,0 +1,55 @@
+//! `gpubench allreduce` on the CPU (Gloo): nccl-tests' figures, rows and
+//! JSON, correctness, and bad input.
+use crate::common::{assert_usage_error, gpubench, num, read_csv};
+
+#[test]
+fn allreduce_reports_nccl_tests_figures_rows_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ar.csv");
+    let a = format!("allreduce --cpu 3 -b 8 -e 64K -f 8 -n 3 -w 1 --dtype bf16 --out {}", out.display());
+    let o = gpubench(&a).run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // nccl-tests' table: a line per size, then the summary lines.
+    assert!(o.stdout.contains("bfloat16") && o.stdout.contains("# Avg bus bandwidth"), "{}", o.stdout);
+    assert!(o.stdout.contains("# Out of bounds values : 0 OK"), "{}", o.stdout);
+    let rows = read_csv(&out);
+    // 8, 64, 512, 4K, 32K bytes, each out-of-place and in-place.
+    assert_eq!(rows.len(), 10);
+    for r in &rows {
+        assert_eq!((r["mode"].as_str(), r["backend"].as_str(), r["status"].as_str()), ("allreduce", "gloo", "ok"));
+        assert_eq!(num(r, "n_devices"), 3.0);
+        assert_eq!(num(r, "nwrong"), 0.0);
+        // busbw = algbw × 2(n-1)/n, algbw = bytes / time.
+        let (alg, bus, bytes, ms) = (num(r, "algbw_gbs"), num(r, "busbw_gbs"), num(r, "bytes"), num(r, "step_ms_mean"));
+        assert!((bus - alg * 4.0 / 3.0).abs() <= 1e-9 * bus.max(1.0), "{alg} {bus}");
+        assert!((alg - bytes / 1e9 / (ms / 1e3)).abs() <= 1e-6 * alg.max(1e-9), "{alg} {bytes} {ms}");
+    }
+    let o = gpubench("allreduce --cpu 2 -b 1K -e 4K -n 2 -w 1 --json").run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    let res = v["results"].as_array().unwrap();
+    assert_eq!(res.len(), 3);
+    assert_eq!((res[0]["size"].as_u64(), res[0]["count"].as_u64()), (Some(1024), Some(256)));
+    assert_eq!(res[0]["type"], "float");
+    for p in ["out_of_place", "in_place"] {
+        for f in ["time", "alg_bw", "bus_bw", "nwrong"] {
+            assert!(res[2][p][f].is_number(), "{p}.{f} in {}", res[2]);
+        }
+    }
+    // World size 2: busbw equals algbw.
+    assert_eq!(res[1]["in_place"]["bus_bw"], res[1]["in_place"]["alg_bw"]);
+    let report = gpubench(&format!("report {}", out.display())).run();
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    assert!(report.stdout.contains("all-reduce report") && report.stdout.contains("32K"), "{}", report.stdout);
+}
+
+#[test]
+fn bad_allreduce_input_is_one_line_and_exit_2() {
+    assert_usage_error("allreduce --cpu 2 -b 1M -e 1K", "larger than -e");
+    assert_usage_error("allreduce --cpu 2 -f 1", "step factor of 2 or more");
+    assert_usage_error("allreduce --cpu 2 -b 12Q", "is not a size");
+    assert_usage_error("allreduce --cpu 2 --dtype fp64", "fp64");
+    assert_usage_error("allreduce --cpu 2 --backend nccl", "needs CUDA devices");
+    assert_usage_error("allreduce --cpu 1", "at least 2 ranks");
+    assert_usage_error("allreduce --cpu 2 --op max", "only sum");
+}
