@@ -122,7 +122,7 @@ pub fn summary(r: &Row) -> String {
         }
         t += "\n";
     }
-    if r.queue_ms_mean.is_some() {
+    if r.compute_ms_mean.is_some() {
         t += &format!(
             "per request, mean ms: queue {} · batching {} · input {} · compute {} · output {}\n",
             opt(r.queue_ms_mean),
