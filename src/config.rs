@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::device::Devices;
-pub use crate::dist::Backend;
+pub use crate::dist::{Backend, CommHook};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -162,6 +162,8 @@ pub struct DdpConfig {
     pub master_port: Option<u16>,
     /// Rendezvous and collective timeout.
     pub timeout: Duration,
+    /// Gradient compression before the all-reduce.
+    pub comm_hook: CommHook,
 }
 
 impl Default for DdpConfig {
@@ -177,6 +179,7 @@ impl Default for DdpConfig {
             master_addr: None,
             master_port: None,
             timeout: Duration::from_secs(300),
+            comm_hook: CommHook::None,
         }
     }
 }

@@ -108,6 +108,7 @@ extern "C" {
     ) -> *mut c_char;
     fn gb_reducer_free(r: *mut GbReducer);
     fn gb_reducer_set_sample_rate(r: *mut GbReducer, rate: c_int) -> *mut c_char;
+    fn gb_reducer_comm_hook(r: *mut GbReducer, kind: c_int) -> *mut c_char;
     fn gb_reducer_prepare_forward(r: *mut GbReducer) -> *mut c_char;
     fn gb_reducer_prepare_backward(r: *mut GbReducer, outputs: *const *mut C_tensor, n: usize) -> *mut c_char;
     fn gb_reducer_stats(r: *mut GbReducer, out: *mut GbReducerStats) -> *mut c_char;
@@ -403,6 +404,33 @@ pub struct ReducerOptions {
     /// Time every `n`-th iteration after the first 10 (DDP: 100). Some(1)
     /// times every iteration.
     pub stats_sample_rate: Option<u32>,
+    /// Gradient compression before the all-reduce (DDP's comm hook).
+    pub comm_hook: CommHook,
+}
+
+/// DDP's communication hooks that gpubench registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommHook {
+    /// The Reducer's own all-reduce of fp32 gradients.
+    #[default]
+    None,
+    /// libtorch's builtin FP16_COMPRESS: gradients all-reduced in float16.
+    Fp16,
+    /// The same in bfloat16 (PyTorch's bf16_compress_hook's contract).
+    Bf16,
+}
+
+impl CommHook {
+    pub const ALL: [Self; 3] = [Self::None, Self::Fp16, Self::Bf16];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Fp16 => "fp16",
+            Self::Bf16 => "bf16",
+        }
+    }
 }
 
 impl Default for ReducerOptions {
@@ -414,6 +442,7 @@ impl Default for ReducerOptions {
             gradient_as_bucket_view: false,
             broadcast_buffers: true,
             stats_sample_rate: None,
+            comm_hook: CommHook::None,
         }
     }
 }
@@ -508,6 +537,15 @@ impl Reducer {
         let mut r = Reducer { ptr: NonNull::new(out).ok_or_else(|| anyhow!("gb_reducer_new returned null"))? };
         if let Some(rate) = opts.stats_sample_rate {
             r.set_sample_rate(rate)?;
+        }
+        let kind = match opts.comm_hook {
+            CommHook::None => 0,
+            CommHook::Fp16 => 1,
+            CommHook::Bf16 => 2,
+        };
+        if kind > 0 {
+            check(unsafe { gb_reducer_comm_hook(r.ptr.as_ptr(), kind) })
+                .map_err(|e| e.context(format!("{} comm hook", opts.comm_hook.name())))?;
         }
         Ok(r)
     }

@@ -33,6 +33,7 @@ pub fn base_row(cfg: &RunConfig) -> Row {
         mode: "train".into(),
         strategy: cfg.strategy.name().into(),
         backend: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.backend.name() } else { "" }.into(),
+        comm_hook: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.comm_hook.name() } else { "" }.into(),
         device_kind: if cuda { "cuda" } else { "cpu" }.into(),
         devices: cfg.devices_column(),
         n_devices: cfg.world as u32,

@@ -12,7 +12,9 @@ pub mod sweep;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{Backend, CommDtype, Impl, ModelKind, Precision, Preprocess, ServeStrategy, StrategyKind};
+use crate::config::{
+    Backend, CommDtype, CommHook, Impl, ModelKind, Precision, Preprocess, ServeStrategy, StrategyKind,
+};
 use crate::report::check::Metric;
 use crate::report::export::Format;
 
@@ -105,6 +107,11 @@ value_enum!(CommDtype {
     Fp32 => "",
     Fp16 => "",
     Bf16 => "",
+});
+value_enum!(CommHook {
+    None => "The Reducer's own fp32 all-reduce",
+    Fp16 => "libtorch's builtin FP16 compression hook",
+    Bf16 => "The same in bfloat16",
 });
 value_enum!(Preprocess {
     Device => "Copy uint8 frames to the device, resize and normalise there",

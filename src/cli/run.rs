@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use super::parse::{parse_duration, parse_on_off};
 use crate::bench::ddp::env::DistEnv;
 use crate::bench::Role;
-use crate::config::{Backend, DdpConfig, Impl, InitSpec, Length, ModelKind, Precision, RunConfig, StrategyKind};
+use crate::config::{
+    Backend, CommHook, DdpConfig, Impl, InitSpec, Length, ModelKind, Precision, RunConfig, StrategyKind,
+};
 use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
 
@@ -164,6 +166,10 @@ pub struct DdpArgs {
     /// How long to wait for peers at rendezvous and in collectives.
     #[arg(long, default_value = "300s", value_name = "DURATION")]
     pub dist_timeout: String,
+    /// Gradient compression: fp16 (libtorch's builtin FP16 hook) or bf16,
+    /// all-reducing gradients in half precision.
+    #[arg(long, value_enum, default_value_t = CommHook::None)]
+    pub comm_hook: CommHook,
 }
 
 /// Which devices a configuration is for.
@@ -402,6 +408,9 @@ impl RunArgs {
         let d = &a.ddp;
         let timeout = parse_duration("--dist-timeout", &d.dist_timeout)?;
         let backend = d.backend.unwrap_or(Backend::default_for(devices.kind));
+        if !ddp && d.comm_hook != CommHook::None {
+            return Err(usage("--comm-hook compresses ddp's all-reduce; use it with --strategy ddp"));
+        }
         if ddp {
             if rank.is_none() {
                 check_nodes(d)?;
@@ -478,6 +487,7 @@ impl RunArgs {
                 master_addr: d.master_addr.clone(),
                 master_port: d.master_port,
                 timeout,
+                comm_hook: d.comm_hook,
             },
         })
     }

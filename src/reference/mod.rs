@@ -160,6 +160,7 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
             v.push("--no-broadcast-buffers".into());
         }
         v.extend(["--dist-timeout".into(), secs(d.timeout)]);
+        v.extend(["--comm-hook".into(), d.comm_hook.name().into()]);
     }
     v
 }

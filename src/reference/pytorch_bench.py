@@ -533,6 +533,12 @@ def run_ddp(args):
         gradient_as_bucket_view=args.gradient_as_bucket_view,
         broadcast_buffers=not args.no_broadcast_buffers,
     )
+    if args.comm_hook != "none":
+        # PyTorch's own compression hooks, as gpubench's --comm-hook mirrors them.
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        hook = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}[args.comm_hook]
+        ddp.register_comm_hook(state=None, hook=hook)
     seed = (args.data_seed + RANK_SEED_STRIDE * rank) % U64
     data = Synthetic(args.batch_size, args.image_size, args.num_classes, device, seed, args.channels_last)
 
@@ -619,6 +625,7 @@ def parse_args(argv=None):
     p.add_argument("--find-unused-parameters", action="store_true")
     p.add_argument("--no-broadcast-buffers", action="store_true")
     p.add_argument("--dist-timeout", type=float, default=300.0, help="seconds")
+    p.add_argument("--comm-hook", choices=["none", "fp16", "bf16"], default="none")
     p.add_argument("--json-out", default=None, help="write the summary here (default: stdout)")
     p.add_argument("--out-of-place", action="store_true", help="out-of-place ReLU and residual add, as tch's ResNet")
     args = p.parse_args(argv)

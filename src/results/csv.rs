@@ -104,6 +104,8 @@ pub struct Row {
     pub ddp_backward_comm_ms: Option<f64>,
     pub ddp_overlap_ms: Option<f64>,
     pub ddp_buckets: Option<u32>,
+    /// ddp: the gradient compression hook (none, fp16, bf16); empty otherwise.
+    pub comm_hook: String,
     // serving (mode infer; empty for training rows): see serve::records
     pub scenario: String,
     pub streams: Option<u32>,

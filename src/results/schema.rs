@@ -286,6 +286,12 @@ pub const RESULTS: &[ColumnDoc] = &[
     },
     ColumnDoc { name: "ddp_buckets", unit: "", meaning: "ddp: number of gradient buckets the Reducer all-reduces." },
     // outcome
+    ColumnDoc {
+        name: "comm_hook",
+        unit: "",
+        meaning: "ddp: --comm-hook, the gradient compression before the all-reduce: none, fp16 (libtorch's builtin \
+                  FP16 hook) or bf16; empty for other strategies.",
+    },
     // serving
     ColumnDoc {
         name: "scenario",

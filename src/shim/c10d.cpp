@@ -499,6 +499,47 @@ void gb_reducer_free(gb_reducer* r) {
   }
 }
 
+// DDP's gradient compression. bf16 has no builtin in libtorch 2.11 (only
+// FP16_COMPRESS), so it is written here with the same contract as PyTorch's
+// bf16_compress_hook: the bucket, cast to bfloat16 and divided by the world
+// size, is summed over ranks, and the result is cast back into the bucket.
+class Bf16CompressHook : public c10d::CppCommHookInterface<c10::intrusive_ptr<c10d::ProcessGroup>> {
+ public:
+  explicit Bf16CompressHook(const c10::intrusive_ptr<c10d::ProcessGroup>& pg)
+      : c10d::CppCommHookInterface<c10::intrusive_ptr<c10d::ProcessGroup>>(pg) {}
+
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
+    at::Tensor full = bucket.getBufferRef();
+    at::Tensor half = full.to(at::kBFloat16).div_(state_->getSize());
+    std::vector<at::Tensor> tensors = {half};
+    auto reduced = state_->allreduce(tensors)->getFuture();
+    return reduced->then(
+        [full, half](c10::ivalue::Future&) {
+          full.copy_(half);
+          return c10::IValue(full);
+        },
+        c10::TensorType::get());
+  }
+};
+
+// kind: 1 = fp16 (libtorch's builtin FP16_COMPRESS), 2 = bf16 (above).
+// Registered before the first iteration, as DDP.register_comm_hook requires.
+char* gb_reducer_comm_hook(gb_reducer* r, int kind) {
+  GB_TRY
+  if (r == nullptr) throw std::invalid_argument("gb_reducer_comm_hook: null argument");
+  switch (kind) {
+    case 1:
+      r->reducer->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
+      break;
+    case 2:
+      r->reducer->register_comm_hook(std::make_unique<Bf16CompressHook>(r->pg));
+      break;
+    default:
+      throw std::invalid_argument("gb_reducer_comm_hook: unknown hook " + std::to_string(kind));
+  }
+  GB_CATCH_C10
+}
+
 // How often the Reducer times an iteration: the first 10, then every
 // `rate`-th (DDP's default is 100; 1 times every iteration).
 char* gb_reducer_set_sample_rate(gb_reducer* r, int rate) {

@@ -80,6 +80,7 @@ impl Ddp {
             gradient_as_bucket_view: a.gradient_as_bucket_view,
             broadcast_buffers: a.broadcast_buffers,
             stats_sample_rate: None,
+            comm_hook: a.comm_hook,
         };
         let reducer = Reducer::new(&pg, &params, &buffers, &opts)?;
         let (world, rank) = (pg.world(), pg.rank());

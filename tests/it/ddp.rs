@@ -232,3 +232,73 @@ fn one_failing_rank_ends_the_job_quickly_and_the_row_names_it() {
         assert!(rows[0]["error"].contains(says), "{fault}: {}", rows[0]["error"]);
     }
 }
+
+/// With `--comm-hook bf16` (and fp16), each rank's gradient is rounded to
+/// half precision, halved and summed there: the averaged gradient the
+/// optimizer sees equals that rounded average, not the exact one.
+#[test]
+fn compressed_gradients_equal_the_rounded_average() {
+    for (hook, kind) in [("bf16", tch::Kind::BFloat16), ("fp16", tch::Kind::Half)] {
+        // lr 1, no weight decay: one SGD step moves each parameter by exactly its gradient.
+        let opts = format!("{TINY} --lr 1 --weight-decay 0 --comm-hook {hook}");
+        let mut data = Synthetic::new(8, 16, 10, tch::Device::Cpu, 5).unwrap();
+        let b = data.next_batch().unwrap();
+        let chunks: Vec<(Tensor, Tensor)> =
+            (0..2).map(|r| (b.images.narrow(0, 4 * r, 4).copy(), b.labels.narrow(0, 4 * r, 4).copy())).collect();
+        let port = gpubench::dist::free_port().unwrap();
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .enumerate()
+            .map(|(rank, (x, y))| {
+                let env = DistEnv {
+                    rank,
+                    world_size: 2,
+                    local_rank: rank,
+                    local_world: Some(2),
+                    master_addr: "127.0.0.1".into(),
+                    master_port: port,
+                    ours: false,
+                };
+                let placement = Placement::Rank { mine: Devices::cpu(1), node: Devices::cpu(2), env };
+                let dcfg = run_config(&format!("--strategy ddp --cpu 2 --batch-size 4 {opts}"), placement);
+                std::thread::spawn(move || {
+                    let t = Duration::from_secs(30);
+                    let store = Store::new("127.0.0.1", port, rank, 2, rank == 0, t).unwrap();
+                    let pg = ProcessGroup::new(&store, Backend::Gloo, rank, 2, None, t).unwrap();
+                    let mut ddp = Ddp::new(&dcfg, pg).unwrap();
+                    let p0 = params(&ddp);
+                    // This rank's own gradient, from the same weights and chunk.
+                    let (vs, model) = gpubench::model::build_model(&dcfg, tch::Device::Cpu);
+                    tch::no_grad(|| {
+                        for (d, s) in vs.trainable_variables().iter().zip(&p0) {
+                            d.shallow_clone().copy_(s);
+                        }
+                    });
+                    let loss = gpubench::strategy::loss_fn(&model.forward_t(&x, true), &y).unwrap();
+                    loss.backward();
+                    let local: Vec<Tensor> = vs.trainable_variables().iter().map(|v| v.grad().copy()).collect();
+                    let _ = ddp.step(&gpubench::data::Batch { images: x, labels: y }).unwrap();
+                    let applied: Vec<Tensor> = p0.iter().zip(params(&ddp)).map(|(a, b)| a - b).collect();
+                    drop(ddp);
+                    (local, applied, store)
+                })
+            })
+            .collect();
+        let r: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let (mut changed, mut worst) = (0.0f64, 0.0f64);
+        for i in 0..r[0].0.len() {
+            let half = |g: &Tensor| g.to_kind(kind) / 2.0;
+            let rounded = (half(&r[0].0[i]) + half(&r[1].0[i])).to_kind(tch::Kind::Float);
+            let exact = (&r[0].0[i] + &r[1].0[i]) / 2.0;
+            let applied = &r[0].1[i];
+            let scale = rounded.abs().max().double_value(&[]).max(1e-12);
+            // One unit in the last place of the half-precision sum, plus the
+            // rounding of p0 - p1 in fp32.
+            let ulp = if hook == "bf16" { 2f64.powi(-8) } else { 2f64.powi(-11) };
+            worst = worst.max((applied - &rounded).abs().max().double_value(&[]) / scale / ulp);
+            changed = changed.max((applied - &exact).abs().max().double_value(&[]) / scale);
+        }
+        assert!(worst <= 1.0, "{hook}: applied gradient off the rounded average by {worst:.2} ulp");
+        assert!(changed > 1e-6, "{hook}: the applied gradient is the exact average: the hook did nothing");
+    }
+}

@@ -78,6 +78,15 @@ fn ddp_gloo_two_ranks_tinycnn_losses_match_pytorch() {
 }
 
 #[test]
+fn ddp_comm_hooks_match_pytorchs_hooks() {
+    // libtorch's builtin FP16 hook against default_hooks.fp16_compress_hook;
+    // gpubench's bf16 hook against default_hooks.bf16_compress_hook.
+    for hook in ["fp16", "bf16"] {
+        gpubench_vs_pytorch(&format!("--strategy ddp --cpu 2 {TINY} --batch-size 4 --comm-hook {hook}"));
+    }
+}
+
+#[test]
 fn without_init_file_pytorch_starts_from_gpubench_weights_for_the_seed() {
     let cfg = format!("{TINY} --batch-size 8 --seed 4");
     let (ours, _) = run_json(&cfg);
