@@ -27,6 +27,7 @@ pub fn run() -> Result<i32> {
             let (env, cfg) = a.job()?;
             commands::allreduce::run(env, cfg)
         }
+        Command::Predict(a) => commands::predict::run(a.into_config()?),
         Command::Report(a) => commands::report::run_report(&a.files, a.charts.as_deref(), a.format),
         Command::Compare(a) => commands::report::run_compare(&a.files, a.charts.as_deref(), a.format),
         Command::Check(a) => {

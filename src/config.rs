@@ -525,3 +525,80 @@ impl AllreduceConfig {
         v
     }
 }
+
+/// Where `predict` gets the all-reduce time of a message size.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CurveSource {
+    /// In-place rows of a results file written by `gpubench allreduce`.
+    File(PathBuf),
+    /// Published or assumed figures: bus bandwidth (GB/s) and latency (s).
+    Busbw { busbw_gbs: f64, latency: Duration },
+}
+
+/// `gpubench predict`'s configuration (`cli::predict`).
+#[derive(Debug, Clone)]
+pub struct PredictConfig {
+    /// The one device profiled.
+    pub device: Devices,
+    /// World sizes to predict (devices per node × nodes).
+    pub devices: Vec<usize>,
+    pub nodes: usize,
+    pub model: ModelKind,
+    pub num_classes: i64,
+    pub image_size: i64,
+    pub batch_per_device: i64,
+    pub precision: Precision,
+    pub channels_last: bool,
+    pub bucket_cap_mb: f64,
+    pub comm_hook: CommHook,
+    pub curve: CurveSource,
+    pub steps: u64,
+    pub warmup: u64,
+    pub seed: u64,
+    pub label: String,
+    pub out: Option<PathBuf>,
+    pub json: bool,
+    pub quiet: bool,
+}
+
+impl PredictConfig {
+    /// The training configuration of the profiled device, with `threads`
+    /// intra-op threads (CPU: a rank's share of the cores).
+    pub fn run_config(&self, threads: Option<usize>) -> RunConfig {
+        RunConfig {
+            strategy: StrategyKind::Ddp,
+            implementation: Impl::Gpubench,
+            devices: self.device.clone(),
+            node_devices: self.device.clone(),
+            world: 1,
+            model: self.model,
+            num_classes: self.num_classes,
+            image_size: self.image_size,
+            batch_per_device: self.batch_per_device,
+            timed: Length::Steps(self.steps),
+            warmup: Length::Steps(self.warmup),
+            ci_target: 0.02,
+            max_duration: Duration::from_secs(120),
+            lr: 0.1 * self.batch_per_device as f64 / 256.0,
+            momentum: 0.9,
+            weight_decay: 1e-4,
+            seed: self.seed,
+            threads,
+            data: "synthetic".into(),
+            workers: 1,
+            label: self.label.clone(),
+            out: None,
+            json: self.json,
+            quiet: self.quiet,
+            precision: self.precision,
+            channels_last: self.channels_last,
+            cudnn_benchmark: false,
+            deterministic: false,
+            breakdown: true,
+            sample_interval: Duration::from_millis(100),
+            telemetry: None,
+            init: InitSpec::default(),
+            ddp: DdpConfig { bucket_cap_mb: self.bucket_cap_mb, comm_hook: self.comm_hook, ..DdpConfig::default() },
+        }
+    }
+}

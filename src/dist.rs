@@ -109,6 +109,7 @@ extern "C" {
     fn gb_reducer_free(r: *mut GbReducer);
     fn gb_reducer_set_sample_rate(r: *mut GbReducer, rate: c_int) -> *mut c_char;
     fn gb_reducer_comm_hook(r: *mut GbReducer, kind: c_int) -> *mut c_char;
+    fn gb_reducer_param_layout(r: *mut GbReducer, bucket_of: *mut i64, ready_ns: *mut i64, n: usize) -> *mut c_char;
     fn gb_reducer_prepare_forward(r: *mut GbReducer) -> *mut c_char;
     fn gb_reducer_prepare_backward(r: *mut GbReducer, outputs: *const *mut C_tensor, n: usize) -> *mut c_char;
     fn gb_reducer_stats(r: *mut GbReducer, out: *mut GbReducerStats) -> *mut c_char;
@@ -599,6 +600,17 @@ impl Reducer {
     }
 
     /// Current bucket sizes in bytes, in reduction order.
+    /// Per parameter of `n_params` (the order given to `new`): its bucket's
+    /// index, and when its gradient was ready in the last sampled backward,
+    /// ns after prepare_backward (None when unknown).
+    pub fn param_layout(&self, n_params: usize) -> Result<Vec<(Option<usize>, Option<i64>)>> {
+        let (mut bucket, mut ready) = (vec![-1i64; n_params], vec![-1i64; n_params]);
+        check(unsafe {
+            gb_reducer_param_layout(self.ptr.as_ptr(), bucket.as_mut_ptr(), ready.as_mut_ptr(), n_params)
+        })?;
+        Ok(bucket.into_iter().zip(ready).map(|(b, r)| (usize::try_from(b).ok(), (r >= 0).then_some(r))).collect())
+    }
+
     pub fn bucket_sizes(&self) -> Result<Vec<i64>> {
         let mut n = 0usize;
         check(unsafe { gb_reducer_bucket_sizes(self.ptr.as_ptr(), std::ptr::null_mut(), 0, &mut n) })?;

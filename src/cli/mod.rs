@@ -5,6 +5,7 @@ pub mod allreduce;
 pub mod data_bench;
 pub mod infer;
 pub mod parse;
+pub mod predict;
 pub mod report;
 pub mod run;
 pub mod sweep;
@@ -42,6 +43,9 @@ pub enum Command {
     /// Time c10d's all-reduce per message size, as nccl-tests does (algbw,
     /// busbw, correctness), one process per device.
     Allreduce(Box<allreduce::AllreduceArgs>),
+    /// Predict DDP's step time and scaling on N devices from one device's
+    /// profile and an all-reduce curve (measured or published).
+    Predict(Box<predict::PredictArgs>),
     // report subcommands
     /// Summarize result files: a table by hardware and config, and charts.
     Report(report::ReportArgs),

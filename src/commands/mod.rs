@@ -6,6 +6,7 @@ pub mod data_bench;
 pub mod infer;
 pub mod info;
 pub mod max_batch;
+pub mod predict;
 pub mod report;
 pub mod run;
 pub mod schema;

@@ -119,6 +119,7 @@ struct gb_pg {
 
 struct gb_reducer {
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  std::vector<at::Tensor> params;  // as given, to name the Reducer's buckets' members
   std::shared_ptr<c10d::Reducer> reducer;
   std::shared_ptr<c10d::Logger> logger;
   std::vector<at::Tensor> buffers;  // detached views of the module buffers
@@ -473,6 +474,7 @@ char* gb_reducer_new(gb_pg* p, void* const* params, size_t n_params, void* const
 
   auto* r = new gb_reducer();
   r->pg = p->pg;
+  r->params = ps;
   r->reducer = std::move(reducer);
   r->logger = std::move(logger);
   r->buffers = std::move(bufs);
@@ -647,6 +649,29 @@ char* gb_reducer_bucket_sizes(gb_reducer* r, int64_t* out, size_t cap, size_t* n
   std::vector<int64_t> sizes = r->logger->get_bucket_sizes();
   for (size_t i = 0; i < sizes.size() && i < cap; ++i) out[i] = sizes[i];
   *n = sizes.size();
+  GB_CATCH_C10
+}
+
+// Per parameter, in the order given to gb_reducer_new: the index of the
+// bucket the Reducer holds it in now (after the rebuild that follows the
+// first iteration), and when its gradient became ready in the last sampled
+// backward pass, in ns after prepare_for_backward (get_backward_stats; -1
+// when unknown). What `gpubench predict` simulates the all-reduces from.
+char* gb_reducer_param_layout(gb_reducer* r, int64_t* bucket_of, int64_t* ready_ns, size_t n) {
+  GB_TRY
+  if (r == nullptr || bucket_of == nullptr || ready_ns == nullptr)
+    throw std::invalid_argument("gb_reducer_param_layout: null argument");
+  if (n != r->params.size()) throw std::invalid_argument("gb_reducer_param_layout: wrong parameter count");
+  std::fill(bucket_of, bucket_of + n, -1);
+  for (const auto& b : r->reducer->get_grad_buckets(/*return_zero_tensors=*/true)) {
+    for (const auto& p : b.getParameters()) {
+      for (size_t i = 0; i < n; ++i) {
+        if (r->params[i].is_same(p)) bucket_of[i] = static_cast<int64_t>(b.getIndex());
+      }
+    }
+  }
+  std::vector<int64_t> stats = r->reducer->get_backward_stats();
+  for (size_t i = 0; i < n; ++i) ready_ns[i] = i < stats.size() ? stats[i] : -1;
   GB_CATCH_C10
 }
 

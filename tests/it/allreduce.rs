@@ -53,3 +53,64 @@ fn bad_allreduce_input_is_one_line_and_exit_2() {
     assert_usage_error("allreduce --cpu 1", "at least 2 ranks");
     assert_usage_error("allreduce --cpu 2 --op max", "only sum");
 }
+
+#[test]
+fn predict_turns_a_profile_and_a_curve_into_rows_beside_measurement() {
+    let dir = tempfile::tempdir().unwrap();
+    let (curve, out) = (dir.path().join("curve.csv"), dir.path().join("pred.csv"));
+    let o = gpubench(&format!("allreduce --cpu 2 -b 1K -e 1M -f 8 -n 3 -w 1 -q --out {}", curve.display())).run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let a = format!(
+        "predict --cpu --devices 2,4 --model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --steps 3 \
+         --warmup 1 --allreduce {} --out {} --json",
+        curve.display(),
+        out.display()
+    );
+    let o = gpubench(&a).run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    let preds = v["predictions"].as_array().unwrap();
+    // The file has no curve at 4 ranks: that world size is skipped, and said so.
+    assert_eq!(preds.len(), 1, "{v}");
+    assert!(v["notes"][0].as_str().unwrap().contains("world size 4 skipped"), "{v}");
+    let p = &preds[0];
+    let (step, one) = (
+        p["prediction"]["step"].as_f64().unwrap(),
+        p["profile"]["forward"].as_f64().unwrap()
+            + p["profile"]["backward"].as_f64().unwrap()
+            + p["profile"]["optimizer"].as_f64().unwrap(),
+    );
+    assert!(step >= one && p["prediction"]["efficiency"].as_f64().unwrap() <= 1.0 + 1e-12, "{p}");
+    assert!(!p["profile"]["buckets"].as_array().unwrap().is_empty());
+    let r = read_csv(&out).pop().unwrap();
+    assert_eq!((r["impl"].as_str(), r["strategy"].as_str(), r["n_devices"].as_str()), ("predicted", "ddp", "2"));
+    assert!(num(&r, "throughput_img_s") > 0.0 && r["source"].contains("curve.csv"));
+    // Published figures instead of a file: every world size.
+    let o = gpubench(
+        "predict --cpu --devices 2,4,8 --model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --steps 2 \
+         --warmup 1 --busbw 10 --latency 50us --json",
+    )
+    .run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["predictions"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn bad_predict_input_is_one_line_and_exit_2() {
+    let s = "predict --cpu --model tinycnn --image-size 16";
+    assert_usage_error(s, "needs an all-reduce curve");
+    assert_usage_error(&format!("{s} --busbw 0"), "--busbw must be above zero");
+    assert_usage_error(&format!("{s} --busbw 5 --devices 1"), "world size of 2 or more");
+    assert_usage_error(&format!("{s} --busbw 5 --devices two"), "is not a device count");
+    assert_usage_error(&format!("{s} --allreduce /nonexistent.csv"), "no such file");
+    let dir = tempfile::tempdir().unwrap();
+    let train = dir.path().join("train.csv");
+    let o = gpubench(&format!(
+        "run --cpu --model tinycnn --image-size 16 --batch-size 4 --steps 1 --warmup 0 -q --out {}",
+        train.display()
+    ))
+    .run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_usage_error(&format!("{s} --allreduce {}", train.display()), "no all-reduce rows");
+}

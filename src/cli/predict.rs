@@ -1,0 +1,168 @@
+//! `gpubench predict`'s arguments and their one conversion into a
+//! `PredictConfig`.
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+
+use crate::config::{CommHook, CurveSource, ModelKind, Precision, PredictConfig};
+use crate::device::{self, DeviceKind, Devices};
+use crate::error::usage;
+
+#[derive(Args, Debug, Clone)]
+pub struct PredictArgs {
+    /// The GPU to profile (one ordinal). Default: GPU 0 if there is one, else the CPU.
+    #[arg(long, value_name = "N", conflicts_with = "cpu")]
+    pub gpus: Option<String>,
+    /// Profile on the CPU (each rank's share of the cores).
+    #[arg(long)]
+    pub cpu: bool,
+    /// World sizes to predict, comma-separated (devices per node).
+    #[arg(long, default_value = "2,4,8", value_name = "LIST")]
+    pub devices: String,
+    /// Nodes: each world size is devices × nodes.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
+    #[arg(long, value_enum, default_value_t = ModelKind::Resnet50)]
+    pub model: ModelKind,
+    #[arg(long, default_value_t = 1000)]
+    pub num_classes: i64,
+    #[arg(long, default_value_t = 224)]
+    pub image_size: i64,
+    /// Images per device.
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: i64,
+    #[arg(long, value_enum, default_value_t = Precision::Fp32)]
+    pub precision: Precision,
+    #[arg(long)]
+    pub channels_last: bool,
+    #[arg(long, default_value_t = 25.0)]
+    pub bucket_cap_mb: f64,
+    #[arg(long, value_enum, default_value_t = CommHook::None)]
+    pub comm_hook: CommHook,
+    /// A results file with in-place rows from `gpubench allreduce` at each world size.
+    #[arg(long, value_name = "FILE.csv", conflicts_with = "busbw")]
+    pub allreduce: Option<PathBuf>,
+    /// Instead of a file: the bus bandwidth in GB/s (e.g. a published nccl-tests figure)...
+    #[arg(long, value_name = "GB/s")]
+    pub busbw: Option<f64>,
+    /// ...and the latency of an all-reduce.
+    #[arg(long, default_value = "20us", value_name = "DURATION")]
+    pub latency: String,
+    /// Timed profile steps, after --warmup untimed ones.
+    #[arg(long, default_value_t = 10)]
+    pub steps: u64,
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, default_value = "")]
+    pub label: String,
+    /// Append a row per world size (impl=predicted) to this CSV file.
+    #[arg(long, value_name = "FILE.csv")]
+    pub out: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl PredictArgs {
+    pub fn into_config(self) -> Result<PredictConfig> {
+        let a = self;
+        let curve = match (&a.allreduce, a.busbw) {
+            (Some(p), _) => {
+                if !p.is_file() {
+                    return Err(usage(format!("--allreduce {}: no such file", p.display())));
+                }
+                let rows = crate::results::csv::read_rows(p)?;
+                if !rows.iter().any(|r| r.mode == "allreduce") {
+                    return Err(usage(format!(
+                        "--allreduce {}: no all-reduce rows in it; write them with gpubench allreduce --out {}",
+                        p.display(),
+                        p.display()
+                    )));
+                }
+                CurveSource::File(p.clone())
+            }
+            (None, Some(b)) if b.is_finite() && b > 0.0 => {
+                let latency = humantime::parse_duration(a.latency.trim()).map_err(|e| {
+                    usage(format!("--latency {:?} is not a duration ({e}); write e.g. 20us", a.latency))
+                })?;
+                CurveSource::Busbw { busbw_gbs: b, latency }
+            }
+            (None, Some(b)) => return Err(usage(format!("--busbw must be above zero (it is {b})"))),
+            (None, None) => {
+                return Err(usage(
+                    "predict needs an all-reduce curve: --allreduce FILE (from gpubench allreduce --out FILE) or \
+                     --busbw GB/s for hardware you do not have",
+                ))
+            }
+        };
+        let mut devices = vec![];
+        for d in a.devices.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+            match d.parse::<usize>() {
+                Ok(n) if n >= 1 => devices.push(n),
+                _ => {
+                    return Err(usage(format!(
+                        "--devices {}: {d:?} is not a device count; write e.g. 2,4,8",
+                        a.devices
+                    )))
+                }
+            }
+        }
+        if devices.is_empty() || devices.iter().all(|&n| n * a.nodes < 2) {
+            return Err(usage("--devices needs a world size of 2 or more (devices × --nodes)"));
+        }
+        devices.retain(|&n| n * a.nodes >= 2);
+        if a.nodes == 0 {
+            return Err(usage("--nodes must be at least 1"));
+        }
+        if a.batch_size <= 0 {
+            return Err(usage("--batch-size must be at least 1 (it is per device)"));
+        }
+        if a.steps == 0 {
+            return Err(usage("--steps must be at least 1"));
+        }
+        if !a.bucket_cap_mb.is_finite() || a.bucket_cap_mb <= 0.0 {
+            return Err(usage("--bucket-cap-mb must be above zero"));
+        }
+        let min = a.model.min_image_size();
+        if a.image_size < min {
+            return Err(usage(format!(
+                "--image-size {} is too small for {}; use at least {min}",
+                a.image_size,
+                a.model.name()
+            )));
+        }
+        let device = if a.cpu {
+            Devices::cpu(1)
+        } else {
+            let d = device::resolve(a.gpus.as_deref(), None, a.quiet || a.json)?;
+            Devices { kind: d.kind, ordinals: d.ordinals.into_iter().take(1).collect() }
+        };
+        if device.kind == DeviceKind::Cpu && a.precision == Precision::Tf32 {
+            return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
+        }
+        Ok(PredictConfig {
+            device,
+            devices,
+            nodes: a.nodes,
+            model: a.model,
+            num_classes: a.num_classes,
+            image_size: a.image_size,
+            batch_per_device: a.batch_size,
+            precision: a.precision,
+            channels_last: a.channels_last,
+            bucket_cap_mb: a.bucket_cap_mb,
+            comm_hook: a.comm_hook,
+            curve,
+            steps: a.steps,
+            warmup: a.warmup,
+            seed: a.seed,
+            label: a.label,
+            out: a.out,
+            json: a.json,
+            quiet: a.quiet,
+        })
+    }
+}

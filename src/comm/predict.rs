@@ -1,0 +1,360 @@
+//! `gpubench predict`: DDP's step time on N devices from one device's
+//! profile and an all-reduce curve, so that scaling can be estimated for
+//! hardware one does not have, and checked against measurement where one
+//! does.
+//!
+//! The model (one communication stream, as DDP's Reducer on one process
+//! group):
+//! - the **profile** is one device running the same ddp step through
+//!   libtorch's Reducer (world size 1): median forward, backward and
+//!   optimizer times (the device synchronised between phases), the bucket
+//!   each parameter is in after the Reducer rebuilt its buckets in
+//!   gradient-ready order, and when each gradient became ready, from the
+//!   Reducer's own `get_backward_stats`;
+//! - bucket b is ready when its last gradient is (r_b); its all-reduce
+//!   starts when it is ready and the previous bucket's is done, and takes
+//!   t(S_b): `end_b = max(r_b, end_{b-1}) + t(S_b)`, buckets in index order;
+//! - `step(N) = forward + max(backward, end_last) + optimizer`; exposed
+//!   communication = `max(0, end_last - backward)`; efficiency =
+//!   `step(1) / step(N)`.
+//! - t(S): interpolated (log-log) between the in-place sizes a `gpubench
+//!   allreduce` file measured at world size N, or `latency + S / algbw` with
+//!   `algbw = busbw × N / (2(N-1))` (nccl-tests' definition inverted).
+//!   `--comm-hook fp16|bf16` halves every S.
+//!
+//! What it leaves out: stragglers and jitter between ranks, the buffer
+//! broadcast before each forward, contention between communication and
+//! compute for the same cores or memory, and a first bucket launched before
+//! the backward pass's first kernels finish. On the CPU each rank's profile
+//! uses that rank's share of the cores.
+use anyhow::{anyhow, Result};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+use tch::Device;
+
+use crate::config::{CommHook, CurveSource, PredictConfig};
+use crate::dist::{Backend, ProcessGroup, Reducer, ReducerOptions, Store};
+use crate::error::usage;
+use crate::metrics::stats::percentile;
+use crate::model::build_model;
+use crate::strategy::precision::autocast;
+use crate::strategy::{build_optimizer, loss_fn};
+
+/// One bucket of gradients as the Reducer holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Bucket {
+    pub bytes: u64,
+    /// Seconds after the start of backward when its last gradient was ready.
+    pub ready: f64,
+}
+
+/// One device's step, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Profile {
+    pub forward: f64,
+    pub backward: f64,
+    pub optimizer: f64,
+    /// In the Reducer's index order.
+    pub buckets: Vec<Bucket>,
+    /// Intra-op threads the profile ran with (CPU).
+    pub threads: Option<usize>,
+}
+
+impl Profile {
+    pub fn step(&self) -> f64 {
+        self.forward + self.backward + self.optimizer
+    }
+}
+
+/// All-reduce time of a message, in seconds.
+pub trait Curve {
+    fn time(&self, bytes: f64) -> f64;
+    fn describe(&self) -> String;
+}
+
+/// `latency + bytes / algbw`, from a bus bandwidth at world size `n`.
+pub struct Linear {
+    pub latency: f64,
+    pub busbw_gbs: f64,
+    pub n: usize,
+}
+
+impl Curve for Linear {
+    fn time(&self, bytes: f64) -> f64 {
+        let algbw = self.busbw_gbs * 1e9 * self.n as f64 / (2.0 * (self.n as f64 - 1.0)).max(1.0);
+        self.latency + bytes / algbw
+    }
+
+    fn describe(&self) -> String {
+        format!("busbw {} GB/s, latency {:.0} us", self.busbw_gbs, self.latency * 1e6)
+    }
+}
+
+/// Measured (bytes, seconds) points, interpolated in log-log; flat below the
+/// smallest size, at the last two points' bandwidth above the largest.
+pub struct Measured {
+    pub points: Vec<(f64, f64)>,
+    pub what: String,
+}
+
+impl Curve for Measured {
+    fn time(&self, bytes: f64) -> f64 {
+        let p = &self.points;
+        let b = bytes.max(1.0);
+        if b <= p[0].0 || p.len() == 1 {
+            return p[0].1;
+        }
+        for w in p.windows(2) {
+            let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+            if b <= x1 {
+                let f = (b.ln() - x0.ln()) / (x1.ln() - x0.ln());
+                return (y0.ln() + f * (y1.ln() - y0.ln())).exp();
+            }
+        }
+        let ((x0, y0), (x1, y1)) = (p[p.len() - 2], p[p.len() - 1]);
+        let per_byte = ((y1 - y0) / (x1 - x0)).max(0.0);
+        y1 + (b - x1) * per_byte
+    }
+
+    fn describe(&self) -> String {
+        self.what.clone()
+    }
+}
+
+/// The curve for world size `n` from `src`; None when a file has no
+/// all-reduce at that size (`backend` must match too).
+pub fn curve(src: &CurveSource, n: usize, backend: Backend) -> Result<Option<Box<dyn Curve>>> {
+    match src {
+        CurveSource::Busbw { busbw_gbs, latency } => {
+            Ok(Some(Box::new(Linear { latency: latency.as_secs_f64(), busbw_gbs: *busbw_gbs, n })))
+        }
+        CurveSource::File(path) => {
+            let rows = crate::results::csv::read_rows(path)?;
+            let mut by: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
+            for r in rows.iter().filter(|r| {
+                r.mode == "allreduce"
+                    && r.status == "ok"
+                    && r.in_place == Some(true)
+                    && r.n_devices as usize == n
+                    && r.backend == backend.name()
+            }) {
+                if let (Some(b), Some(ms)) = (r.bytes, r.step_ms_mean) {
+                    by.entry(b).or_default().push(ms / 1e3);
+                }
+            }
+            if by.is_empty() {
+                return Ok(None);
+            }
+            let points: Vec<(f64, f64)> = by.into_iter().map(|(b, t)| (b as f64, percentile(&t, 50.0))).collect();
+            let what = format!("{} ({} sizes, {} ×{n})", path.display(), points.len(), backend.name());
+            Ok(Some(Box::new(Measured { points, what })))
+        }
+    }
+}
+
+/// One world size's prediction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prediction {
+    pub n: usize,
+    pub step: f64,
+    pub throughput: f64,
+    pub efficiency: f64,
+    /// All-reduce time summed over buckets, and what of it was not hidden
+    /// behind the backward pass.
+    pub comm: f64,
+    pub exposed: f64,
+}
+
+/// Simulates the buckets' all-reduces on one stream (see the module doc).
+pub fn simulate(p: &Profile, curve: &dyn Curve, n: usize, batch: i64, hook: CommHook) -> Prediction {
+    let scale = if hook == CommHook::None { 1.0 } else { 0.5 };
+    let (mut end, mut comm) = (0.0f64, 0.0);
+    for b in &p.buckets {
+        let t = curve.time(b.bytes as f64 * scale);
+        end = end.max(b.ready) + t;
+        comm += t;
+    }
+    let step = p.forward + p.backward.max(end) + p.optimizer;
+    Prediction {
+        n,
+        step,
+        throughput: n as f64 * batch as f64 / step,
+        efficiency: p.step() / step,
+        comm,
+        exposed: (end - p.backward).max(0.0),
+    }
+}
+
+/// Profiles one device: the ddp step with world size 1 through libtorch's
+/// Reducer, `warmup` untimed steps then `steps` timed ones.
+pub fn profile(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile> {
+    let rc = cfg.run_config(threads);
+    if let Some(t) = threads {
+        tch::set_num_threads(t as i32);
+    }
+    crate::strategy::precision::apply_globals(cfg.precision, false, false)?;
+    let device = cfg.device.device(0);
+    let (backend, cuda) = match device {
+        Device::Cuda(o) => (Backend::Nccl, Some(o)),
+        _ => (Backend::Gloo, None),
+    };
+    let timeout = Duration::from_secs(120);
+    let port = crate::dist::free_port()?;
+    let store = Store::new("127.0.0.1", port, 0, 1, true, timeout)?;
+    let pg = ProcessGroup::new(&store, backend, 0, 1, cuda, timeout)?;
+    let (vs, model) = build_model(&rc, device);
+    let mut opt = build_optimizer(&rc, &vs)?;
+    let params = vs.trainable_variables();
+    let opts = ReducerOptions {
+        bucket_cap_bytes: Some((cfg.bucket_cap_mb * 1024.0 * 1024.0) as i64),
+        broadcast_buffers: false,
+        stats_sample_rate: Some(1),
+        comm_hook: cfg.comm_hook,
+        ..Default::default()
+    };
+    let mut reducer = Reducer::new(&pg, &params, &[], &opts)?;
+    let mut data = crate::data::synthetic::Synthetic::new(
+        cfg.batch_per_device,
+        cfg.image_size,
+        cfg.num_classes,
+        device,
+        cfg.seed,
+    )?;
+    let sync = || {
+        if let Device::Cuda(o) = device {
+            tch::Cuda::synchronize(o as i64);
+        }
+    };
+    let (mut f, mut b, mut o) = (vec![], vec![], vec![]);
+    for i in 0..cfg.warmup + cfg.steps {
+        use crate::data::DataSource;
+        let batch = data.next_batch()?;
+        opt.zero_grad();
+        sync();
+        let t0 = Instant::now();
+        reducer.prepare_forward()?;
+        let logits = autocast(cfg.precision, device, || model.forward_t(&batch.images, true))?;
+        let loss = autocast(cfg.precision, device, || loss_fn(&logits, &batch.labels))??;
+        reducer.prepare_backward(&[])?;
+        sync();
+        let t1 = Instant::now();
+        loss.f_backward()?;
+        sync();
+        let t2 = Instant::now();
+        opt.step();
+        sync();
+        let t3 = Instant::now();
+        if i >= cfg.warmup {
+            f.push((t1 - t0).as_secs_f64());
+            b.push((t2 - t1).as_secs_f64());
+            o.push((t3 - t2).as_secs_f64());
+        }
+    }
+    let layout = reducer.param_layout(params.len())?;
+    let n_buckets = layout.iter().filter_map(|(b, _)| *b).max().map_or(0, |m| m + 1);
+    let mut buckets = vec![Bucket { bytes: 0, ready: 0.0 }; n_buckets];
+    for (p, (bucket, ready)) in params.iter().zip(&layout) {
+        let bi = bucket.ok_or_else(|| anyhow!("a parameter is in no bucket of the Reducer"))?;
+        let bytes = p.numel() as u64 * p.kind().elt_size_in_bytes() as u64;
+        buckets[bi].bytes += bytes;
+        let r = ready.ok_or_else(|| anyhow!("the Reducer recorded no ready time for a gradient"))?;
+        buckets[bi].ready = buckets[bi].ready.max(r as f64 / 1e9);
+    }
+    let med = |v: &[f64]| percentile(v, 50.0);
+    Ok(Profile { forward: med(&f), backward: med(&b), optimizer: med(&o), buckets, threads })
+}
+
+/// A world size's profile, prediction and the curve it used.
+pub type Predicted = (Profile, Prediction, String);
+
+/// Every world size's prediction, profiling once (GPU) or once per world
+/// size with that rank's share of the cores (CPU). A world size without a
+/// curve is skipped with a note.
+pub fn predict(cfg: &PredictConfig) -> Result<(Vec<Predicted>, Vec<String>)> {
+    let cpu = !cfg.device.device(0).is_cuda();
+    let backend = if cpu { Backend::Gloo } else { Backend::Nccl };
+    let mut out = vec![];
+    let mut notes = vec![];
+    let mut gpu_profile: Option<Profile> = None;
+    for &n in &cfg.devices {
+        let world = n * cfg.nodes;
+        let Some(c) = curve(&cfg.curve, world, backend)? else {
+            notes.push(format!(
+                "world size {world} skipped: no {} all-reduce at that size in the file; measure it with gpubench \
+                 allreduce on {world} devices, or give --busbw",
+                backend.name()
+            ));
+            continue;
+        };
+        let p = if cpu {
+            let per = (crate::device::cpu_cores() / n).max(1);
+            profile(cfg, Some(per))?
+        } else {
+            match &gpu_profile {
+                Some(p) => p.clone(),
+                None => {
+                    let p = profile(cfg, None)?;
+                    gpu_profile = Some(p.clone());
+                    p
+                }
+            }
+        };
+        let pred = simulate(&p, c.as_ref(), world, cfg.batch_per_device, cfg.comm_hook);
+        out.push((p, pred, c.describe()));
+    }
+    if out.is_empty() {
+        return Err(usage(format!("nothing to predict: {}", notes.join("; "))));
+    }
+    Ok((out, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile_of(buckets: &[(u64, f64)]) -> Profile {
+        Profile {
+            forward: 0.010,
+            backward: 0.020,
+            optimizer: 0.002,
+            buckets: buckets.iter().map(|&(bytes, ready)| Bucket { bytes, ready }).collect(),
+            threads: None,
+        }
+    }
+
+    #[test]
+    fn communication_hidden_behind_backward_costs_nothing() {
+        // Two buckets of 1 MB ready at 5 and 15 ms; 1 ms each: done by 16 ms < 20 ms backward.
+        let c = Linear { latency: 0.0, busbw_gbs: 1.0, n: 2 };
+        assert!((c.time(1e6) - 1e-3).abs() < 1e-12);
+        let p = simulate(&profile_of(&[(1_000_000, 0.005), (1_000_000, 0.015)]), &c, 2, 32, CommHook::None);
+        assert!((p.step - 0.032).abs() < 1e-12 && p.exposed == 0.0 && (p.efficiency - 1.0).abs() < 1e-12);
+        assert!((p.comm - 0.002).abs() < 1e-12);
+        assert!((p.throughput - 2.0 * 32.0 / 0.032).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_late_bucket_is_exposed_and_buckets_queue_on_one_stream() {
+        // 10 ms each; the first ready at 18 ms runs to 28, the second waits for it: 38 ms.
+        let c = Linear { latency: 0.0, busbw_gbs: 0.1, n: 2 };
+        let p = simulate(&profile_of(&[(1_000_000, 0.018), (1_000_000, 0.019)]), &c, 2, 32, CommHook::None);
+        assert!((p.exposed - 0.018).abs() < 1e-9, "{p:?}");
+        assert!((p.step - (0.010 + 0.038 + 0.002)).abs() < 1e-9);
+        // fp16 compression halves each message: 5 ms each, done at 28 ms.
+        let h = simulate(&profile_of(&[(1_000_000, 0.018), (1_000_000, 0.019)]), &c, 2, 32, CommHook::Fp16);
+        assert!((h.exposed - 0.008).abs() < 1e-9, "{h:?}");
+    }
+
+    #[test]
+    fn measured_curves_interpolate_in_log_log_and_extrapolate_at_bandwidth() {
+        let m = Measured { points: vec![(1e3, 1e-4), (1e5, 1e-3), (1e7, 1e-2)], what: String::new() };
+        assert_eq!(m.time(10.0), 1e-4);
+        assert!((m.time(1e4) - 10f64.powf(-3.5)).abs() < 1e-12);
+        // Beyond the last point: its bandwidth, (1e-2 - 1e-3) / (1e7 - 1e5) per byte.
+        let per = (1e-2 - 1e-3) / (1e7 - 1e5);
+        assert!((m.time(2e7) - (1e-2 + 1e7 * per)).abs() < 1e-12);
+        // Inverting nccl-tests: busbw 10 GB/s on 4 ranks is algbw 10 × 4/6.
+        let l = Linear { latency: 0.0, busbw_gbs: 10.0, n: 4 };
+        assert!((l.time(1e9) - 1.0 / (10.0 * 4.0 / 6.0)).abs() < 1e-12);
+    }
+}
