@@ -232,6 +232,55 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// A configuration that builds `model` on `devices` and runs nothing by
+    /// itself: what serving and the scaling model start from (their
+    /// configurations set what they use on top).
+    pub fn for_model(
+        model: ModelKind,
+        num_classes: i64,
+        image_size: i64,
+        batch: i64,
+        devices: &Devices,
+        precision: Precision,
+        seed: u64,
+    ) -> RunConfig {
+        RunConfig {
+            strategy: StrategyKind::Single,
+            implementation: Impl::Gpubench,
+            devices: devices.clone(),
+            node_devices: devices.clone(),
+            world: devices.len(),
+            model,
+            num_classes,
+            image_size,
+            batch_per_device: batch,
+            timed: Length::Steps(1),
+            warmup: Length::Steps(0),
+            ci_target: 0.02,
+            max_duration: Duration::from_secs(120),
+            lr: 0.0,
+            momentum: 0.0,
+            weight_decay: 0.0,
+            seed,
+            threads: None,
+            data: "synthetic".into(),
+            workers: 1,
+            label: String::new(),
+            out: None,
+            json: false,
+            quiet: false,
+            precision,
+            channels_last: false,
+            cudnn_benchmark: false,
+            deterministic: false,
+            breakdown: false,
+            sample_interval: Duration::from_millis(100),
+            telemetry: None,
+            init: InitSpec::default(),
+            ddp: DdpConfig::default(),
+        }
+    }
+
     pub fn global_batch(&self) -> i64 {
         self.batch_per_device * self.world as i64
     }
@@ -412,37 +461,23 @@ impl InferConfig {
         RunConfig {
             strategy: StrategyKind::Dp,
             implementation: self.implementation,
-            devices: self.devices.clone(),
-            node_devices: self.devices.clone(),
-            world: self.devices.len(),
-            model: self.model,
-            num_classes: self.num_classes,
-            image_size: self.image_size,
-            batch_per_device: self.max_batch,
-            timed: Length::Steps(1),
-            warmup: Length::Steps(0),
-            ci_target: 0.02,
             max_duration: self.duration,
-            lr: 0.0,
-            momentum: 0.0,
-            weight_decay: 0.0,
-            seed: self.seed,
             threads: self.threads,
-            data: "synthetic".into(),
-            workers: 1,
             label: self.label.clone(),
-            out: None,
             json: self.json,
             quiet: self.quiet,
-            precision: self.precision,
             channels_last: self.channels_last,
             cudnn_benchmark: self.cudnn_benchmark,
-            deterministic: false,
-            breakdown: false,
             sample_interval: self.sample_interval,
-            telemetry: None,
-            init: InitSpec::default(),
-            ddp: DdpConfig::default(),
+            ..RunConfig::for_model(
+                self.model,
+                self.num_classes,
+                self.image_size,
+                self.max_batch,
+                &self.devices,
+                self.precision,
+                self.seed,
+            )
         }
     }
 }
@@ -567,38 +602,27 @@ impl PredictConfig {
     pub fn run_config(&self, threads: Option<usize>) -> RunConfig {
         RunConfig {
             strategy: StrategyKind::Ddp,
-            implementation: Impl::Gpubench,
-            devices: self.device.clone(),
-            node_devices: self.device.clone(),
-            world: 1,
-            model: self.model,
-            num_classes: self.num_classes,
-            image_size: self.image_size,
-            batch_per_device: self.batch_per_device,
             timed: Length::Steps(self.steps),
             warmup: Length::Steps(self.warmup),
-            ci_target: 0.02,
-            max_duration: Duration::from_secs(120),
             lr: 0.1 * self.batch_per_device as f64 / 256.0,
             momentum: 0.9,
             weight_decay: 1e-4,
-            seed: self.seed,
             threads,
-            data: "synthetic".into(),
-            workers: 1,
             label: self.label.clone(),
-            out: None,
             json: self.json,
             quiet: self.quiet,
-            precision: self.precision,
             channels_last: self.channels_last,
-            cudnn_benchmark: false,
-            deterministic: false,
             breakdown: true,
-            sample_interval: Duration::from_millis(100),
-            telemetry: None,
-            init: InitSpec::default(),
             ddp: DdpConfig { bucket_cap_mb: self.bucket_cap_mb, comm_hook: self.comm_hook, ..DdpConfig::default() },
+            ..RunConfig::for_model(
+                self.model,
+                self.num_classes,
+                self.image_size,
+                self.batch_per_device,
+                &self.device,
+                self.precision,
+                self.seed,
+            )
         }
     }
 }

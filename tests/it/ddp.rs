@@ -15,6 +15,21 @@ fn params(s: &dyn Strategy) -> Vec<Tensor> {
     s.var_store().trainable_variables().iter().map(|v| v.detach().copy()).collect()
 }
 
+/// Rank `rank`'s configuration: its one CPU device in a world of two, batch 4.
+fn rank_config(rank: usize, port: u16, opts: &str) -> gpubench::config::RunConfig {
+    let env = DistEnv {
+        rank,
+        world_size: 2,
+        local_rank: rank,
+        local_world: Some(2),
+        master_addr: "127.0.0.1".into(),
+        master_port: port,
+        ours: false,
+    };
+    let placement = Placement::Rank { mine: Devices::cpu(1), node: Devices::cpu(2), env };
+    run_config(&format!("--strategy ddp --cpu 2 --batch-size 4 {opts}"), placement)
+}
+
 fn max_rel(a: &[Tensor], b: &[Tensor]) -> f64 {
     a.iter()
         .zip(b)
@@ -38,18 +53,7 @@ fn two_ranks_equal_one_process_on_the_global_batch() {
         .into_iter()
         .enumerate()
         .map(|(rank, my)| {
-            // This rank's configuration: its one device in a world of two.
-            let env = DistEnv {
-                rank,
-                world_size: 2,
-                local_rank: rank,
-                local_world: Some(2),
-                master_addr: "127.0.0.1".into(),
-                master_port: port,
-                ours: false,
-            };
-            let placement = Placement::Rank { mine: Devices::cpu(1), node: Devices::cpu(2), env };
-            let dcfg = run_config(&format!("--strategy ddp --cpu 2 --batch-size 4 {opts}"), placement);
+            let dcfg = rank_config(rank, port, &opts);
             assert_eq!(dcfg.global_batch(), 8);
             std::thread::spawn(move || {
                 let t = Duration::from_secs(30);
@@ -250,17 +254,7 @@ fn compressed_gradients_equal_the_rounded_average() {
             .into_iter()
             .enumerate()
             .map(|(rank, (x, y))| {
-                let env = DistEnv {
-                    rank,
-                    world_size: 2,
-                    local_rank: rank,
-                    local_world: Some(2),
-                    master_addr: "127.0.0.1".into(),
-                    master_port: port,
-                    ours: false,
-                };
-                let placement = Placement::Rank { mine: Devices::cpu(1), node: Devices::cpu(2), env };
-                let dcfg = run_config(&format!("--strategy ddp --cpu 2 --batch-size 4 {opts}"), placement);
+                let dcfg = rank_config(rank, port, &opts);
                 std::thread::spawn(move || {
                     let t = Duration::from_secs(30);
                     let store = Store::new("127.0.0.1", port, rank, 2, rank == 0, t).unwrap();
