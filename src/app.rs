@@ -41,6 +41,7 @@ pub fn run() -> Result<i32> {
             commands::data_bench::run(&spec, json)
         }
         Command::Schema(a) => commands::schema::run(a.format),
+        Command::TraceSummary(a) => commands::report::run_trace_summary(&a.dir, a.json),
     }
 }
 

@@ -146,6 +146,26 @@ pub struct InitSpec {
     pub from: Option<PathBuf>,
 }
 
+/// `run --profile DIR`: PyTorch's profiler over the first timed steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileSpec {
+    pub dir: PathBuf,
+    /// Timed steps traced (the first ones after warm-up).
+    pub steps: u64,
+    /// This process's place, for the trace's name and `distributedInfo`.
+    pub rank: usize,
+    pub world: usize,
+    /// The process group's backend; empty outside ddp.
+    pub backend: String,
+}
+
+impl ProfileSpec {
+    /// One trace per process: `DIR/rank<R>.pt.trace.json`.
+    pub fn trace_path(&self) -> PathBuf {
+        self.dir.join(format!("rank{}.pt.trace.json", self.rank))
+    }
+}
+
 /// DistributedDataParallel settings, checked and resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DdpConfig {
@@ -229,6 +249,8 @@ pub struct RunConfig {
     pub init: InitSpec,
     /// Meaningful when `strategy` is ddp.
     pub ddp: DdpConfig,
+    /// `--profile DIR`: trace the first timed steps with PyTorch's profiler.
+    pub profile: Option<ProfileSpec>,
 }
 
 impl RunConfig {
@@ -278,6 +300,7 @@ impl RunConfig {
             telemetry: None,
             init: InitSpec::default(),
             ddp: DdpConfig::default(),
+            profile: None,
         }
     }
 

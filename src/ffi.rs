@@ -27,6 +27,11 @@ extern "C" {
     fn gb_cuda_reset_peak_memory(dev: c_int) -> *mut c_char;
     fn gb_cuda_set_device(dev: c_int) -> *mut c_char;
     fn gb_autocast(cuda: c_int, bf16: c_int, enabled: c_int) -> *mut c_char;
+    fn gb_profiler_start(cuda: c_int) -> *mut c_char;
+    fn gb_profiler_metadata(key: *const c_char, json: *const c_char) -> *mut c_char;
+    fn gb_profiler_stop(path: *const c_char) -> *mut c_char;
+    fn gb_range_begin(name: *const c_char) -> *mut std::ffi::c_void;
+    fn gb_range_end(handle: *mut std::ffi::c_void);
     fn gb_set_tf32(on: c_int) -> *mut c_char;
     fn gb_set_deterministic(on: c_int) -> *mut c_char;
     fn gb_channels_last_(t: *mut std::ffi::c_void) -> *mut c_char;
@@ -251,6 +256,49 @@ pub fn cuda_reset_peak_memory(dev: usize) -> Result<()> {
 
 /// Enters (`on`) or leaves libtorch's autocast for CUDA or the CPU, to
 /// float16 or bfloat16. The state is thread-local.
+/// Starts PyTorch's profiler (Kineto): CPU ops on every thread, and CUDA
+/// kernels when `cuda`.
+pub fn profiler_start(cuda: bool) -> Result<()> {
+    check(unsafe { gb_profiler_start(c_int::from(cuda)) })
+}
+
+/// Top-level metadata for the trace being recorded (`json`: a JSON value).
+pub fn profiler_metadata(key: &str, json: &str) -> Result<()> {
+    let (k, j) = (cstr(key)?, cstr(json)?);
+    check(unsafe { gb_profiler_metadata(k.as_ptr(), j.as_ptr()) })
+}
+
+/// Stops the profiler and writes its Chrome trace to `path`.
+pub fn profiler_stop(path: &std::path::Path) -> Result<()> {
+    let p = cstr(&path.display().to_string())?;
+    check(unsafe { gb_profiler_stop(p.as_ptr()) })
+}
+
+fn cstr(s: &str) -> Result<std::ffi::CString> {
+    std::ffi::CString::new(s).map_err(|_| anyhow::anyhow!("{s:?} contains a NUL byte"))
+}
+
+/// A named range in the profiler's trace (what torch.profiler.record_function
+/// opens), closed on drop; nothing when the profiler is off.
+pub struct Range(*mut std::ffi::c_void);
+
+impl Range {
+    pub fn begin(name: &str) -> Range {
+        match std::ffi::CString::new(name) {
+            Ok(c) => Range(unsafe { gb_range_begin(c.as_ptr()) }),
+            Err(_) => Range(std::ptr::null_mut()),
+        }
+    }
+}
+
+impl Drop for Range {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            unsafe { gb_range_end(self.0) }
+        }
+    }
+}
+
 pub fn set_autocast(cuda: bool, bf16: bool, on: bool) -> Result<()> {
     check(unsafe { gb_autocast(c_int::from(cuda), c_int::from(bf16), c_int::from(on)) })
 }

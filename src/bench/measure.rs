@@ -113,6 +113,44 @@ impl PhaseClock for SyncClock<'_> {
     }
 }
 
+/// For `--profile`: names the phases of a step as ranges in the trace
+/// (forward, backward, optimizer), with no device sync.
+struct RangeClock(Option<crate::ffi::Range>);
+
+impl RangeClock {
+    fn new() -> Self {
+        RangeClock(Some(crate::ffi::Range::begin("gpubench.forward")))
+    }
+}
+
+impl PhaseClock for RangeClock {
+    fn mark(&mut self, phase: Phase) {
+        self.0 = None;
+        self.0 = match phase {
+            Phase::Forward => Some(crate::ffi::Range::begin("gpubench.backward")),
+            Phase::Backward => Some(crate::ffi::Range::begin("gpubench.optimizer")),
+            Phase::Optimizer => None,
+        };
+    }
+}
+
+/// Starts PyTorch's profiler for `--profile`, with the `distributedInfo`
+/// Holistic Trace Analysis reads (rank, world size, backend).
+fn start_profile(p: &crate::config::ProfileSpec, cuda: bool) -> Result<()> {
+    std::fs::create_dir_all(&p.dir)
+        .map_err(|e| crate::error::usage(format!("--profile {}: cannot create it ({e})", p.dir.display())))?;
+    crate::ffi::profiler_start(cuda)?;
+    // Spaced as Python's json.dumps writes it: HTA finds the rank with the
+    // pattern `"rank":\s+(\d+)`.
+    let info = format!(
+        r#"{{"backend": {}, "rank": {}, "world_size": {}}}"#,
+        serde_json::Value::from(p.backend.as_str()),
+        p.rank,
+        p.world
+    );
+    crate::ffi::profiler_metadata("distributedInfo", &info)
+}
+
 /// A failed run's status and error: out of memory, or failed.
 pub fn failure(err: &anyhow::Error) -> (Status, String) {
     let msg = crate::error::failure_message(err);
@@ -190,12 +228,25 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
         if cfg.breakdown {
             m.phase_secs = Some([vec![], vec![], vec![]]);
         }
+        let mut profiling = match &cfg.profile {
+            Some(p) => {
+                start_profile(p, strat.devices().kind == crate::device::DeviceKind::Cuda)?;
+                Some(p)
+            }
+            None => None,
+        };
         loop {
             let t0 = Instant::now();
+            let step_range =
+                profiling.map(|_| crate::ffi::Range::begin(&format!("ProfilerStep#{}", m.step_secs.len())));
+            let wait_range = profiling.map(|_| crate::ffi::Range::begin("gpubench.data_wait"));
             let batch = data.next_batch()?;
+            drop(wait_range);
             let t_data = Instant::now();
             m.data_wait_secs.push((t_data - t0).as_secs_f64());
-            let loss_t = if let Some(p) = m.phase_secs.as_mut() {
+            let loss_t = if profiling.is_some() && m.phase_secs.is_none() {
+                strat.step_timed(&batch, &mut RangeClock::new())?
+            } else if let Some(p) = m.phase_secs.as_mut() {
                 let devices = strat.devices().clone();
                 let mut clock = SyncClock { devices: &devices, last: t_data, secs: [0.0; 3] };
                 let l = strat.step_timed(&batch, &mut clock)?;
@@ -234,7 +285,15 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
                         || t_run.elapsed() >= cfg.max_duration
                 }
             };
+            let agree_range = profiling.map(|_| crate::ffi::Range::begin("gpubench.agree"));
             let (loss, stop) = strat.agree(&loss_t, stop)?;
+            drop(agree_range);
+            drop(step_range);
+            if let Some(p) = profiling.filter(|p| stop || n as u64 >= p.steps) {
+                strat.devices().synchronize();
+                crate::ffi::profiler_stop(&p.trace_path())?;
+                profiling = None;
+            }
             m.losses.push(loss);
             m.loss_first.get_or_insert(loss);
             let elapsed: f64 = m.step_secs.iter().sum();

@@ -136,6 +136,14 @@ pub fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sinks: &Si
     }
     row.workers = cfg.reads_files().then_some(cfg.workers as u32);
     row.note = session.note(cfg);
+    if let Some(p) = &cfg.profile {
+        let said = format!(
+            "profiled: the first {} timed steps traced to {} (their timing is not comparable)",
+            p.steps,
+            p.trace_path().display()
+        );
+        row.note = if row.note.is_empty() { said } else { format!("{}; {said}", row.note) };
+    }
     row::fill_row(&mut row, &g.m, fig.as_ref());
     row.skipped_steps = Some(g.skipped);
     row.data_skipped = g.data_skipped;
@@ -158,6 +166,11 @@ pub fn set_process_env(cfg: &RunConfig) {
     if cfg.deterministic && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
         // Deterministic cuBLAS needs a fixed workspace; read at its first use.
         std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
+    }
+    if cfg.profile.is_some() && cfg.devices.kind == DeviceKind::Cpu && std::env::var_os("KINETO_LOG_LEVEL").is_none() {
+        // Kineto logs an ERROR when it finds no GPU, on every CPU run: silence
+        // its log there (failures still surface as gpubench errors); a GPU run keeps it.
+        std::env::set_var("KINETO_LOG_LEVEL", "5");
     }
 }
 

@@ -63,11 +63,23 @@ pub enum Command {
     DataBench(data_bench::DataBenchArgs),
     /// Print the columns of gpubench's CSV files: name, unit and meaning.
     Schema(SchemaArgs),
+    /// Per rank, where the steps traced by `run --profile DIR` went: compute,
+    /// communication, data wait, idle, and how much communication overlapped compute.
+    TraceSummary(TraceSummaryArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct InfoArgs {
     /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TraceSummaryArgs {
+    /// The directory `run --profile` wrote.
+    pub dir: std::path::PathBuf,
+    /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
 }

@@ -131,6 +131,17 @@ pub struct RunArgs {
     /// Write the full sampled timeline (every device, every field) to this CSV.
     #[arg(long, value_name = "FILE.csv")]
     pub telemetry: Option<PathBuf>,
+    /// Trace the first timed steps with PyTorch's profiler (Kineto): one
+    /// Chrome trace per process, DIR/rank<R>.pt.trace.json, for Perfetto,
+    /// TensorBoard or Holistic Trace Analysis.
+    #[arg(long, value_name = "DIR")]
+    pub profile: Option<PathBuf>,
+    /// How many timed steps --profile traces.
+    #[arg(long, default_value_t = 3, value_name = "K")]
+    pub profile_steps: u64,
+    /// Let --profile write into a directory that is not empty.
+    #[arg(long)]
+    pub force: bool,
 
     #[command(flatten)]
     pub ddp: DdpArgs,
@@ -435,6 +446,47 @@ impl RunArgs {
         if let Some(p) = &a.init_from {
             crate::init::read_init_meta(p)?.check_fits(p, a.model, a.num_classes)?;
         }
+        let profile = match &a.profile {
+            None => None,
+            Some(dir) => {
+                if a.implementation == Impl::Pytorch {
+                    return Err(usage(
+                        "--profile traces gpubench's own run; for --impl pytorch use torch.profiler in PyTorch itself",
+                    ));
+                }
+                if a.profile_steps == 0 {
+                    return Err(usage("--profile-steps must be at least 1"));
+                }
+                if let Length::Steps(n) = timed {
+                    if a.profile_steps > n {
+                        return Err(usage(format!(
+                            "--profile-steps {} is more than the {n} timed steps; trace at most {n}, or add --steps",
+                            a.profile_steps
+                        )));
+                    }
+                }
+                // Ranks find the directory their launcher checked (and other ranks' traces in it).
+                if rank.is_none() && !a.force && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+                    return Err(usage(format!(
+                        "--profile {}: the directory is not empty; choose an empty one, or add --force to write into it",
+                        dir.display()
+                    )));
+                }
+                let (r, w) = rank.as_ref().map_or((0, 1), |e| (e.rank, e.world_size));
+                let backend = if a.strategy == StrategyKind::Ddp {
+                    a.ddp.backend.unwrap_or(Backend::default_for(devices.kind)).name().to_string()
+                } else {
+                    String::new()
+                };
+                Some(crate::config::ProfileSpec {
+                    dir: dir.clone(),
+                    steps: a.profile_steps,
+                    rank: r,
+                    world: w,
+                    backend,
+                })
+            }
+        };
         // The job's size and this node's share of it.
         let (world, nnodes, node_share) = match &rank {
             Some(env) => (env.world_size, env.nnodes(), env.ranks_on_node()),
@@ -489,6 +541,7 @@ impl RunArgs {
                 timeout,
                 comm_hook: d.comm_hook,
             },
+            profile,
         })
     }
 }

@@ -139,3 +139,15 @@ pub fn run_check(baseline: &Path, current: &Path, opts: &CheckOptions, format: F
     emit(&report.table(), format)?;
     Ok(report.exit_code())
 }
+
+/// `gpubench trace-summary DIR`.
+pub fn run_trace_summary(dir: &Path, json: bool) -> Result<i32> {
+    let rows = crate::report::trace::summarize_dir(dir)?;
+    if json {
+        print(serde_json::to_string(&rows)?.as_bytes())?;
+        print(b"\n")?;
+    } else {
+        print(crate::report::trace::table(&rows).as_bytes())?;
+    }
+    Ok(0)
+}

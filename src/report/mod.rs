@@ -42,3 +42,4 @@ pub mod format;
 pub mod serving;
 pub mod significance;
 pub mod summary;
+pub mod trace;

@@ -7,6 +7,7 @@ mod ddp;
 mod fidelity;
 mod gpu;
 mod infer;
+mod profile;
 mod report;
 mod run;
 mod setup;
