@@ -251,6 +251,8 @@ pub struct RunConfig {
     pub ddp: DdpConfig,
     /// `--profile DIR`: trace the first timed steps with PyTorch's profiler.
     pub profile: Option<ProfileSpec>,
+    /// `--nvtx`: gpubench's ranges also as NVTX ranges, for Nsight Systems.
+    pub nvtx: bool,
 }
 
 impl RunConfig {
@@ -301,6 +303,7 @@ impl RunConfig {
             init: InitSpec::default(),
             ddp: DdpConfig::default(),
             profile: None,
+            nvtx: false,
         }
     }
 

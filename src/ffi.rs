@@ -32,6 +32,9 @@ extern "C" {
     fn gb_profiler_stop(path: *const c_char) -> *mut c_char;
     fn gb_range_begin(name: *const c_char) -> *mut std::ffi::c_void;
     fn gb_range_end(handle: *mut std::ffi::c_void);
+    fn gb_nvtx_available() -> c_int;
+    fn gb_nvtx_push(name: *const c_char);
+    fn gb_nvtx_pop();
     fn gb_set_tf32(on: c_int) -> *mut c_char;
     fn gb_set_deterministic(on: c_int) -> *mut c_char;
     fn gb_channels_last_(t: *mut std::ffi::c_void) -> *mut c_char;
@@ -278,23 +281,46 @@ fn cstr(s: &str) -> Result<std::ffi::CString> {
     std::ffi::CString::new(s).map_err(|_| anyhow::anyhow!("{s:?} contains a NUL byte"))
 }
 
+/// Whether this build can emit NVTX ranges (`--nvtx`).
+pub fn nvtx_available() -> bool {
+    unsafe { gb_nvtx_available() != 0 }
+}
+
+static NVTX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--nvtx`: every [`Range`] is also an NVTX range, for Nsight Systems.
+pub fn set_nvtx(on: bool) {
+    NVTX.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// A named range in the profiler's trace (what torch.profiler.record_function
-/// opens), closed on drop; nothing when the profiler is off.
-pub struct Range(*mut std::ffi::c_void);
+/// opens) and, with `--nvtx`, an NVTX range; closed on drop. Nothing is
+/// recorded when neither is on.
+pub struct Range {
+    record: *mut std::ffi::c_void,
+    nvtx: bool,
+}
 
 impl Range {
     pub fn begin(name: &str) -> Range {
-        match std::ffi::CString::new(name) {
-            Ok(c) => Range(unsafe { gb_range_begin(c.as_ptr()) }),
-            Err(_) => Range(std::ptr::null_mut()),
+        let Ok(c) = std::ffi::CString::new(name) else {
+            return Range { record: std::ptr::null_mut(), nvtx: false };
+        };
+        let nvtx = NVTX.load(std::sync::atomic::Ordering::Relaxed);
+        if nvtx {
+            unsafe { gb_nvtx_push(c.as_ptr()) }
         }
+        Range { record: unsafe { gb_range_begin(c.as_ptr()) }, nvtx }
     }
 }
 
 impl Drop for Range {
     fn drop(&mut self) {
-        if !self.0.is_null() {
-            unsafe { gb_range_end(self.0) }
+        if !self.record.is_null() {
+            unsafe { gb_range_end(self.record) }
+        }
+        if self.nvtx {
+            unsafe { gb_nvtx_pop() }
         }
     }
 }

@@ -235,16 +235,19 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             }
             None => None,
         };
+        crate::ffi::set_nvtx(cfg.nvtx);
         loop {
             let t0 = Instant::now();
-            let step_range =
-                profiling.map(|_| crate::ffi::Range::begin(&format!("ProfilerStep#{}", m.step_secs.len())));
-            let wait_range = profiling.map(|_| crate::ffi::Range::begin("gpubench.data_wait"));
+            // Ranges while the profiler records, and on every step with --nvtx.
+            let ranged = profiling.is_some() || cfg.nvtx;
+            let range = |name: &str| ranged.then(|| crate::ffi::Range::begin(name));
+            let step_range = range(&format!("ProfilerStep#{}", m.step_secs.len()));
+            let wait_range = range("gpubench.data_wait");
             let batch = data.next_batch()?;
             drop(wait_range);
             let t_data = Instant::now();
             m.data_wait_secs.push((t_data - t0).as_secs_f64());
-            let loss_t = if profiling.is_some() && m.phase_secs.is_none() {
+            let loss_t = if ranged && m.phase_secs.is_none() {
                 strat.step_timed(&batch, &mut RangeClock::new())?
             } else if let Some(p) = m.phase_secs.as_mut() {
                 let devices = strat.devices().clone();
@@ -285,7 +288,7 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
                         || t_run.elapsed() >= cfg.max_duration
                 }
             };
-            let agree_range = profiling.map(|_| crate::ffi::Range::begin("gpubench.agree"));
+            let agree_range = range("gpubench.agree");
             let (loss, stop) = strat.agree(&loss_t, stop)?;
             drop(agree_range);
             drop(step_range);

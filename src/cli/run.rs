@@ -142,6 +142,10 @@ pub struct RunArgs {
     /// Let --profile write into a directory that is not empty.
     #[arg(long)]
     pub force: bool,
+    /// gpubench's ranges (step, data wait, forward, backward, optimizer) as
+    /// NVTX ranges over every timed step, for Nsight Systems (nsys profile).
+    #[arg(long)]
+    pub nvtx: bool,
 
     #[command(flatten)]
     pub ddp: DdpArgs,
@@ -446,6 +450,14 @@ impl RunArgs {
         if let Some(p) = &a.init_from {
             crate::init::read_init_meta(p)?.check_fits(p, a.model, a.num_classes)?;
         }
+        if a.nvtx && a.implementation == Impl::Pytorch {
+            return Err(usage("--nvtx marks gpubench's own steps; for --impl pytorch use torch.cuda.nvtx in PyTorch"));
+        }
+        if a.nvtx && !crate::ffi::nvtx_available() {
+            return Err(usage(
+                "--nvtx needs a CUDA build of gpubench (the NVTX headers come with the CUDA wheels); this one has none",
+            ));
+        }
         let profile = match &a.profile {
             None => None,
             Some(dir) => {
@@ -542,6 +554,7 @@ impl RunArgs {
                 comm_hook: d.comm_hook,
             },
             profile,
+            nvtx: a.nvtx,
         })
     }
 }

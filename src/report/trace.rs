@@ -32,7 +32,8 @@ fn union(mut v: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
 }
 
 fn length(v: &[(f64, f64)]) -> f64 {
-    v.iter().map(|(s, e)| e - s).sum()
+    // + 0.0: an empty f64 sum is -0.0, which would print as "-0.0".
+    v.iter().map(|(s, e)| e - s).sum::<f64>() + 0.0
 }
 
 /// The intersection of two merged interval lists.
@@ -65,6 +66,11 @@ pub struct RankSummary {
     pub idle_ms: f64,
     /// Share of communication time with compute running beside it (None without communication).
     pub overlap: Option<f64>,
+    /// CPU ops on the thread that ran the steps (dp: the master's), and on
+    /// the other threads that ran ops, on average (dp: the replicas'), ms:
+    /// their difference is the master's extra work.
+    pub main_thread_ms: f64,
+    pub other_threads_ms: Option<f64>,
 }
 
 /// The breakdown of one Chrome trace (`text`).
@@ -74,6 +80,8 @@ pub fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
         .as_array()
         .ok_or_else(|| anyhow!("{} has no traceEvents: not a Chrome trace", file.display()))?;
     let mut steps = vec![];
+    let mut step_tid = None;
+    let mut by_thread: std::collections::BTreeMap<i64, Vec<(f64, f64)>> = Default::default();
     let (mut comm, mut cpu, mut kernels, mut wait) = (vec![], vec![], vec![], vec![]);
     for e in events.iter().filter(|e| e["ph"] == "X") {
         let (Some(name), Some(ts), Some(dur)) = (e["name"].as_str(), e["ts"].as_f64(), e["dur"].as_f64()) else {
@@ -82,8 +90,10 @@ pub fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
         let iv = (ts, ts + dur);
         let cat = e["cat"].as_str().unwrap_or("");
         let lower = name.to_ascii_lowercase();
+        let tid = e["tid"].as_i64();
         if name.starts_with("ProfilerStep#") {
             steps.push(iv);
+            step_tid = step_tid.or(tid);
         } else if name == "gpubench.data_wait" {
             wait.push(iv);
         } else if lower.starts_with("gloo:") || lower.contains("nccl") {
@@ -92,6 +102,9 @@ pub fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
             kernels.push(iv);
         } else if cat == "cpu_op" && !name.starts_with("c10d::") {
             cpu.push(iv);
+            if let Some(t) = tid {
+                by_thread.entry(t).or_default().push(iv);
+            }
         }
     }
     if steps.is_empty() {
@@ -109,6 +122,9 @@ pub fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
     let wait = intersect(&union(wait), &span);
     let busy = union(compute.iter().chain(&comm).chain(&wait).copied().collect());
     let comm_len = length(&comm);
+    let busy_ms = |v: &Vec<(f64, f64)>| length(&intersect(&union(v.clone()), &span)) / 1e3;
+    let main_thread_ms = step_tid.and_then(|t| by_thread.get(&t)).map_or(0.0, busy_ms);
+    let others: Vec<f64> = by_thread.iter().filter(|(t, _)| Some(**t) != step_tid).map(|(_, v)| busy_ms(v)).collect();
     Ok(RankSummary {
         rank: t["distributedInfo"]["rank"].as_i64().unwrap_or(0),
         file: file.to_path_buf(),
@@ -119,6 +135,8 @@ pub fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
         data_wait_ms: length(&wait) / 1e3,
         idle_ms: (length(&span) - length(&busy)) / 1e3,
         overlap: (comm_len > 0.0).then(|| (length(&intersect(&compute, &comm)) / comm_len).clamp(0.0, 1.0)),
+        main_thread_ms,
+        other_threads_ms: (!others.is_empty()).then(|| others.iter().sum::<f64>() / others.len() as f64),
     })
 }
 
@@ -148,12 +166,12 @@ pub fn summarize_dir(dir: &Path) -> Result<Vec<RankSummary>> {
 /// The per-rank table.
 pub fn table(rows: &[RankSummary]) -> String {
     let mut t = format!(
-        "{:>4} {:>5} {:>9} {:>11} {:>9} {:>9} {:>9} {:>8}\n",
-        "rank", "steps", "span ms", "compute ms", "comm ms", "data ms", "idle ms", "overlap"
+        "{:>4} {:>5} {:>9} {:>11} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}\n",
+        "rank", "steps", "span ms", "compute ms", "comm ms", "data ms", "idle ms", "overlap", "main ms", "others ms"
     );
     for r in rows {
         t += &format!(
-            "{:>4} {:>5} {:>9.1} {:>11.1} {:>9.1} {:>9.1} {:>9.1} {:>8}\n",
+            "{:>4} {:>5} {:>9.1} {:>11.1} {:>9.1} {:>9.1} {:>9.1} {:>8} {:>8.1} {:>9}\n",
             r.rank,
             r.steps,
             r.span_ms,
@@ -161,11 +179,15 @@ pub fn table(rows: &[RankSummary]) -> String {
             r.comm_ms,
             r.data_wait_ms,
             r.idle_ms,
-            r.overlap.map_or("-".into(), |o| format!("{:.0}%", (o * 100.0).max(0.0)))
+            r.overlap.map_or("-".into(), |o| format!("{:.0}%", (o * 100.0).max(0.0))),
+            r.main_thread_ms,
+            r.other_threads_ms.map_or("-".into(), |o| format!("{o:.1}"))
         );
     }
     t += "compute: kernels (GPU) or aten ops (CPU), c10d dispatch and collectives excluded; comm: gloo/NCCL \
-          collectives; overlap: share of comm time with compute beside it\n";
+          collectives; overlap: share of comm time with compute beside it; main / others: CPU ops on the \
+          thread that ran the steps and, on average, on the other threads (dp: the master's and the replicas'; \
+          the difference is the master's extra work)\n";
     t
 }
 
@@ -175,6 +197,22 @@ mod tests {
 
     fn ev(name: &str, cat: &str, ts: f64, dur: f64) -> serde_json::Value {
         serde_json::json!({"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "tid": 1})
+    }
+
+    #[test]
+    fn the_main_threads_extra_work_over_the_other_threads() {
+        // dp-like: the master thread (the steps') runs ops 0-60, a replica thread 10-30.
+        let mut replica = ev("aten::conv2d", "cpu_op", 10.0, 20.0);
+        replica["tid"] = serde_json::json!(2);
+        let t = serde_json::json!({"traceEvents": [
+            ev("ProfilerStep#0", "user_annotation", 0.0, 100.0),
+            ev("aten::copy_", "cpu_op", 0.0, 60.0),
+            replica,
+        ]});
+        let r = summarize_trace(&t.to_string(), Path::new("t.json")).unwrap();
+        assert!((r.main_thread_ms - 0.06).abs() < 1e-12 && (r.other_threads_ms.unwrap() - 0.02).abs() < 1e-12, "{r:?}");
+        // Union over threads: compute is 0-60.
+        assert!((r.compute_ms - 0.06).abs() < 1e-12);
     }
 
     #[test]

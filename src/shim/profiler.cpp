@@ -12,6 +12,13 @@
 
 #include "shim.h"
 
+// NVTX3 is header-only (Nsight Systems injects itself at run time); its
+// headers come with the CUDA wheels of a CUDA build.
+#if defined(GPUBENCH_CUDA) && __has_include(<nvtx3/nvToolsExt.h>)
+#include <nvtx3/nvToolsExt.h>
+#define GB_HAS_NVTX 1
+#endif
+
 namespace torch::autograd::profiler {
 // Declared in kineto_shim.h, which needs Kineto's own headers.
 TORCH_API void addMetadataJson(const std::string& key, const std::string& value);
@@ -69,6 +76,29 @@ void gb_range_end(void* handle) {
     delete static_cast<at::RecordFunction*>(handle);  // the destructor ends the range
   } catch (...) {
   }
+}
+
+// NVTX ranges for Nsight Systems (`--nvtx`); no-ops without NVTX headers.
+int gb_nvtx_available() {
+#ifdef GB_HAS_NVTX
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+void gb_nvtx_push(const char* name) {
+#ifdef GB_HAS_NVTX
+  nvtxRangePushA(name);
+#else
+  (void)name;
+#endif
+}
+
+void gb_nvtx_pop() {
+#ifdef GB_HAS_NVTX
+  nvtxRangePop();
+#endif
 }
 
 }  // extern "C"

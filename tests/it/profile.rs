@@ -112,3 +112,14 @@ fn holistic_trace_analysis_reads_the_traces() {
     let o = std::process::Command::new(&py).args(["-c", script]).arg(dir.path()).output().unwrap();
     assert!(o.status.success(), "HTA failed: {}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn nvtx_ranges_where_the_build_has_nvtx_and_a_clear_refusal_where_not() {
+    let o = gpubench(&format!("run --cpu {TINY} --batch-size 4 --steps 2 --warmup 0 --nvtx -q")).run();
+    if o.code == 2 {
+        assert!(o.stderr.contains("--nvtx needs a CUDA build"), "{}", o.stderr);
+    } else {
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    assert_usage_error(&format!("run --cpu {TINY} --nvtx --impl pytorch"), "torch.cuda.nvtx");
+}
