@@ -248,7 +248,11 @@ impl Exporter for CsvExporter {
         let mut w = csv::Writer::from_writer(vec![]);
         w.write_record(t.columns.iter().map(|c| c.key.as_str()))?;
         for row in &t.rows {
-            w.write_record(row.iter().map(raw))?;
+            // Labels, hosts and notes are user text: never a formula in a spreadsheet.
+            w.write_record(row.iter().map(|c| match c {
+                Cell::Text(s) => crate::results::csv::escape_cell(s).into_owned(),
+                other => raw(other),
+            }))?;
         }
         w.into_inner().map_err(|e| anyhow::anyhow!("flushing CSV: {e}"))
     }

@@ -160,10 +160,43 @@ impl Row {
     }
 
     /// The row as one CSV record, without header, ending in a newline.
+    /// Text that a spreadsheet would run as a formula is written with a
+    /// leading `'` (`escape_cell`); `read_rows` takes it off again.
     pub fn to_record(&self) -> String {
         let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(vec![]);
         w.serialize(self).expect("serializing a row");
+        let plain = w.into_inner().expect("flushing to a Vec");
+        let mut r = csv::ReaderBuilder::new().has_headers(false).from_reader(&plain[..]);
+        let rec = r.records().next().expect("one record").expect("our own CSV");
+        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(vec![]);
+        w.write_record(rec.iter().map(|f| escape_cell(f).into_owned())).expect("writing a record");
         String::from_utf8(w.into_inner().expect("flushing to a Vec")).expect("CSV is UTF-8")
+    }
+}
+
+/// Whether a spreadsheet would read `s` as a formula: text (not a number)
+/// that starts, after any `'`, with one of OWASP's formula characters.
+fn formula_like(s: &str) -> bool {
+    s.trim_start_matches('\'').starts_with(['=', '+', '-', '@', '\t', '\r']) && s.trim().parse::<f64>().is_err()
+}
+
+/// CSV formula injection (OWASP): a text cell that a spreadsheet would run
+/// (`=HYPERLINK(…)`, `@SUM(…)`, …) gets a leading `'`, which spreadsheets
+/// show as text. Numbers are untouched. `unescape_cell` undoes it exactly,
+/// even for text that itself began with `'`.
+pub fn escape_cell(s: &str) -> std::borrow::Cow<'_, str> {
+    if formula_like(s) {
+        std::borrow::Cow::Owned(format!("'{s}"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+/// The inverse of `escape_cell`.
+pub fn unescape_cell(s: &str) -> &str {
+    match s.strip_prefix('\'') {
+        Some(rest) if formula_like(rest) => rest,
+        _ => s,
     }
 }
 
@@ -323,7 +356,8 @@ pub fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
             }
             return Err(usage(format!("{p}:{line}: {} columns, expected {}", rec.len(), headers.len())));
         }
-        let rec: csv::StringRecord = from_file.iter().map(|i| i.and_then(|i| rec.get(i)).unwrap_or("")).collect();
+        let rec: csv::StringRecord =
+            from_file.iter().map(|i| unescape_cell(i.and_then(|i| rec.get(i)).unwrap_or(""))).collect();
         let row: Row = rec.deserialize(Some(&ours)).map_err(|e| {
             let de = match e.kind() {
                 csv::ErrorKind::Deserialize { err, .. } => Some(err),
@@ -544,5 +578,33 @@ mod tests {
         assert_eq!(rows.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [2, 3]);
         assert_eq!(rows[1].1, r);
         assert_eq!(rows[1].1.step_ms_p50, None);
+    }
+
+    #[test]
+    fn formula_like_text_is_escaped_and_read_back_exactly() {
+        for s in
+            ["=HYPERLINK(\"x\")", "+cmd", "-2+3", "@SUM(A1)", "\tx", "'=x", "''@y", "'plain", "plain", "-5", "1e3", ""]
+        {
+            let e = escape_cell(s);
+            assert_eq!(unescape_cell(&e), s, "{s:?} -> {e:?}");
+            let risky =
+                e.trim_start_matches('\'').starts_with(['=', '+', '-', '@', '\t', '\r']) && s.parse::<f64>().is_err();
+            assert!(!risky || e.starts_with('\''), "{s:?} written as {e:?}");
+        }
+        // Numbers, negative ones included, are written as they are.
+        assert_eq!(escape_cell("-1.5"), "-1.5");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.csv");
+        let row = Row {
+            schema_version: SCHEMA_VERSION,
+            label: "=HYPERLINK(\"http://x\")".into(),
+            note: "@evil".into(),
+            status: "ok".into(),
+            ..Default::default()
+        };
+        append_rows(&p, std::slice::from_ref(&row)).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains("'=HYPERLINK") && text.contains(",'@evil,"), "{text}");
+        assert_eq!(read_rows(&p).unwrap()[0], row);
     }
 }
