@@ -125,6 +125,7 @@ impl RangeClock {
 
 impl PhaseClock for RangeClock {
     fn mark(&mut self, phase: Phase) {
+        // End the phase before the next begins (assigning would begin it first).
         self.0 = None;
         self.0 = match phase {
             Phase::Forward => Some(crate::ffi::Range::begin("gpubench.backward")),
@@ -241,7 +242,7 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             // Ranges while the profiler records, and on every step with --nvtx.
             let ranged = profiling.is_some() || cfg.nvtx;
             let range = |name: &str| ranged.then(|| crate::ffi::Range::begin(name));
-            let step_range = range(&format!("ProfilerStep#{}", m.step_secs.len()));
+            let step_range = ranged.then(|| crate::ffi::Range::begin(&format!("ProfilerStep#{}", m.step_secs.len())));
             let wait_range = range("gpubench.data_wait");
             let batch = data.next_batch()?;
             drop(wait_range);

@@ -88,14 +88,7 @@ impl AllreduceArgs {
         if a.cpu == Some(1) || a.cpu == Some(0) {
             return Err(usage("an all-reduce needs at least 2 ranks: use --cpu 2 or more"));
         }
-        if a.nnodes == 0 || a.node_rank >= a.nnodes {
-            return Err(usage(format!("--node-rank {} must be below --nnodes {}", a.node_rank, a.nnodes)));
-        }
-        if a.nnodes > 1 && (a.master_addr.is_none() || a.master_port.is_none()) {
-            return Err(usage(
-                "a multi-node run needs --master-addr HOST and --master-port PORT, the same on every node",
-            ));
-        }
+        super::run::check_nodes(a.nnodes, a.node_rank, a.master_addr.as_deref(), a.master_port)?;
         let env = DistEnv::from_process(a.master_addr.as_deref(), a.master_port)?;
         let quiet = a.quiet || env.as_ref().is_some_and(|e| e.rank != 0);
         let node = match (&a.gpus, a.cpu) {

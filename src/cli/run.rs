@@ -300,11 +300,12 @@ fn rank_gpu(local_rank: usize, count: usize) -> Result<Option<usize>> {
     }
 }
 
-fn check_nodes(d: &DdpArgs) -> Result<()> {
-    if d.nnodes == 0 || d.node_rank >= d.nnodes {
-        return Err(usage(format!("--node-rank {} must be below --nnodes {}", d.node_rank, d.nnodes)));
+/// --nnodes / --node-rank / --master-addr / --master-port agree (ddp and allreduce).
+pub fn check_nodes(nnodes: usize, node_rank: usize, addr: Option<&str>, port: Option<u16>) -> Result<()> {
+    if nnodes == 0 || node_rank >= nnodes {
+        return Err(usage(format!("--node-rank {node_rank} must be below --nnodes {nnodes}")));
     }
-    if d.nnodes > 1 && (d.master_addr.is_none() || d.master_port.is_none()) {
+    if nnodes > 1 && (addr.is_none() || port.is_none()) {
         return Err(usage("a multi-node run needs --master-addr HOST and --master-port PORT, the same on every node"));
     }
     Ok(())
@@ -428,7 +429,7 @@ impl RunArgs {
         }
         if ddp {
             if rank.is_none() {
-                check_nodes(d)?;
+                check_nodes(d.nnodes, d.node_rank, d.master_addr.as_deref(), d.master_port)?;
             }
             if backend == Backend::Nccl && cpu {
                 return Err(usage("--backend nccl needs CUDA devices; use --backend gloo on the CPU"));

@@ -81,9 +81,7 @@ struct Rank<'a> {
 
 impl Rank<'_> {
     fn sync(&self) {
-        if let Device::Cuda(o) = self.device {
-            tch::Cuda::synchronize(o as i64);
-        }
+        self.cfg.devices.synchronize();
     }
 
     /// One operation: out-of-place copies `input` into `buf` first.

@@ -270,11 +270,7 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
         device,
         cfg.seed,
     )?;
-    let sync = || {
-        if let Device::Cuda(o) = device {
-            tch::Cuda::synchronize(o as i64);
-        }
-    };
+    let sync = || cfg.device.synchronize();
     let (mut f, mut b, mut o) = (vec![], vec![], vec![]);
     for i in 0..cfg.warmup + cfg.steps {
         use crate::data::DataSource;

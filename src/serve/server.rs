@@ -235,7 +235,7 @@ struct Worker<'a> {
     frames: Frames,
     device: Device,
     /// The devices to synchronise before a clock read (all of them for dp).
-    sync: Vec<usize>,
+    sync: crate::device::Devices,
     model: Box<dyn Forward>,
     staging: Tensor,
     mean: Tensor,
@@ -262,10 +262,10 @@ impl<'a> Worker<'a> {
             let (vs, model) = build_model(&mcfg, device);
             Box::new(Replica { _vs: vs, model, device, precision: cfg.precision })
         };
-        let sync = match (device, dp) {
-            (Device::Cuda(_), true) => cfg.devices.ordinals.clone(),
-            (Device::Cuda(o), false) => vec![o],
-            _ => vec![],
+        let sync = if dp {
+            cfg.devices.clone()
+        } else {
+            crate::device::Devices { kind: cfg.devices.kind, ordinals: vec![cfg.devices.ordinals[index as usize]] }
         };
         let mut staging = Tensor::f_zeros([cfg.max_batch, cfg.frame_h, cfg.frame_w, 3], (Kind::Uint8, Device::Cpu))?;
         if device.is_cuda() {
@@ -288,9 +288,7 @@ impl<'a> Worker<'a> {
     }
 
     fn synchronize(&self) {
-        for &o in &self.sync {
-            tch::Cuda::synchronize(o as i64);
-        }
+        self.sync.synchronize();
     }
 
     /// Resize to the model's input (unless the frames already have its
