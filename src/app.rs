@@ -28,11 +28,13 @@ pub fn run() -> Result<i32> {
             commands::allreduce::run(env, cfg)
         }
         Command::Predict(a) => commands::predict::run(a.into_config()?),
-        Command::Report(a) => commands::report::run_report(&a.files, a.charts.as_deref(), a.format),
-        Command::Compare(a) => commands::report::run_compare(&a.files, a.charts.as_deref(), a.format),
+        Command::Report(a) => commands::report::run_report(&a.files, a.charts.as_deref(), a.html.as_deref(), a.format),
+        Command::Compare(a) => {
+            commands::report::run_compare(&a.files, a.charts.as_deref(), a.html.as_deref(), a.format)
+        }
         Command::Check(a) => {
             let (opts, format) = a.options();
-            commands::report::run_check(&a.baseline, &a.current, &opts, format)
+            commands::report::run_check(&a.baseline, &a.current, &opts, format, a.html.as_deref())
         }
         Command::Sweep(a) => commands::sweep::run(crate::cli::sweep::plan(*a)?),
         Command::MaxBatch(a) => commands::max_batch::run(crate::cli::sweep::max_batch_plan(*a)?),

@@ -15,6 +15,9 @@ pub struct ReportArgs {
     /// Also draw charts into DIR (SVG, plus PNG when a font is available).
     #[arg(long, value_name = "DIR")]
     pub charts: Option<PathBuf>,
+    /// Also write one self-contained HTML page (tables and charts) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -29,6 +32,9 @@ pub struct CompareArgs {
     /// Also draw a grouped bar chart into DIR.
     #[arg(long, value_name = "DIR")]
     pub charts: Option<PathBuf>,
+    /// Also write one self-contained HTML page (table and chart) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -69,6 +75,9 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = CheckFormat::Table)]
     pub format: CheckFormat,
+    /// Also write the verdicts as one self-contained HTML page to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 impl CheckArgs {

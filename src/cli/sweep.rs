@@ -194,6 +194,10 @@ pub struct SweepArgs {
     /// Draw the report's charts for the sweep into DIR at the end.
     #[arg(long, value_name = "DIR")]
     pub charts: Option<PathBuf>,
+    /// Write the sweep's report (table and charts) as one self-contained HTML
+    /// page to FILE at the end.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Cap each cell's processes' data memory (RLIMIT_DATA, CPU runs only),
     /// e.g. 2G, to emulate a smaller device; libtorch itself takes ~0.6G.
     #[arg(long, value_name = "SIZE")]
@@ -350,6 +354,9 @@ pub fn plan(mut a: SweepArgs) -> Result<Plan> {
             return Err(usage(format!("--charts {}: not a directory", dir.display())));
         }
     }
+    if let Some(p) = &a.html {
+        crate::report::html::check_html_path(p)?;
+    }
 
     let impls = if a.implementations.is_empty() { vec![Impl::Gpubench] } else { dedup(&a.implementations) };
     if impls.contains(&Impl::Pytorch) {
@@ -361,7 +368,17 @@ pub fn plan(mut a: SweepArgs) -> Result<Plan> {
     }
     let matrix = Matrix { pool, strategies, counts, batches, models, impls, repeat };
     let (cells, notes) = matrix.cells(&a.run.to_args(), &device::hostname(), &cell_config)?;
-    Ok(Plan { matrix, cells, notes, out, charts: a.charts.clone(), mem_limit, cell_timeout, resume: a.resume })
+    Ok(Plan {
+        matrix,
+        cells,
+        notes,
+        out,
+        charts: a.charts.clone(),
+        html: a.html.clone(),
+        mem_limit,
+        cell_timeout,
+        resume: a.resume,
+    })
 }
 
 /// A cell's configuration: its `gpubench run` arguments on `devices`,

@@ -1,6 +1,7 @@
 //! `report`, `compare` and `check`: where their output goes. Tables go to
 //! stdout; notes about charts go to stderr, so that `--format csv|json`
-//! output stays machine-readable.
+//! output stays machine-readable. `--html` gets the same tables and the very
+//! SVG charts `--charts` writes, on one page.
 use anyhow::Result;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use crate::report::check::{self, CheckOptions};
 use crate::report::comm::allreduce_table;
 use crate::report::compare;
 use crate::report::export::{exporter, Format, Table};
+use crate::report::html::{self, Outcome, Page, Section};
 use crate::report::serving::serving_table;
 use crate::report::summary::{load_files, report_table, summarize, Group, Scope};
 use crate::results::long;
@@ -71,8 +73,58 @@ fn say_written(w: &ChartWriter, dir: &Path, notes: &[String]) {
     );
 }
 
+/// The chart writer `--charts` and `--html` need: files in DIR, SVGs kept for
+/// the page, both, or none.
+fn charts_for(dir: Option<&Path>, html: Option<&Path>) -> Result<Option<ChartWriter>> {
+    Ok(match (dir, html) {
+        (Some(d), h) => Some(chart_writer(d).map(|w| if h.is_some() { w.keeping_svgs() } else { w })?),
+        (None, Some(_)) => Some(ChartWriter::in_memory()),
+        (None, None) => None,
+    })
+}
+
+/// Says what was drawn, and writes the page when one was asked for.
+fn finish(
+    w: Option<ChartWriter>,
+    dir: Option<&Path>,
+    html_path: Option<&Path>,
+    notes: Vec<String>,
+    page: impl FnOnce(Vec<Section>) -> Page,
+    tables: &[Table],
+) -> Result<()> {
+    if let (Some(w), Some(d)) = (&w, dir) {
+        say_written(w, d, &notes);
+    } else {
+        for n in &notes {
+            eprintln!("note: {n}");
+        }
+    }
+    if let Some(path) = html_path {
+        let mut sections: Vec<Section> = tables.iter().cloned().map(Section::Table).collect();
+        let charts = w.map(|w| w.svgs).unwrap_or_default();
+        sections.push(Section::Charts { charts, notes });
+        write_html(path, &page(sections))?;
+    }
+    Ok(())
+}
+
+/// Writes the page and says where, and whether it replaced one.
+pub fn write_html(path: &Path, page: &Page) -> Result<()> {
+    let replaced = html::write_page(path, &html::render(page))?;
+    eprintln!("wrote {}{}", path.display(), if replaced { " (replacing the previous page)" } else { "" });
+    Ok(())
+}
+
 /// `gpubench report FILES`.
-pub fn run_report(files: &[PathBuf], charts_dir: Option<&Path>, format: Format) -> Result<i32> {
+pub fn run_report(
+    files: &[PathBuf],
+    charts_dir: Option<&Path>,
+    html_path: Option<&Path>,
+    format: Format,
+) -> Result<i32> {
+    if let Some(p) = html_path {
+        html::check_html_path(p)?;
+    }
     let runs = load_files(files)?;
     let (devices, device_notes) = long::load_devices(files);
     // All-reduce rows are curves over message size, not configurations.
@@ -93,13 +145,15 @@ pub fn run_report(files: &[PathBuf], charts_dir: Option<&Path>, format: Format) 
     if has_allreduce {
         tables.push(allreduce_table(&runs, files));
     }
-    if let Some(dir) = charts_dir {
-        let mut w = chart_writer(dir)?;
-        let mut notes = charts::report_charts(&mut w, &runs, &training, &devices)?;
-        notes.extend(charts::serving_charts(&mut w, &runs, &serving)?);
-        charts::allreduce_charts(&mut w, &runs)?;
-        say_written(&w, dir, &notes);
+    let mut w = charts_for(charts_dir, html_path)?;
+    let mut notes = vec![];
+    if let Some(w) = &mut w {
+        notes = charts::report_charts(w, &runs, &training, &devices)?;
+        notes.extend(charts::serving_charts(w, &runs, &serving)?);
+        charts::allreduce_charts(w, &runs)?;
     }
+    let page = |sections| Page { title: "gpubench report".into(), inputs: files.to_vec(), outcome: None, sections };
+    finish(w, charts_dir, html_path, notes, page, &tables)?;
     for t in &tables {
         emit(t, format)?;
     }
@@ -107,36 +161,66 @@ pub fn run_report(files: &[PathBuf], charts_dir: Option<&Path>, format: Format) 
 }
 
 /// `gpubench compare FILES`.
-pub fn run_compare(files: &[PathBuf], charts_dir: Option<&Path>, format: Format) -> Result<i32> {
+pub fn run_compare(
+    files: &[PathBuf],
+    charts_dir: Option<&Path>,
+    html_path: Option<&Path>,
+    format: Format,
+) -> Result<i32> {
+    if let Some(p) = html_path {
+        html::check_html_path(p)?;
+    }
     let runs = load_files(files)?;
     let (devices, _) = long::load_devices(files);
     let cmp = compare::compare(&runs, &devices)?;
     let table = cmp.table(&runs);
-    if let Some(dir) = charts_dir {
-        let mut w = chart_writer(dir)?;
+    let mut w = charts_for(charts_dir, html_path)?;
+    let mut notes = vec![];
+    if let Some(w) = &mut w {
         let (keys, values) = cmp.chart_data();
         let names: Vec<String> = cmp.sets.iter().map(|s| s.name.clone()).collect();
         if keys.is_empty() {
-            eprintln!("note: compare chart skipped: no set has a throughput figure");
+            notes.push("compare chart skipped: no set has a throughput figure".to_string());
         } else {
-            charts::compare_chart(&mut w, &names, &keys, values)?;
+            charts::compare_chart(w, &names, &keys, values)?;
         }
-        say_written(&w, dir, &[]);
     }
+    let page = |sections| Page { title: "gpubench compare".into(), inputs: files.to_vec(), outcome: None, sections };
+    finish(w, charts_dir, html_path, notes, page, std::slice::from_ref(&table))?;
     emit(&table, format)?;
     Ok(0)
 }
 
 /// `gpubench check`. Exit 0 when nothing regressed, 1 when something did (or, with --strict,
 /// is missing); unusable input is an error, which `main` maps to 2.
-pub fn run_check(baseline: &Path, current: &Path, opts: &CheckOptions, format: Format) -> Result<i32> {
+pub fn run_check(
+    baseline: &Path,
+    current: &Path,
+    opts: &CheckOptions,
+    format: Format,
+    html_path: Option<&Path>,
+) -> Result<i32> {
     if opts.metrics.is_empty() {
         return Err(usage("--metric needs at least one of throughput, scaling, step-p50, step-p90, latency-p99"));
+    }
+    if let Some(p) = html_path {
+        html::check_html_path(p)?;
     }
     let base = load_files(&[baseline.to_path_buf()])?;
     let cur = load_files(&[current.to_path_buf()])?;
     let report = check::check(&base, &cur, opts)?;
-    emit(&report.table(), format)?;
+    let table = report.table();
+    if let Some(path) = html_path {
+        let outcome = if report.exit_code() == 0 { Outcome::Pass } else { Outcome::Fail };
+        let page = Page {
+            title: "gpubench check".into(),
+            inputs: vec![baseline.to_path_buf(), current.to_path_buf()],
+            outcome: Some((outcome, report.summary())),
+            sections: vec![Section::Table(table.clone())],
+        };
+        write_html(path, &page)?;
+    }
+    emit(&table, format)?;
     Ok(report.exit_code())
 }
 

@@ -6,7 +6,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::IsTerminal;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::error::usage;
@@ -173,10 +172,10 @@ pub fn run(plan: Plan) -> Result<i32> {
 
     let summary = summarize_plan(&plan)?;
     print!("{}", summary.text);
-    if let Some(dir) = &plan.charts {
-        match render_charts(&plan.out, &summary, dir) {
-            Ok(n) => eprintln!("wrote {n} chart file{} to {}", if n == 1 { "" } else { "s" }, dir.display()),
-            Err(e) => eprintln!("note: charts not written: {}", crate::error::one_line(&e)),
+    if plan.charts.is_some() || plan.html.is_some() {
+        // The rows are safe in --out already: a chart or page that fails costs only itself.
+        if let Err(e) = render(&plan, &summary) {
+            eprintln!("note: {}", crate::error::one_line(&e));
         }
     }
     let mut parts: Vec<String> =
@@ -199,6 +198,7 @@ pub fn run(plan: Plan) -> Result<i32> {
 /// strategies ranked `>` or `≈`), over this matrix's rows.
 pub struct Summary {
     pub text: String,
+    pub table: crate::report::export::Table,
     pub runs: Vec<crate::report::summary::Run>,
     pub groups: Vec<crate::report::summary::Group>,
 }
@@ -215,15 +215,38 @@ pub fn summarize_plan(plan: &Plan) -> Result<Summary> {
     let mut table = rs::report_table(&runs, &groups, std::slice::from_ref(&plan.out));
     table.title = format!("sweep summary ({} row(s) of this matrix in {})", runs.len(), plan.out.display());
     let bytes = crate::report::export::exporter(crate::report::export::Format::Table).export(&table)?;
-    Ok(Summary { text: String::from_utf8_lossy(&bytes).into_owned(), runs, groups })
+    Ok(Summary { text: String::from_utf8_lossy(&bytes).into_owned(), table, runs, groups })
 }
 
-/// The report's charts for the sweep's rows; returns the number of files written.
-pub fn render_charts(out: &Path, s: &Summary, dir: &Path) -> Result<usize> {
-    let mut w = super::report::chart_writer(dir)?;
-    let (devices, _) = long::load_devices(&[out.to_path_buf()]);
-    for n in charts::report_charts(&mut w, &s.runs, &s.groups, &devices)? {
-        eprintln!("note: {n}");
+/// The report's charts for the sweep's rows into `--charts`, and the page
+/// into `--html`.
+fn render(plan: &Plan, s: &Summary) -> Result<()> {
+    use crate::report::charts::ChartWriter;
+    use crate::report::html::{Page, Section};
+    let mut w = match &plan.charts {
+        Some(dir) => super::report::chart_writer(dir).context("charts not written")?,
+        None => ChartWriter::in_memory(),
+    };
+    if plan.html.is_some() {
+        w = w.keeping_svgs();
     }
-    Ok(w.written.len())
+    let (devices, _) = long::load_devices(std::slice::from_ref(&plan.out));
+    let notes = charts::report_charts(&mut w, &s.runs, &s.groups, &devices).context("charts not written")?;
+    if let Some(dir) = &plan.charts {
+        for n in &notes {
+            eprintln!("note: {n}");
+        }
+        let n = w.written.len();
+        eprintln!("wrote {n} chart file{} to {}", if n == 1 { "" } else { "s" }, dir.display());
+    }
+    if let Some(path) = &plan.html {
+        let page = Page {
+            title: "gpubench sweep".into(),
+            inputs: vec![plan.out.clone()],
+            outcome: None,
+            sections: vec![Section::Table(s.table.clone()), Section::Charts { charts: w.svgs, notes }],
+        };
+        super::report::write_html(path, &page).context("page not written")?;
+    }
+    Ok(())
 }

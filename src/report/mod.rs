@@ -26,6 +26,8 @@
 //!   else file name, PyTorch's own runs forming a set of their own (`[pytorch]`); a configuration missing from a
 //!   set is shown as missing, not dropped.
 //! - **check** is the CI gate (see `check`).
+//! - `--html FILE` on all three (and `sweep`) writes one self-contained page (`html`) with the same tables and
+//!   the same SVG charts, for colleagues who would rather open a file.
 //!
 //! Published references: `results/reference/` holds other people's figures on other hardware as rows of the
 //! same schema with `impl=published` and a citation in `source`, for comparison only.
@@ -39,6 +41,7 @@ pub mod comm;
 pub mod compare;
 pub mod export;
 pub mod format;
+pub mod html;
 pub mod serving;
 pub mod significance;
 pub mod summary;

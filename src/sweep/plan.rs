@@ -196,6 +196,8 @@ pub struct Plan {
     pub notes: Vec<String>,
     pub out: PathBuf,
     pub charts: Option<PathBuf>,
+    /// The report as one HTML page, written at the end.
+    pub html: Option<PathBuf>,
     pub mem_limit: Option<u64>,
     pub cell_timeout: Option<Duration>,
     pub resume: bool,

@@ -6,6 +6,7 @@ mod data;
 mod ddp;
 mod fidelity;
 mod gpu;
+mod html;
 mod infer;
 mod profile;
 mod report;

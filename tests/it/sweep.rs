@@ -77,7 +77,7 @@ fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
     let dir = tempfile::tempdir().unwrap();
     let args = tiny(
         "--cpu 2 --strategies dp,ddp --device-counts 1,2 --batch-sizes 16 --steps 2 --warmup 1 --out r.csv \
-         --charts charts",
+         --charts charts --html sweep.html",
     );
     let o = run_in(dir.path(), &args);
     let (out, err) = (stdout(&o), stderr(&o));
@@ -106,6 +106,26 @@ fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
         assert!(p.is_file(), "{f} missing; stderr: {err}");
         assert!(std::fs::read_to_string(&p).unwrap().contains("<svg"));
     }
+    // the page: the summary table and the very SVG the charts directory got
+    let page = std::fs::read_to_string(dir.path().join("sweep.html")).unwrap();
+    assert!(page.contains("sweep summary (4 row(s) of this matrix"), "{page}");
+    let svg = std::fs::read_to_string(dir.path().join("charts/throughput.svg")).unwrap();
+    assert!(page.contains(svg.trim()), "the page embeds charts/throughput.svg as written");
+    assert!(err.contains("wrote sweep.html"), "{err}");
+}
+
+#[test]
+fn a_sweep_html_path_in_a_missing_directory_is_refused_before_any_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let args =
+        tiny("--cpu 2 --strategies ddp --device-counts 1 --batch-sizes 16 --steps 2 --out r.csv --html no/s.html");
+    let o = run_in(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).trim(),
+        "error: --html no/s.html: directory no does not exist; create it or choose another path"
+    );
+    assert!(!dir.path().join("r.csv").exists(), "no cell ran");
 }
 
 #[test]

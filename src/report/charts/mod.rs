@@ -103,12 +103,16 @@ pub trait Chart {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>;
 }
 
-/// Writes charts into one directory: `<stem>.svg` always, `<stem>.png` when a
-/// font is registered.
+/// Writes charts into one directory (`<stem>.svg` always, `<stem>.png` when a
+/// font is registered), keeps them in memory for an HTML page, or both: the
+/// page embeds the very SVG the directory gets.
 pub struct ChartWriter {
-    dir: PathBuf,
+    dir: Option<PathBuf>,
     png: bool,
+    keep: bool,
     pub written: Vec<PathBuf>,
+    /// `(stem, svg)` of every chart in drawing order, when kept.
+    pub svgs: Vec<(String, String)>,
 }
 
 impl ChartWriter {
@@ -119,22 +123,43 @@ impl ChartWriter {
         if let Some(f) = font {
             register_font(f)?;
         }
-        Ok(ChartWriter { dir: dir.to_path_buf(), png: font.is_some(), written: vec![] })
+        Ok(ChartWriter {
+            dir: Some(dir.to_path_buf()),
+            png: font.is_some(),
+            keep: false,
+            written: vec![],
+            svgs: vec![],
+        })
+    }
+
+    /// Charts kept in memory only, for an HTML page; no file is written.
+    pub fn in_memory() -> Self {
+        ChartWriter { dir: None, png: false, keep: true, written: vec![], svgs: vec![] }
+    }
+
+    /// Also keeps every SVG in memory.
+    pub fn keeping_svgs(mut self) -> Self {
+        self.keep = true;
+        self
     }
 
     pub fn write<C: Chart>(&mut self, stem: &str, chart: &C) -> Result<()> {
         let size = chart.size();
-        let svg_path = self.dir.join(format!("{stem}.svg"));
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-            chart.draw(&root).with_context(|| format!("rendering {}", svg_path.display()))?;
+            chart.draw(&root).with_context(|| format!("rendering chart {stem}"))?;
             root.present().map_err(pe)?;
         }
+        if self.keep {
+            self.svgs.push((stem.to_string(), svg.clone()));
+        }
+        let Some(dir) = &self.dir else { return Ok(()) };
+        let svg_path = dir.join(format!("{stem}.svg"));
         std::fs::write(&svg_path, svg).with_context(|| format!("cannot write {}", svg_path.display()))?;
         self.written.push(svg_path);
         if self.png {
-            let png_path = self.dir.join(format!("{stem}.png"));
+            let png_path = dir.join(format!("{stem}.png"));
             {
                 let root = BitMapBackend::new(&png_path, size).into_drawing_area();
                 chart.draw(&root).with_context(|| format!("rendering {}", png_path.display()))?;
