@@ -612,8 +612,12 @@ pub struct PredictConfig {
     pub channels_last: bool,
     pub bucket_cap_mb: f64,
     pub comm_hook: CommHook,
+    /// DDP's buffer broadcast before each forward (run's default).
+    pub broadcast_buffers: bool,
     pub curve: CurveSource,
     pub steps: u64,
+    /// Timed steps go on past `steps` until this much was timed.
+    pub min_time: std::time::Duration,
     pub warmup: u64,
     pub seed: u64,
     pub label: String,

@@ -39,6 +39,10 @@ pub struct PredictArgs {
     pub bucket_cap_mb: f64,
     #[arg(long, value_enum, default_value_t = CommHook::None)]
     pub comm_hook: CommHook,
+    /// As run's: the ddp being predicted does not broadcast BatchNorm
+    /// buffers before each forward.
+    #[arg(long)]
+    pub no_broadcast_buffers: bool,
     /// A results file with in-place rows from `gpubench allreduce` at each world size.
     #[arg(long, value_name = "FILE.csv", conflicts_with = "busbw")]
     pub allreduce: Option<PathBuf>,
@@ -48,9 +52,13 @@ pub struct PredictArgs {
     /// ...and the latency of an all-reduce.
     #[arg(long, default_value = "20us", value_name = "DURATION")]
     pub latency: String,
-    /// Timed profile steps, after --warmup untimed ones.
+    /// Timed profile steps, after --warmup untimed ones...
     #[arg(long, default_value_t = 10)]
     pub steps: u64,
+    /// ...and more until this much time was timed (a short step needs many
+    /// samples for a steady median).
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub min_time: String,
     #[arg(long, default_value_t = 3)]
     pub warmup: u64,
     #[arg(long, default_value_t = 0)]
@@ -120,6 +128,8 @@ impl PredictArgs {
         if a.batch_size <= 0 {
             return Err(usage("--batch-size must be at least 1 (it is per device)"));
         }
+        let min_time = humantime::parse_duration(a.min_time.trim())
+            .map_err(|e| usage(format!("--min-time {:?} is not a duration ({e}); write e.g. 2s or 0s", a.min_time)))?;
         if a.steps == 0 {
             return Err(usage("--steps must be at least 1"));
         }
@@ -155,8 +165,10 @@ impl PredictArgs {
             channels_last: a.channels_last,
             bucket_cap_mb: a.bucket_cap_mb,
             comm_hook: a.comm_hook,
+            broadcast_buffers: !a.no_broadcast_buffers,
             curve,
             steps: a.steps,
+            min_time,
             warmup: a.warmup,
             seed: a.seed,
             label: a.label,

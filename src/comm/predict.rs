@@ -14,13 +14,26 @@
 //! - bucket b is ready when its last gradient is (r_b); its all-reduce
 //!   starts when it is ready and the previous bucket's is done, and takes
 //!   t(S_b): `end_b = max(r_b, end_{b-1}) + t(S_b)`, buckets in index order;
-//! - `step(N) = forward + max(backward, end_last) + optimizer`; exposed
-//!   communication = `max(0, end_last - backward)`; efficiency =
+//! - `step(N) = broadcast + forward + max(backward, end_last) + optimizer
+//!   + wait`, where `broadcast` is the buffer broadcast DDP does before each
+//!   forward (BatchNorm statistics from rank 0; `--no-broadcast-buffers`
+//!   drops it), timed on the same curve as a message of the buffers' size:
+//!   a broadcast moves less than an all-reduce, but these messages are
+//!   small, where the curve is latency;
+//!   exposed communication = `max(0, end_last - backward)`; efficiency =
 //!   `step(1) / step(N)`.
+//! - `wait` is the time spent waiting for the slowest rank: every
+//!   collective starts when the last rank reaches it, so a step costs the
+//!   slowest of N ranks' compute, not the typical one. It is estimated from
+//!   the profile's own per-step samples: the median, over draws of N steps,
+//!   of `max(forward + optimizer) + max(backward)` (the buffer broadcast and
+//!   the last bucket are the two synchronisation points), less the median
+//!   step alone. It grows with N and with the device's jitter.
 //! - On the CPU nothing overlaps: Gloo's threads and the ranks' compute
 //!   share the same cores, so an all-reduce during backward delays backward
 //!   by as much; there the communication is added whole:
-//!   `step(N) = forward + backward + sum t(S_b) + optimizer`. (Measured: the
+//!   `step(N) = broadcast + forward + backward + sum t(S_b) + optimizer
+//!   + wait`. (Measured: the
 //!   overlapping model predicted 0.86-0.88 of ddp's step time with 2 CPU
 //!   ranks; see results/README.md.)
 //! - t(S): interpolated (log-log) between the in-place sizes a `gpubench
@@ -28,14 +41,19 @@
 //!   `algbw = busbw × N / (2(N-1))` (nccl-tests' definition inverted).
 //!   `--comm-hook fp16|bf16` halves every S.
 //!
-//! What it leaves out: stragglers and jitter between ranks, the buffer
-//! broadcast before each forward, contention between communication and
-//! compute for the same cores or memory, and a first bucket launched before
-//! the backward pass's first kernels finish. On the CPU each rank's profile
+//! The profile times `--steps` steps and goes on until `--min-time` was
+//! timed: a 20 ms step needs about 2 s of samples for a steady median.
+//!
+//! What it leaves out: jitter that is correlated between ranks, contention
+//! between communication and compute for the same cores or memory on GPUs,
+//! and a first bucket launched before the backward pass's first kernels
+//! finish. On the CPU each rank's profile
 //! uses that rank's share of the cores, with the other ranks' steps running
 //! beside it.
 use anyhow::{anyhow, Result};
 use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tch::Device;
 
@@ -65,6 +83,11 @@ pub struct Profile {
     pub buckets: Vec<Bucket>,
     /// Intra-op threads the profile ran with (CPU).
     pub threads: Option<usize>,
+    /// Every timed step's (forward, backward, optimizer), raw.
+    pub samples: Vec<(f64, f64, f64)>,
+    /// Bytes of the model's buffers (BatchNorm statistics), which DDP
+    /// broadcasts before every forward.
+    pub buffer_bytes: u64,
 }
 
 impl Profile {
@@ -170,12 +193,56 @@ pub struct Prediction {
     /// behind the backward pass.
     pub comm: f64,
     pub exposed: f64,
+    /// Waiting for the slowest rank (see the module doc).
+    pub wait: f64,
+    /// The buffer broadcast before each forward.
+    pub broadcast: f64,
 }
 
-/// Simulates the buckets' all-reduces on one stream (see the module doc);
-/// `overlap`: whether communication runs beside backward (GPUs) or takes
-/// its time from it (CPU ranks sharing cores with Gloo).
-pub fn simulate(p: &Profile, curve: &dyn Curve, n: usize, batch: i64, hook: CommHook, overlap: bool) -> Prediction {
+/// Draws of N steps the straggler estimate takes; fixed, and drawn from a
+/// fixed sequence, so one profile always gives one prediction.
+const DRAWS: usize = 4000;
+
+/// The slowest of `n` ranks against one rank alone, from the profile's
+/// samples (see the module doc); 0 without at least two samples.
+pub fn straggler_wait(samples: &[(f64, f64, f64)], n: usize) -> f64 {
+    if n < 2 || samples.len() < 2 {
+        return 0.0;
+    }
+    // A 64-bit LCG (Knuth's MMIX constants): reproducible and dependency-free.
+    let mut state: u64 = 0x853c_49e6_748f_ea9b;
+    let mut pick = || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        &samples[((state >> 33) % samples.len() as u64) as usize]
+    };
+    let slowest: Vec<f64> = (0..DRAWS)
+        .map(|_| {
+            let (mut fo, mut b) = (0.0f64, 0.0f64);
+            for _ in 0..n {
+                let s = pick();
+                fo = fo.max(s.0 + s.2);
+                b = b.max(s.1);
+            }
+            fo + b
+        })
+        .collect();
+    let alone: Vec<f64> = samples.iter().map(|s| s.0 + s.1 + s.2).collect();
+    (percentile(&slowest, 50.0) - percentile(&alone, 50.0)).max(0.0)
+}
+
+/// How DDP runs the step being predicted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ddp {
+    pub hook: CommHook,
+    /// Whether communication runs beside backward (GPUs) or takes its time
+    /// from it (CPU ranks sharing cores with Gloo).
+    pub overlap: bool,
+    pub broadcast_buffers: bool,
+}
+
+/// Simulates the buckets' all-reduces on one stream (see the module doc).
+pub fn simulate(p: &Profile, curve: &dyn Curve, n: usize, batch: i64, ddp: Ddp) -> Prediction {
+    let Ddp { hook, overlap, broadcast_buffers } = ddp;
     let scale = if hook == CommHook::None { 1.0 } else { 0.5 };
     let (mut end, mut comm) = (0.0f64, 0.0);
     for b in &p.buckets {
@@ -184,7 +251,9 @@ pub fn simulate(p: &Profile, curve: &dyn Curve, n: usize, batch: i64, hook: Comm
         end = end.max(ready) + t;
         comm += t;
     }
-    let step = p.forward + p.backward.max(end) + p.optimizer;
+    let wait = straggler_wait(&p.samples, n);
+    let broadcast = if broadcast_buffers && p.buffer_bytes > 0 { curve.time(p.buffer_bytes as f64) } else { 0.0 };
+    let step = broadcast + p.forward + p.backward.max(end) + p.optimizer + wait;
     Prediction {
         n,
         step,
@@ -192,12 +261,16 @@ pub fn simulate(p: &Profile, curve: &dyn Curve, n: usize, batch: i64, hook: Comm
         efficiency: p.step() / step,
         comm,
         exposed: (end - p.backward).max(0.0),
+        wait,
+        broadcast,
     }
 }
 
 /// The same training step in a loop on another thread until `stop`: a CPU
 /// rank's neighbour, taking its share of memory bandwidth and caches.
-fn companion(rc: crate::config::RunConfig, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<()> {
+/// `steady` is counted up once the neighbour has taken two steps, so that
+/// the profile is not timed beside a neighbour still building its model.
+fn companion(rc: crate::config::RunConfig, stop: Arc<AtomicBool>, steady: Arc<AtomicUsize>) -> Result<()> {
     use crate::data::DataSource;
     if let Some(t) = rc.threads {
         tch::set_num_threads(t as i32);
@@ -206,12 +279,17 @@ fn companion(rc: crate::config::RunConfig, stop: std::sync::Arc<std::sync::atomi
     let mut opt = build_optimizer(&rc, &vs)?;
     let mut data =
         crate::data::synthetic::Synthetic::new(rc.batch_per_device, rc.image_size, rc.num_classes, Device::Cpu, 1)?;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+    let mut steps = 0;
+    while !stop.load(Ordering::Relaxed) {
         let b = data.next_batch()?;
         opt.zero_grad();
         let loss = autocast(rc.precision, Device::Cpu, || loss_fn(&model.forward_t(&b.images, true), &b.labels))??;
         loss.f_backward()?;
         opt.step();
+        steps += 1;
+        if steps == 2 {
+            steady.fetch_add(1, Ordering::Relaxed);
+        }
     }
     Ok(())
 }
@@ -222,15 +300,24 @@ fn companion(rc: crate::config::RunConfig, stop: std::sync::Arc<std::sync::atomi
 /// as the other ranks would: two single-thread copies at once each ran 23 %
 /// slower than one alone on the 2-core VM, which a lone profile misses.
 pub fn profile(cfg: &PredictConfig, threads: Option<usize>, neighbours: usize) -> Result<Profile> {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let steady = Arc::new(AtomicUsize::new(0));
     let handles: Vec<_> = (0..neighbours)
         .map(|_| {
-            let (rc, stop) = (cfg.run_config(threads), stop.clone());
-            std::thread::spawn(move || crate::error::guarded(|| companion(rc, stop)))
+            let (rc, stop, steady) = (cfg.run_config(threads), stop.clone(), steady.clone());
+            std::thread::spawn(move || crate::error::guarded(|| companion(rc, stop, steady)))
         })
         .collect();
+    // Until every neighbour steps (one that failed ends the wait; its error comes from join).
+    let t0 = Instant::now();
+    while steady.load(Ordering::Relaxed) < neighbours
+        && !handles.iter().any(|h| h.is_finished())
+        && t0.elapsed() < Duration::from_secs(300)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let res = profile_alone(cfg, threads);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
     for h in handles {
         h.join().map_err(|_| anyhow!("a neighbour thread panicked"))??;
     }
@@ -255,6 +342,14 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
     let (vs, model) = build_model(&rc, device);
     let mut opt = build_optimizer(&rc, &vs)?;
     let params = vs.trainable_variables();
+    let trainable: std::collections::HashSet<*mut torch_sys::C_tensor> =
+        params.iter().map(|p| p.as_ptr() as *mut _).collect();
+    let buffer_bytes = vs
+        .variables()
+        .values()
+        .filter(|t| !t.requires_grad() && !trainable.contains(&(t.as_ptr() as *mut _)))
+        .map(|t| t.numel() as u64 * t.kind().elt_size_in_bytes() as u64)
+        .sum();
     let opts = ReducerOptions {
         bucket_cap_bytes: Some((cfg.bucket_cap_mb * 1024.0 * 1024.0) as i64),
         broadcast_buffers: false,
@@ -272,7 +367,11 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
     )?;
     let sync = || cfg.device.synchronize();
     let (mut f, mut b, mut o) = (vec![], vec![], vec![]);
-    for i in 0..cfg.warmup + cfg.steps {
+    // --steps at least, and on until --min-time of timed steps: a 20 ms step needs many to settle its median.
+    let mut timed = 0.0;
+    let cap = cfg.warmup + cfg.steps.max(1) * 1000;
+    let mut i = 0;
+    while i < cfg.warmup + cfg.steps || (timed < cfg.min_time.as_secs_f64() && i < cap) {
         use crate::data::DataSource;
         let batch = data.next_batch()?;
         opt.zero_grad();
@@ -294,7 +393,9 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
             f.push((t1 - t0).as_secs_f64());
             b.push((t2 - t1).as_secs_f64());
             o.push((t3 - t2).as_secs_f64());
+            timed += (t3 - t0).as_secs_f64();
         }
+        i += 1;
     }
     let layout = reducer.param_layout(params.len())?;
     let n_buckets = layout.iter().filter_map(|(b, _)| *b).max().map_or(0, |m| m + 1);
@@ -307,7 +408,8 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
         buckets[bi].ready = buckets[bi].ready.max(r as f64 / 1e9);
     }
     let med = |v: &[f64]| percentile(v, 50.0);
-    Ok(Profile { forward: med(&f), backward: med(&b), optimizer: med(&o), buckets, threads })
+    let samples = f.iter().zip(&b).zip(&o).map(|((f, b), o)| (*f, *b, *o)).collect();
+    Ok(Profile { forward: med(&f), backward: med(&b), optimizer: med(&o), buckets, threads, samples, buffer_bytes })
 }
 
 /// A world size's profile, prediction and the curve it used.
@@ -345,7 +447,8 @@ pub fn predict(cfg: &PredictConfig) -> Result<(Vec<Predicted>, Vec<String>)> {
                 }
             }
         };
-        let pred = simulate(&p, c.as_ref(), world, cfg.batch_per_device, cfg.comm_hook, !cpu);
+        let ddp = Ddp { hook: cfg.comm_hook, overlap: !cpu, broadcast_buffers: cfg.broadcast_buffers };
+        let pred = simulate(&p, c.as_ref(), world, cfg.batch_per_device, ddp);
         out.push((p, pred, c.describe()));
     }
     if out.is_empty() {
@@ -365,7 +468,13 @@ mod tests {
             optimizer: 0.002,
             buckets: buckets.iter().map(|&(bytes, ready)| Bucket { bytes, ready }).collect(),
             threads: None,
+            samples: vec![],
+            buffer_bytes: 0,
         }
+    }
+
+    fn ddp(hook: CommHook, overlap: bool) -> Ddp {
+        Ddp { hook, overlap, broadcast_buffers: true }
     }
 
     #[test]
@@ -373,10 +482,10 @@ mod tests {
         // Two buckets of 1 MB ready at 5 and 15 ms; 1 ms each: done by 16 ms < 20 ms backward.
         let c = Linear { latency: 0.0, busbw_gbs: 1.0, n: 2 };
         assert!((c.time(1e6) - 1e-3).abs() < 1e-12);
-        let p = simulate(&profile_of(&[(1_000_000, 0.005), (1_000_000, 0.015)]), &c, 2, 32, CommHook::None, true);
+        let p = simulate(&profile_of(&[(1_000_000, 0.005), (1_000_000, 0.015)]), &c, 2, 32, ddp(CommHook::None, true));
         assert!((p.step - 0.032).abs() < 1e-12 && p.exposed == 0.0 && (p.efficiency - 1.0).abs() < 1e-12);
         // Without overlap (CPU ranks) the same 2 ms come on top of backward.
-        let q = simulate(&profile_of(&[(1_000_000, 0.005), (1_000_000, 0.015)]), &c, 2, 32, CommHook::None, false);
+        let q = simulate(&profile_of(&[(1_000_000, 0.005), (1_000_000, 0.015)]), &c, 2, 32, ddp(CommHook::None, false));
         assert!((q.step - 0.034).abs() < 1e-12 && (q.exposed - 0.002).abs() < 1e-12, "{q:?}");
         assert!((p.comm - 0.002).abs() < 1e-12);
         assert!((p.throughput - 2.0 * 32.0 / 0.032).abs() < 1e-6);
@@ -386,12 +495,48 @@ mod tests {
     fn a_late_bucket_is_exposed_and_buckets_queue_on_one_stream() {
         // 10 ms each; the first ready at 18 ms runs to 28, the second waits for it: 38 ms.
         let c = Linear { latency: 0.0, busbw_gbs: 0.1, n: 2 };
-        let p = simulate(&profile_of(&[(1_000_000, 0.018), (1_000_000, 0.019)]), &c, 2, 32, CommHook::None, true);
+        let p = simulate(&profile_of(&[(1_000_000, 0.018), (1_000_000, 0.019)]), &c, 2, 32, ddp(CommHook::None, true));
         assert!((p.exposed - 0.018).abs() < 1e-9, "{p:?}");
         assert!((p.step - (0.010 + 0.038 + 0.002)).abs() < 1e-9);
         // fp16 compression halves each message: 5 ms each, done at 28 ms.
-        let h = simulate(&profile_of(&[(1_000_000, 0.018), (1_000_000, 0.019)]), &c, 2, 32, CommHook::Fp16, true);
+        let h = simulate(&profile_of(&[(1_000_000, 0.018), (1_000_000, 0.019)]), &c, 2, 32, ddp(CommHook::Fp16, true));
         assert!((h.exposed - 0.008).abs() < 1e-9, "{h:?}");
+    }
+
+    #[test]
+    fn the_slowest_rank_sets_the_pace_and_more_ranks_wait_longer() {
+        // No jitter, no wait.
+        let flat = vec![(0.01, 0.02, 0.002); 10];
+        assert_eq!(straggler_wait(&flat, 8), 0.0);
+        // Half the steps 10 ms slower in backward: alone the median is fast or slow by a hair, but among
+        // 2 ranks the chance that neither is slow is 1/4, so the median pair waits the full 10 ms.
+        let mut mixed = vec![(0.01, 0.02, 0.002); 10];
+        for s in mixed.iter_mut().take(5) {
+            s.1 = 0.03;
+        }
+        let w2 = straggler_wait(&mixed, 2);
+        assert!(w2 > 0.004 && w2 <= 0.010 + 1e-12, "{w2}");
+        let w8 = straggler_wait(&mixed, 8);
+        assert!(w8 >= w2, "{w8} < {w2}");
+        assert!((w8 - 0.005).abs() < 1e-9 || (w8 - 0.010).abs() < 1e-9, "{w8}");
+        assert_eq!(straggler_wait(&mixed, 1), 0.0, "one rank waits for no one");
+        // It enters the step.
+        let mut p = profile_of(&[(1_000_000, 0.005)]);
+        p.samples = mixed;
+        let c = Linear { latency: 0.0, busbw_gbs: 1.0, n: 2 };
+        let x = simulate(&p, &c, 2, 32, ddp(CommHook::None, true));
+        assert!((x.step - (0.032 + x.wait)).abs() < 1e-12 && x.wait > 0.0, "{x:?}");
+    }
+
+    #[test]
+    fn buffers_are_broadcast_before_each_forward_unless_told_not_to() {
+        let mut p = profile_of(&[(1_000_000, 0.005)]);
+        p.buffer_bytes = 1_000_000;
+        let c = Linear { latency: 0.0, busbw_gbs: 1.0, n: 2 };
+        let x = simulate(&p, &c, 2, 32, ddp(CommHook::None, true));
+        assert!((x.broadcast - 1e-3).abs() < 1e-12 && (x.step - 0.033).abs() < 1e-12, "{x:?}");
+        let off = Ddp { broadcast_buffers: false, ..ddp(CommHook::None, true) };
+        assert_eq!(simulate(&p, &c, 2, 32, off).broadcast, 0.0);
     }
 
     #[test]

@@ -41,19 +41,20 @@ pub fn run(cfg: PredictConfig) -> Result<i32> {
         return Ok(0);
     }
     println!(
-        "{:>7} {:>10} {:>10} {:>10} {:>9} {:>11} {:>11}",
-        "devices", "fwd+bwd+opt", "step ms", "img/s", "scaling", "comm ms", "exposed ms"
+        "{:>7} {:>10} {:>10} {:>10} {:>9} {:>11} {:>11} {:>9}",
+        "devices", "fwd+bwd+opt", "step ms", "img/s", "scaling", "comm ms", "exposed ms", "wait ms"
     );
     for (p, x, _) in &preds {
         println!(
-            "{:>7} {:>11} {:>10} {:>10} {:>9} {:>11} {:>11}",
+            "{:>7} {:>11} {:>10} {:>10} {:>9} {:>11} {:>11} {:>9}",
             x.n,
             fmt_ms(p.step() * 1e3),
             fmt_ms(x.step * 1e3),
             fmt_rate(x.throughput),
             fmt_pct(x.efficiency),
             fmt_ms(x.comm * 1e3),
-            fmt_ms(x.exposed * 1e3)
+            fmt_ms(x.exposed * 1e3),
+            fmt_ms(x.wait * 1e3)
         );
     }
     for (p, x, c) in &preds {
@@ -91,12 +92,15 @@ fn row(cfg: &PredictConfig, p: &Profile, x: &Prediction, curve: &str) -> Row {
     r.ddp_backward_comm_ms = Some(x.comm * 1e3);
     r.ddp_overlap_ms = Some((x.comm - x.exposed).max(0.0) * 1e3);
     r.ddp_buckets = Some(p.buckets.len() as u32);
-    r.steps = Some(cfg.steps as u32);
+    r.steps = Some(p.samples.len() as u32);
     r.warmup = Some(cfg.warmup as u32);
     r.status = Status::Ok.name().into();
     r.note = format!(
-        "predicted from a 1-device profile and an all-reduce curve; exposed communication {} ms; scaling {}",
+        "predicted from a 1-device profile and an all-reduce curve; exposed communication {} ms; waiting for the \
+         slowest rank {} ms; buffer broadcast {} ms; scaling {}",
         fmt_ms(x.exposed * 1e3),
+        fmt_ms(x.wait * 1e3),
+        fmt_ms(x.broadcast * 1e3),
         fmt_pct(x.efficiency)
     );
     r.source = curve.to_string();

@@ -62,7 +62,7 @@ fn predict_turns_a_profile_and_a_curve_into_rows_beside_measurement() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     let a = format!(
         "predict --cpu --devices 2,4 --model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --steps 3 \
-         --warmup 1 --allreduce {} --out {} --json",
+         --min-time 0s --warmup 1 --allreduce {} --out {} --json",
         curve.display(),
         out.display()
     );
@@ -85,15 +85,35 @@ fn predict_turns_a_profile_and_a_curve_into_rows_beside_measurement() {
     let r = read_csv(&out).pop().unwrap();
     assert_eq!((r["impl"].as_str(), r["strategy"].as_str(), r["n_devices"].as_str()), ("predicted", "ddp", "2"));
     assert!(num(&r, "throughput_img_s") > 0.0 && r["source"].contains("curve.csv"));
-    // Published figures instead of a file: every world size.
+    assert_eq!(r["steps"], "3", "--min-time 0s: exactly --steps");
+    // Published figures instead of a file: every world size. --min-time times more than 2 steps of a
+    // millisecond each; every step's sample is kept, and the slowest rank's wait grows with the ranks.
     let o = gpubench(
         "predict --cpu --devices 2,4,8 --model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --steps 2 \
-         --warmup 1 --busbw 10 --latency 50us --json",
+         --min-time 100ms --warmup 1 --busbw 10 --latency 50us --json",
     )
     .run();
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
-    assert_eq!(v["predictions"].as_array().unwrap().len(), 3);
+    let preds = v["predictions"].as_array().unwrap();
+    assert_eq!(preds.len(), 3);
+    for p in preds {
+        assert!(p["profile"]["samples"].as_array().unwrap().len() > 2, "{p}");
+        let x = &p["prediction"];
+        // tinycnn has no BatchNorm: nothing to broadcast.
+        assert!(x["wait"].as_f64().unwrap() >= 0.0 && x["broadcast"].as_f64() == Some(0.0), "{x}");
+    }
+    // resnet18's BatchNorm statistics are broadcast before every forward, unless told not to.
+    let r18 = "predict --cpu --devices 2 --model resnet18 --image-size 32 --num-classes 10 --batch-size 2 --steps 1 \
+               --min-time 0s --warmup 0 --busbw 10 --latency 50us --json";
+    for (extra, sent) in [("", true), (" --no-broadcast-buffers", false)] {
+        let o = gpubench(&format!("{r18}{extra}")).run();
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        let p = &v["predictions"][0];
+        assert!(p["profile"]["buffer_bytes"].as_u64().unwrap() > 0, "{p}");
+        assert_eq!(p["prediction"]["broadcast"].as_f64().unwrap() >= 50e-6, sent, "{extra}: {p}");
+    }
 }
 
 #[test]
@@ -104,6 +124,7 @@ fn bad_predict_input_is_one_line_and_exit_2() {
     assert_usage_error(&format!("{s} --busbw 5 --devices 1"), "world size of 2 or more");
     assert_usage_error(&format!("{s} --busbw 5 --devices two"), "is not a device count");
     assert_usage_error(&format!("{s} --allreduce /nonexistent.csv"), "no such file");
+    assert_usage_error(&format!("{s} --busbw 5 --min-time soon"), "--min-time \"soon\" is not a duration");
     let dir = tempfile::tempdir().unwrap();
     let train = dir.path().join("train.csv");
     let o = gpubench(&format!(
