@@ -614,6 +614,8 @@ pub struct PredictConfig {
     pub comm_hook: CommHook,
     /// DDP's buffer broadcast before each forward (run's default).
     pub broadcast_buffers: bool,
+    /// Predict for another device, from its one-device figure.
+    pub scale_to: Option<ScaleTo>,
     pub curve: CurveSource,
     pub steps: u64,
     /// Timed steps go on past `steps` until this much was timed.
@@ -626,7 +628,22 @@ pub struct PredictConfig {
     pub quiet: bool,
 }
 
+/// Another device's one-device throughput at its own batch and image size
+/// (e.g. a published figure): the profile here gives only the shape of the
+/// step, scaled to that speed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScaleTo {
+    pub throughput: f64,
+    pub batch: i64,
+    pub image_size: i64,
+}
+
 impl PredictConfig {
+    /// Images per device and image size of the step being predicted.
+    pub fn target(&self) -> (i64, i64) {
+        self.scale_to.map_or((self.batch_per_device, self.image_size), |s| (s.batch, s.image_size))
+    }
+
     /// The training configuration of the profiled device, with `threads`
     /// intra-op threads (CPU: a rank's share of the cores).
     pub fn run_config(&self, threads: Option<usize>) -> RunConfig {

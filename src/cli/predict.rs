@@ -4,7 +4,7 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 
-use crate::config::{CommHook, CurveSource, ModelKind, Precision, PredictConfig};
+use crate::config::{CommHook, CurveSource, ModelKind, Precision, PredictConfig, ScaleTo};
 use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
 
@@ -39,6 +39,19 @@ pub struct PredictArgs {
     pub bucket_cap_mb: f64,
     #[arg(long, value_enum, default_value_t = CommHook::None)]
     pub comm_hook: CommHook,
+    /// Predict for another device from its one-device throughput (images/s,
+    /// e.g. a published figure) at --target-batch and --target-image-size:
+    /// the profile here gives only the step's shape (phases, buckets, when
+    /// they become ready), scaled to that speed. Implies a GPU target
+    /// (communication overlaps backward).
+    #[arg(long, value_name = "IMG/S")]
+    pub scale_to: Option<f64>,
+    /// With --scale-to: the target's images per device (default --batch-size).
+    #[arg(long, value_name = "N", requires = "scale_to")]
+    pub target_batch: Option<i64>,
+    /// With --scale-to: the target's image size (default --image-size).
+    #[arg(long, value_name = "PX", requires = "scale_to")]
+    pub target_image_size: Option<i64>,
     /// As run's: the ddp being predicted does not broadcast BatchNorm
     /// buffers before each forward.
     #[arg(long)]
@@ -144,6 +157,26 @@ impl PredictArgs {
                 a.model.name()
             )));
         }
+        let scale_to = match a.scale_to {
+            None => None,
+            Some(t) if !t.is_finite() || t <= 0.0 => {
+                return Err(usage(format!("--scale-to must be a throughput above zero in images/s (it is {t})")))
+            }
+            Some(throughput) => {
+                let batch = a.target_batch.unwrap_or(a.batch_size);
+                if batch <= 0 {
+                    return Err(usage("--target-batch must be at least 1 (images per device)"));
+                }
+                let image_size = a.target_image_size.unwrap_or(a.image_size);
+                if image_size < min {
+                    return Err(usage(format!(
+                        "--target-image-size {image_size} is too small for {}; use at least {min}",
+                        a.model.name()
+                    )));
+                }
+                Some(ScaleTo { throughput, batch, image_size })
+            }
+        };
         let device = if a.cpu {
             Devices::cpu(1)
         } else {
@@ -166,6 +199,7 @@ impl PredictArgs {
             bucket_cap_mb: a.bucket_cap_mb,
             comm_hook: a.comm_hook,
             broadcast_buffers: !a.no_broadcast_buffers,
+            scale_to,
             curve,
             steps: a.steps,
             min_time,

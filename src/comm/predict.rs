@@ -94,6 +94,22 @@ impl Profile {
     pub fn step(&self) -> f64 {
         self.forward + self.backward + self.optimizer
     }
+
+    /// The same step's shape taking `step` seconds: phases and ready times
+    /// scaled alike. The samples are dropped: another device's jitter is
+    /// not this one's, so no wait for the slowest rank is predicted.
+    pub fn scaled_to(&self, step: f64) -> Profile {
+        let k = step / self.step();
+        Profile {
+            forward: self.forward * k,
+            backward: self.backward * k,
+            optimizer: self.optimizer * k,
+            buckets: self.buckets.iter().map(|b| Bucket { bytes: b.bytes, ready: b.ready * k }).collect(),
+            threads: self.threads,
+            samples: vec![],
+            buffer_bytes: self.buffer_bytes,
+        }
+    }
 }
 
 /// All-reduce time of a message, in seconds.
@@ -420,10 +436,13 @@ pub type Predicted = (Profile, Prediction, String);
 /// curve is skipped with a note.
 pub fn predict(cfg: &PredictConfig) -> Result<(Vec<Predicted>, Vec<String>)> {
     let cpu = !cfg.device.device(0).is_cuda();
-    let backend = if cpu { Backend::Gloo } else { Backend::Nccl };
+    // Another device's figure: a GPU target, whatever ran the profile.
+    let target_gpu = !cpu || cfg.scale_to.is_some();
+    let backend = if target_gpu { Backend::Nccl } else { Backend::Gloo };
+    let (batch, _) = cfg.target();
     let mut out = vec![];
     let mut notes = vec![];
-    let mut gpu_profile: Option<Profile> = None;
+    let mut once: Option<Profile> = None;
     for &n in &cfg.devices {
         let world = n * cfg.nodes;
         let Some(c) = curve(&cfg.curve, world, backend)? else {
@@ -434,25 +453,35 @@ pub fn predict(cfg: &PredictConfig) -> Result<(Vec<Predicted>, Vec<String>)> {
             ));
             continue;
         };
-        let p = if cpu {
+        let p = if cpu && cfg.scale_to.is_none() {
             let per = (crate::device::cpu_cores() / n).max(1);
             profile(cfg, Some(per), n - 1)?
         } else {
-            match &gpu_profile {
+            match &once {
                 Some(p) => p.clone(),
                 None => {
-                    let p = profile(cfg, None, 0)?;
-                    gpu_profile = Some(p.clone());
+                    let mut p = profile(cfg, None, 0)?;
+                    if let Some(s) = cfg.scale_to {
+                        p = p.scaled_to(s.batch as f64 / s.throughput);
+                    }
+                    once = Some(p.clone());
                     p
                 }
             }
         };
-        let ddp = Ddp { hook: cfg.comm_hook, overlap: !cpu, broadcast_buffers: cfg.broadcast_buffers };
-        let pred = simulate(&p, c.as_ref(), world, cfg.batch_per_device, ddp);
+        let ddp = Ddp { hook: cfg.comm_hook, overlap: target_gpu, broadcast_buffers: cfg.broadcast_buffers };
+        let pred = simulate(&p, c.as_ref(), world, batch, ddp);
         out.push((p, pred, c.describe()));
     }
     if out.is_empty() {
         return Err(usage(format!("nothing to predict: {}", notes.join("; "))));
+    }
+    if let Some(s) = cfg.scale_to {
+        notes.push(format!(
+            "scaled to {} img/s on one device at batch {} ({} px): the profile gave the step's shape only; no wait \
+             for the slowest rank is predicted, since the target's jitter is unknown",
+            s.throughput, s.batch, s.image_size
+        ));
     }
     Ok((out, notes))
 }
@@ -526,6 +555,16 @@ mod tests {
         let c = Linear { latency: 0.0, busbw_gbs: 1.0, n: 2 };
         let x = simulate(&p, &c, 2, 32, ddp(CommHook::None, true));
         assert!((x.step - (0.032 + x.wait)).abs() < 1e-12 && x.wait > 0.0, "{x:?}");
+    }
+
+    #[test]
+    fn a_scaled_profile_keeps_its_shape() {
+        let mut p = profile_of(&[(1_000_000, 0.005), (2_000_000, 0.015)]);
+        p.samples = vec![(0.01, 0.02, 0.002); 3];
+        let q = p.scaled_to(0.320);
+        assert!((q.step() - 0.320).abs() < 1e-12);
+        assert!((q.forward / q.backward - 0.5).abs() < 1e-12 && (q.buckets[1].ready - 0.150).abs() < 1e-12);
+        assert_eq!((q.buckets[1].bytes, q.samples.len()), (2_000_000, 0));
     }
 
     #[test]

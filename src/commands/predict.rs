@@ -77,11 +77,15 @@ pub fn run(cfg: PredictConfig) -> Result<i32> {
 fn row(cfg: &PredictConfig, p: &Profile, x: &Prediction, curve: &str) -> Row {
     let mut rc = cfg.run_config(p.threads);
     rc.world = x.n;
+    (rc.batch_per_device, rc.image_size) = cfg.target();
     let mut r = base_row(&rc);
+    if let Some(s) = cfg.scale_to {
+        r.device_name = format!("scaled to {} img/s/device", s.throughput);
+    }
     r.implementation = "predicted".into();
     r.devices = format!("predicted ×{}", x.n);
     r.n_devices = x.n as u32;
-    r.global_batch = Some((cfg.batch_per_device * x.n as i64) as u32);
+    r.global_batch = Some((cfg.target().0 * x.n as i64) as u32);
     r.throughput_img_s = Some(x.throughput);
     r.throughput_per_device_img_s = Some(x.throughput / x.n as f64);
     r.step_ms_mean = Some(x.step * 1e3);

@@ -117,6 +117,34 @@ fn predict_turns_a_profile_and_a_curve_into_rows_beside_measurement() {
 }
 
 #[test]
+fn predict_scales_the_profile_to_another_devices_published_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pred.csv");
+    let o = gpubench(&format!(
+        "predict --cpu --model tinycnn --image-size 16 --num-classes 10 --batch-size 4 --steps 2 --min-time 0s \
+         --warmup 1 --devices 2,8 --busbw 10 --latency 20us --scale-to 1000 --target-batch 64 --json --out {}",
+        out.display()
+    ))
+    .run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    for p in v["predictions"].as_array().unwrap() {
+        let pr = &p["profile"];
+        let one = ["forward", "backward", "optimizer"].iter().map(|k| pr[k].as_f64().unwrap()).sum::<f64>();
+        assert!((one - 64.0 / 1000.0).abs() < 1e-9, "the profile takes the target's step time: {one}");
+        let x = &p["prediction"];
+        assert_eq!(x["wait"].as_f64(), Some(0.0), "no straggler wait for a device whose jitter is unknown");
+        let n = x["n"].as_f64().unwrap();
+        assert!(x["throughput"].as_f64().unwrap() <= n * 1000.0 + 1e-6, "{x}");
+    }
+    assert!(v["notes"].to_string().contains("scaled to 1000 img/s on one device at batch 64"), "{v}");
+    let rows = read_csv(&out);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["batch_per_device"], "64");
+    assert_eq!(rows[0]["device_name"], "scaled to 1000 img/s/device");
+}
+
+#[test]
 fn bad_predict_input_is_one_line_and_exit_2() {
     let s = "predict --cpu --model tinycnn --image-size 16";
     assert_usage_error(s, "needs an all-reduce curve");
@@ -125,6 +153,9 @@ fn bad_predict_input_is_one_line_and_exit_2() {
     assert_usage_error(&format!("{s} --busbw 5 --devices two"), "is not a device count");
     assert_usage_error(&format!("{s} --allreduce /nonexistent.csv"), "no such file");
     assert_usage_error(&format!("{s} --busbw 5 --min-time soon"), "--min-time \"soon\" is not a duration");
+    assert_usage_error(&format!("{s} --busbw 5 --scale-to 0"), "--scale-to must be a throughput above zero");
+    assert_usage_error(&format!("{s} --busbw 5 --scale-to 10 --target-batch 0"), "--target-batch must be at least 1");
+    assert_usage_error(&format!("{s} --busbw 5 --target-batch 8"), "--scale-to");
     let dir = tempfile::tempdir().unwrap();
     let train = dir.path().join("train.csv");
     let o = gpubench(&format!(
