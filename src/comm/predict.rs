@@ -14,8 +14,8 @@
 //! - bucket b is ready when its last gradient is (r_b); its all-reduce
 //!   starts when it is ready and the previous bucket's is done, and takes
 //!   t(S_b): `end_b = max(r_b, end_{b-1}) + t(S_b)`, buckets in index order;
-//! - `step(N) = broadcast + forward + max(backward, end_last) + optimizer
-//!   + wait`, where `broadcast` is the buffer broadcast DDP does before each
+//! - `step(N) = broadcast + forward + max(backward, end_last) + optimizer +
+//!   wait`, where `broadcast` is the buffer broadcast DDP does before each
 //!   forward (BatchNorm statistics from rank 0; `--no-broadcast-buffers`
 //!   drops it), timed on the same curve as a message of the buffers' size:
 //!   a broadcast moves less than an all-reduce, but these messages are
@@ -32,10 +32,9 @@
 //! - On the CPU nothing overlaps: Gloo's threads and the ranks' compute
 //!   share the same cores, so an all-reduce during backward delays backward
 //!   by as much; there the communication is added whole:
-//!   `step(N) = broadcast + forward + backward + sum t(S_b) + optimizer
-//!   + wait`. (Measured: the
-//!   overlapping model predicted 0.86-0.88 of ddp's step time with 2 CPU
-//!   ranks; see results/README.md.)
+//!   `step(N) = broadcast + forward + backward + sum t(S_b) + optimizer +
+//!   wait`. (Measured: the overlapping model predicted 0.86-0.88 of ddp's
+//!   step time with 2 CPU ranks; see results/README.md.)
 //! - t(S): interpolated (log-log) between the in-place sizes a `gpubench
 //!   allreduce` file measured at world size N, or `latency + S / algbw` with
 //!   `algbw = busbw × N / (2(N-1))` (nccl-tests' definition inverted).
