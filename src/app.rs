@@ -5,6 +5,7 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command};
 use crate::commands;
+use crate::commands::report::Outputs;
 
 /// Parses the command line and runs the subcommand; returns the exit code.
 pub fn run() -> Result<i32> {
@@ -28,9 +29,13 @@ pub fn run() -> Result<i32> {
             commands::allreduce::run(env, cfg)
         }
         Command::Predict(a) => commands::predict::run(a.into_config()?),
-        Command::Report(a) => commands::report::run_report(&a.files, a.charts.as_deref(), a.html.as_deref(), a.format),
+        Command::Report(a) => {
+            let out = Outputs { format: a.format, charts: a.charts.as_deref(), html: a.html.as_deref() };
+            commands::report::run_report(&a.files, &out)
+        }
         Command::Compare(a) => {
-            commands::report::run_compare(&a.files, a.charts.as_deref(), a.html.as_deref(), a.format)
+            let out = Outputs { format: a.format, charts: a.charts.as_deref(), html: a.html.as_deref() };
+            commands::report::run_compare(&a.files, &out)
         }
         Command::Check(a) => {
             let (opts, format) = a.options();

@@ -115,16 +115,25 @@ pub fn write_html(path: &Path, page: &Page) -> Result<()> {
     Ok(())
 }
 
-/// `gpubench report FILES`.
-pub fn run_report(
-    files: &[PathBuf],
-    charts_dir: Option<&Path>,
-    html_path: Option<&Path>,
-    format: Format,
-) -> Result<i32> {
-    if let Some(p) = html_path {
-        html::check_html_path(p)?;
+/// Where `report` and `compare` put their output: the table's format,
+/// `--charts DIR` and `--html FILE`.
+pub struct Outputs<'a> {
+    pub format: Format,
+    pub charts: Option<&'a Path>,
+    pub html: Option<&'a Path>,
+}
+
+impl Outputs<'_> {
+    /// Refuses an unusable `--html` path before any work.
+    fn check(&self) -> Result<()> {
+        self.html.map_or(Ok(()), html::check_html_path)
     }
+}
+
+/// `gpubench report FILES`.
+pub fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
+    out.check()?;
+    let Outputs { format, charts: charts_dir, html: html_path } = *out;
     let runs = load_files(files)?;
     let (devices, device_notes) = long::load_devices(files);
     // All-reduce rows are curves over message size, not configurations.
@@ -161,15 +170,9 @@ pub fn run_report(
 }
 
 /// `gpubench compare FILES`.
-pub fn run_compare(
-    files: &[PathBuf],
-    charts_dir: Option<&Path>,
-    html_path: Option<&Path>,
-    format: Format,
-) -> Result<i32> {
-    if let Some(p) = html_path {
-        html::check_html_path(p)?;
-    }
+pub fn run_compare(files: &[PathBuf], out: &Outputs) -> Result<i32> {
+    out.check()?;
+    let Outputs { format, charts: charts_dir, html: html_path } = *out;
     let runs = load_files(files)?;
     let (devices, _) = long::load_devices(files);
     let cmp = compare::compare(&runs, &devices)?;
