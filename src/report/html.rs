@@ -79,6 +79,7 @@ td.num, th.num { text-align: right; }
 td.empty { color: #999; }
 tr.published td { font-style: italic; color: #555; background: #fbf8ee; }
 th.published { background: #f3ecd2; }
+td.published { font-style: italic; color: #555; background: #fbf8ee; }
 .tag { font-size: 11px; font-style: normal; border: 1px solid #c9b97a; border-radius: 3px; padding: 0 3px; margin-left: 4px; }
 td.v-regressed, td.v-missing { color: #b00020; font-weight: 600; }
 td.v-improved { color: #1b7a1b; font-weight: 600; }
@@ -148,7 +149,8 @@ fn table_html(t: &Table, id: &str) -> String {
         if c.align == super::export::Align::Right {
             class.push("num");
         }
-        let published = c.title.contains("[published]");
+        // compare names a published set's columns by the set: "… [published]:throughput_img_s".
+        let published = c.title.contains("[published]") || c.key.contains("[published]");
         if published {
             class.push("published");
         }
@@ -173,6 +175,9 @@ fn table_html(t: &Table, id: &str) -> String {
             }
             if col.key == "verdict" {
                 class.push(verdict_class(cell.display()));
+            }
+            if col.key.contains("[published]") {
+                class.push("published".into());
             }
             let class: Vec<&str> = class.iter().map(String::as_str).collect();
             let mut text = escape(cell.display());
@@ -357,6 +362,19 @@ mod tests {
         assert!(h.contains("<div class=\"banner fail\" id=\"outcome\">1 regressed: FAIL</div>"));
         assert!(h.contains("<td class=\"v-regressed\">regressed: -12%</td>"));
         assert!(h.contains("<td class=\"v-improved\">improved</td>"));
+    }
+
+    #[test]
+    fn a_published_sets_columns_are_marked_in_compare() {
+        let t = Table {
+            title: String::new(),
+            columns: vec![Column::num("K80 [published]:throughput_img_s", "B img/s")],
+            rows: vec![vec![Cell::num(51.9, "51.9")]],
+            notes: vec![],
+        };
+        let h = page_text(vec![Section::Table(t)], None);
+        assert!(h.contains("<th class=\"num published\""), "{h}");
+        assert!(h.contains("<td class=\"num published\">51.9</td>"), "{h}");
     }
 
     #[test]
