@@ -16,8 +16,9 @@
 //! With `gradient_as_bucket_view`, zero gradients in place (see
 //! [`zero_grads_in_place`]): tch's `zero_grad` detaches them, which fails on
 //! bucket views ("Can't detach views in-place").
+use crate::ffi::cstring;
 use anyhow::{anyhow, bail, Result};
-use std::ffi::{c_char, c_int, CStr, CString};
+use std::ffi::{c_char, c_int, CStr};
 use std::fmt;
 use std::ptr::NonNull;
 use std::str::FromStr;
@@ -125,10 +126,6 @@ fn check(err: *mut c_char) -> Result<()> {
     let msg = unsafe { CStr::from_ptr(err) }.to_string_lossy().into_owned();
     unsafe { gb_free_error(err) };
     Err(anyhow!(msg))
-}
-
-fn cstring(s: &str, what: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| anyhow!("{what} contains a NUL byte: {s:?}"))
 }
 
 fn int(v: usize, what: &str) -> Result<c_int> {
@@ -599,7 +596,6 @@ impl Reducer {
         })
     }
 
-    /// Current bucket sizes in bytes, in reduction order.
     /// Per parameter of `n_params` (the order given to `new`): its bucket's
     /// index, and when its gradient was ready in the last sampled backward,
     /// ns after prepare_backward (None when unknown).
@@ -611,6 +607,7 @@ impl Reducer {
         Ok(bucket.into_iter().zip(ready).map(|(b, r)| (usize::try_from(b).ok(), (r >= 0).then_some(r))).collect())
     }
 
+    /// Current bucket sizes in bytes, in reduction order.
     pub fn bucket_sizes(&self) -> Result<Vec<i64>> {
         let mut n = 0usize;
         check(unsafe { gb_reducer_bucket_sizes(self.ptr.as_ptr(), std::ptr::null_mut(), 0, &mut n) })?;

@@ -257,8 +257,6 @@ pub fn cuda_reset_peak_memory(dev: usize) -> Result<()> {
     check(unsafe { gb_cuda_reset_peak_memory(dev as c_int) })
 }
 
-/// Enters (`on`) or leaves libtorch's autocast for CUDA or the CPU, to
-/// float16 or bfloat16. The state is thread-local.
 /// Starts PyTorch's profiler (Kineto): CPU ops on every thread, and CUDA
 /// kernels when `cuda`.
 pub fn profiler_start(cuda: bool) -> Result<()> {
@@ -267,18 +265,19 @@ pub fn profiler_start(cuda: bool) -> Result<()> {
 
 /// Top-level metadata for the trace being recorded (`json`: a JSON value).
 pub fn profiler_metadata(key: &str, json: &str) -> Result<()> {
-    let (k, j) = (cstr(key)?, cstr(json)?);
+    let (k, j) = (cstring(key, "profiler metadata key")?, cstring(json, "profiler metadata")?);
     check(unsafe { gb_profiler_metadata(k.as_ptr(), j.as_ptr()) })
 }
 
 /// Stops the profiler and writes its Chrome trace to `path`.
 pub fn profiler_stop(path: &std::path::Path) -> Result<()> {
-    let p = cstr(&path.display().to_string())?;
+    let p = cstring(&path.display().to_string(), "the trace path")?;
     check(unsafe { gb_profiler_stop(p.as_ptr()) })
 }
 
-fn cstr(s: &str) -> Result<std::ffi::CString> {
-    std::ffi::CString::new(s).map_err(|_| anyhow::anyhow!("{s:?} contains a NUL byte"))
+/// `s` for C, or an error naming `what` when it holds a NUL byte.
+pub(crate) fn cstring(s: &str, what: &str) -> Result<std::ffi::CString> {
+    std::ffi::CString::new(s).map_err(|_| anyhow!("{what} contains a NUL byte: {s:?}"))
 }
 
 /// Whether this build can emit NVTX ranges (`--nvtx`).
@@ -325,6 +324,8 @@ impl Drop for Range {
     }
 }
 
+/// Enters (`on`) or leaves libtorch's autocast for CUDA or the CPU, to
+/// float16 or bfloat16. The state is thread-local.
 pub fn set_autocast(cuda: bool, bf16: bool, on: bool) -> Result<()> {
     check(unsafe { gb_autocast(c_int::from(cuda), c_int::from(bf16), c_int::from(on)) })
 }

@@ -97,6 +97,8 @@ struct SyncClock<'a> {
     devices: &'a crate::device::Devices,
     last: Instant,
     secs: [f64; 3],
+    /// The phases as trace ranges too, while profiling.
+    ranges: Option<RangeClock>,
 }
 
 impl PhaseClock for SyncClock<'_> {
@@ -110,6 +112,9 @@ impl PhaseClock for SyncClock<'_> {
         };
         self.secs[i] += (now - self.last).as_secs_f64();
         self.last = now;
+        if let Some(r) = &mut self.ranges {
+            r.mark(phase);
+        }
     }
 }
 
@@ -220,6 +225,14 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             Length::Auto if steady(&warm_secs) => format!("steady after {} steps", m.warmup_steps),
             Length::Auto => format!("not steady after {} steps (the cap)", m.warmup_steps),
         };
+        // The profiler's set-up is not part of the timed run.
+        let mut profiling = match &cfg.profile {
+            Some(p) => {
+                start_profile(p, strat.devices().kind == crate::device::DeviceKind::Cuda)?;
+                Some(p)
+            }
+            None => None,
+        };
         strat.devices().synchronize();
         crate::metrics::collect::reset_peaks(strat.devices());
         pb.set_prefix("timed");
@@ -229,13 +242,6 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
         if cfg.breakdown {
             m.phase_secs = Some([vec![], vec![], vec![]]);
         }
-        let mut profiling = match &cfg.profile {
-            Some(p) => {
-                start_profile(p, strat.devices().kind == crate::device::DeviceKind::Cuda)?;
-                Some(p)
-            }
-            None => None,
-        };
         crate::ffi::set_nvtx(cfg.nvtx);
         loop {
             let t0 = Instant::now();
@@ -248,16 +254,17 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             drop(wait_range);
             let t_data = Instant::now();
             m.data_wait_secs.push((t_data - t0).as_secs_f64());
-            let loss_t = if ranged && m.phase_secs.is_none() {
-                strat.step_timed(&batch, &mut RangeClock::new())?
-            } else if let Some(p) = m.phase_secs.as_mut() {
+            let loss_t = if let Some(p) = m.phase_secs.as_mut() {
                 let devices = strat.devices().clone();
-                let mut clock = SyncClock { devices: &devices, last: t_data, secs: [0.0; 3] };
+                let ranges = ranged.then(RangeClock::new);
+                let mut clock = SyncClock { devices: &devices, last: t_data, secs: [0.0; 3], ranges };
                 let l = strat.step_timed(&batch, &mut clock)?;
                 for (v, x) in p.iter_mut().zip(clock.secs) {
                     v.push(x);
                 }
                 l
+            } else if ranged {
+                strat.step_timed(&batch, &mut RangeClock::new())?
             } else {
                 strat.step(&batch)?
             };

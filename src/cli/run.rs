@@ -486,17 +486,12 @@ impl RunArgs {
                     )));
                 }
                 let (r, w) = rank.as_ref().map_or((0, 1), |e| (e.rank, e.world_size));
-                let backend = if a.strategy == StrategyKind::Ddp {
-                    a.ddp.backend.unwrap_or(Backend::default_for(devices.kind)).name().to_string()
-                } else {
-                    String::new()
-                };
                 Some(crate::config::ProfileSpec {
                     dir: dir.clone(),
                     steps: a.profile_steps,
                     rank: r,
                     world: w,
-                    backend,
+                    backend: if ddp { backend.name() } else { "" }.to_string(),
                 })
             }
         };

@@ -75,7 +75,7 @@ fn say_written(w: &ChartWriter, dir: &Path, notes: &[String]) {
 
 /// The chart writer `--charts` and `--html` need: files in DIR, SVGs kept for
 /// the page, both, or none.
-fn charts_for(dir: Option<&Path>, html: Option<&Path>) -> Result<Option<ChartWriter>> {
+pub(crate) fn charts_for(dir: Option<&Path>, html: Option<&Path>) -> Result<Option<ChartWriter>> {
     Ok(match (dir, html) {
         (Some(d), h) => Some(chart_writer(d).map(|w| if h.is_some() { w.keeping_svgs() } else { w })?),
         (None, Some(_)) => Some(ChartWriter::in_memory()),
@@ -84,7 +84,7 @@ fn charts_for(dir: Option<&Path>, html: Option<&Path>) -> Result<Option<ChartWri
 }
 
 /// Says what was drawn, and writes the page when one was asked for.
-fn finish(
+pub(crate) fn finish(
     w: Option<ChartWriter>,
     dir: Option<&Path>,
     html_path: Option<&Path>,
@@ -109,7 +109,7 @@ fn finish(
 }
 
 /// Writes the page and says where, and whether it replaced one.
-pub fn write_html(path: &Path, page: &Page) -> Result<()> {
+fn write_html(path: &Path, page: &Page) -> Result<()> {
     let replaced = html::write_page(path, &html::render(page))?;
     eprintln!("wrote {}{}", path.display(), if replaced { " (replacing the previous page)" } else { "" });
     Ok(())

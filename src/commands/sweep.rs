@@ -201,6 +201,8 @@ pub struct Summary {
     pub table: crate::report::export::Table,
     pub runs: Vec<crate::report::summary::Run>,
     pub groups: Vec<crate::report::summary::Group>,
+    /// The per-device rows the groups were summarized with, for the charts.
+    pub devices: long::DeviceData,
 }
 
 pub fn summarize_plan(plan: &Plan) -> Result<Summary> {
@@ -215,38 +217,17 @@ pub fn summarize_plan(plan: &Plan) -> Result<Summary> {
     let mut table = rs::report_table(&runs, &groups, std::slice::from_ref(&plan.out));
     table.title = format!("sweep summary ({} row(s) of this matrix in {})", runs.len(), plan.out.display());
     let bytes = crate::report::export::exporter(crate::report::export::Format::Table).export(&table)?;
-    Ok(Summary { text: String::from_utf8_lossy(&bytes).into_owned(), table, runs, groups })
+    Ok(Summary { text: String::from_utf8_lossy(&bytes).into_owned(), table, runs, groups, devices })
 }
 
 /// The report's charts for the sweep's rows into `--charts`, and the page
-/// into `--html`.
+/// into `--html`, as `report` writes them.
 fn render(plan: &Plan, s: &Summary) -> Result<()> {
-    use crate::report::charts::ChartWriter;
-    use crate::report::html::{Page, Section};
-    let mut w = match &plan.charts {
-        Some(dir) => super::report::chart_writer(dir).context("charts not written")?,
-        None => ChartWriter::in_memory(),
-    };
-    if plan.html.is_some() {
-        w = w.keeping_svgs();
-    }
-    let (devices, _) = long::load_devices(std::slice::from_ref(&plan.out));
-    let notes = charts::report_charts(&mut w, &s.runs, &s.groups, &devices).context("charts not written")?;
-    if let Some(dir) = &plan.charts {
-        for n in &notes {
-            eprintln!("note: {n}");
-        }
-        let n = w.written.len();
-        eprintln!("wrote {n} chart file{} to {}", if n == 1 { "" } else { "s" }, dir.display());
-    }
-    if let Some(path) = &plan.html {
-        let page = Page {
-            title: "gpubench sweep".into(),
-            inputs: vec![plan.out.clone()],
-            outcome: None,
-            sections: vec![Section::Table(s.table.clone()), Section::Charts { charts: w.svgs, notes }],
-        };
-        super::report::write_html(path, &page).context("page not written")?;
-    }
-    Ok(())
+    use crate::report::html::Page;
+    let (dir, html) = (plan.charts.as_deref(), plan.html.as_deref());
+    let Some(mut w) = super::report::charts_for(dir, html)? else { return Ok(()) };
+    let notes = charts::report_charts(&mut w, &s.runs, &s.groups, &s.devices).context("charts not written")?;
+    let page =
+        |sections| Page { title: "gpubench sweep".into(), inputs: vec![plan.out.clone()], outcome: None, sections };
+    super::report::finish(Some(w), dir, html, notes, page, std::slice::from_ref(&s.table))
 }

@@ -132,19 +132,28 @@ impl DataParallel {
         })
     }
 
-    /// Splits the batch along dim 0 into one equal chunk per replica, each
-    /// copied to its replica's device.
-    fn scatter(&self, images: &Tensor) -> Result<Vec<Tensor>> {
+    /// Splits the batch along dim 0 into one chunk per replica, each copied
+    /// to its replica's device as `kind`. Training needs one chunk for every
+    /// replica; serving (`partial`) may use fewer when the batch has fewer rows.
+    fn scatter(&self, images: &Tensor, kind: Kind, partial: bool) -> Result<Vec<Tensor>> {
         let n = self.replicas.len() as i64;
         let chunks = images.f_chunk(n, 0)?;
-        if chunks.len() != self.replicas.len() {
+        if chunks.len() != self.replicas.len() && !partial {
             return Err(anyhow!("cannot split a batch of {} into {n} chunks", images.size()[0]));
         }
         chunks
             .iter()
             .zip(&self.replicas)
-            .map(|(c, r)| Ok(c.f_to_device_(r.device, Kind::Float, self.non_blocking, false)?))
+            .map(|(c, r)| Ok(c.f_to_device_(r.device, kind, self.non_blocking, false)?))
             .collect()
+    }
+
+    /// The replicas' outputs, in replica order, concatenated on the master.
+    fn gather(&self, outputs: &[Tensor]) -> Result<Tensor> {
+        let master = self.replicas[0].device;
+        let gathered: Vec<Tensor> =
+            outputs.iter().map(|o| o.f_to_device_(master, o.kind(), false, false)).collect::<Result<_, _>>()?;
+        Ok(Tensor::f_cat(&gathered, 0)?)
     }
 
     /// Runs every replica's forward on its own thread (a new one each step, as
@@ -210,17 +219,9 @@ impl DataParallel {
     /// mode with autograd off, gather the outputs on the master.
     pub fn infer(&mut self, images: &Tensor) -> Result<Tensor> {
         self.replicate()?;
-        let chunks = images.f_chunk(self.replicas.len() as i64, 0)?;
-        let inputs = chunks
-            .iter()
-            .zip(&self.replicas)
-            .map(|(c, r)| Ok(c.f_to_device_(r.device, c.kind(), self.non_blocking, false)?))
-            .collect::<Result<Vec<_>>>()?;
+        let inputs = self.scatter(images, images.kind(), true)?;
         let outputs = self.parallel_forward(inputs, false)?;
-        let master = self.replicas[0].device;
-        let gathered: Vec<Tensor> =
-            outputs.iter().map(|o| o.f_to_device_(master, o.kind(), false, false)).collect::<Result<_, _>>()?;
-        Ok(Tensor::f_cat(&gathered, 0)?)
+        self.gather(&outputs)
     }
 
     /// Sums every other replica's gradients into the master's, on the master:
@@ -314,12 +315,10 @@ impl Strategy for DataParallel {
 
     fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
         self.replicate()?;
-        let inputs = self.scatter(&batch.images)?;
+        let inputs = self.scatter(&batch.images, Kind::Float, false)?;
         let outputs = self.parallel_forward(inputs, true)?;
+        let logits = self.gather(&outputs)?;
         let master = self.replicas[0].device;
-        let gathered: Vec<Tensor> =
-            outputs.iter().map(|o| o.f_to_device_(master, o.kind(), false, false)).collect::<Result<_, _>>()?;
-        let logits = Tensor::f_cat(&gathered, 0)?;
         let loss = autocast(self.amp.precision, master, || loss_fn(&logits, &batch.labels))??;
         clock.mark(Phase::Forward);
         self.opt.zero_grad();
