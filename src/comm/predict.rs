@@ -126,7 +126,7 @@ pub struct Linear {
 
 impl Curve for Linear {
     fn time(&self, bytes: f64) -> f64 {
-        let algbw = self.busbw_gbs * 1e9 * self.n as f64 / (2.0 * (self.n as f64 - 1.0)).max(1.0);
+        let algbw = self.busbw_gbs * 1e9 / super::allreduce::bus_factor(self.n);
         self.latency + bytes / algbw
     }
 
@@ -177,7 +177,7 @@ pub fn curve(src: &CurveSource, n: usize, backend: Backend) -> Result<Option<Box
             let rows = crate::results::csv::read_rows(path)?;
             let mut by: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
             for r in rows.iter().filter(|r| {
-                r.mode == "allreduce"
+                r.is_allreduce()
                     && r.status == "ok"
                     && r.in_place == Some(true)
                     && r.n_devices as usize == n

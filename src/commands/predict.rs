@@ -84,8 +84,10 @@ fn row(cfg: &PredictConfig, p: &Profile, x: &Prediction, curve: &str) -> Row {
     }
     r.implementation = "predicted".into();
     r.devices = format!("predicted ×{}", x.n);
-    r.n_devices = x.n as u32;
-    r.global_batch = Some((cfg.target().0 * x.n as i64) as u32);
+    // The profile's threads (a CPU rank's share), not whatever the process last set.
+    if let Some(t) = p.threads {
+        r.threads = Some(t as u32);
+    }
     r.throughput_img_s = Some(x.throughput);
     r.throughput_per_device_img_s = Some(x.throughput / x.n as f64);
     r.step_ms_mean = Some(x.step * 1e3);

@@ -136,9 +136,8 @@ pub fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     let Outputs { format, charts: charts_dir, html: html_path } = *out;
     let runs = load_files(files)?;
     let (devices, device_notes) = long::load_devices(files);
-    // All-reduce rows are curves over message size, not configurations.
-    let all: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].row.mode != "allreduce").collect();
-    let has_allreduce = all.len() < runs.len();
+    let all: Vec<usize> = (0..runs.len()).collect();
+    let has_allreduce = runs.iter().any(|r| r.row.is_allreduce());
     let groups = summarize(&runs, &all, Scope::of, &devices);
     // Training and serving rows answer different questions: a table each.
     let (serving, training): (Vec<Group>, Vec<Group>) = groups.into_iter().partition(|g| g.key.is_infer());

@@ -323,6 +323,11 @@ pub fn median(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| stats::percentile(xs, 50.0))
 }
 
+/// The median of one column over some rows (`idx` into `runs`), the rows without it left out.
+pub fn column_median(runs: &[Run], idx: &[usize], f: fn(&Row) -> Option<f64>) -> Option<f64> {
+    median(&idx.iter().filter_map(|&i| f(&runs[i].row)).collect::<Vec<_>>())
+}
+
 /// A numeric column by name. Later schema additions (issue 5's
 /// `mem_imbalance`) are read through this, so this module does not break
 /// while `Row` grows, and starts using them as soon as they exist.
@@ -337,6 +342,8 @@ pub fn run_imbalance(run: &Run, devices: &DeviceData) -> Option<f64> {
 }
 
 /// Groups `members` (indices into `runs`) by scope and config, sorted.
+/// All-reduce rows are curves over message size, not configurations: they
+/// never form a group (`report::comm` has their table).
 pub fn summarize(
     runs: &[Run],
     members: &[usize],
@@ -344,7 +351,7 @@ pub fn summarize(
     devices: &DeviceData,
 ) -> Vec<Group> {
     let mut by: BTreeMap<(Scope, ConfigKey), (Vec<usize>, Vec<usize>)> = BTreeMap::new();
-    for &i in members {
+    for &i in members.iter().filter(|&&i| !runs[i].row.is_allreduce()) {
         let r = &runs[i];
         let e = by.entry((scope_of(&r.row), ConfigKey::of(&r.row))).or_default();
         if r.is_ok() {
@@ -673,6 +680,21 @@ pub(crate) mod tests {
     fn groups(runs: &[Run]) -> Vec<Group> {
         let all: Vec<usize> = (0..runs.len()).collect();
         summarize(runs, &all, Scope::of, &DeviceData::default())
+    }
+
+    #[test]
+    fn all_reduce_rows_never_form_a_configuration() {
+        // compare and check summarize whatever the files hold; a curve's sizes must not pool into a "config".
+        let mut points = vec![row("single", 1, 100.0)];
+        for bytes in [1024, 1 << 20] {
+            let mut r = row("allreduce", 2, 5.0);
+            r.mode = "allreduce".into();
+            r.bytes = Some(bytes);
+            points.push(r);
+        }
+        let g = groups(&runs_of(points));
+        assert_eq!(g.len(), 1, "{:?}", g.iter().map(|g| g.key.describe()).collect::<Vec<_>>());
+        assert_eq!(g[0].key.describe(), "resnet50 224px fp32 single x1 b64");
     }
 
     #[test]

@@ -145,12 +145,18 @@ pub struct Row {
 }
 
 impl Row {
-    /// The header line of schema v1, as written to files.
     /// A serving row (`gpubench infer`), not a training one.
     pub fn is_infer(&self) -> bool {
         self.mode == "infer"
     }
 
+    /// A point of an all-reduce curve (`gpubench allreduce`): a message
+    /// size, not a training configuration.
+    pub fn is_allreduce(&self) -> bool {
+        self.mode == "allreduce"
+    }
+
+    /// The header line of schema v1, as written to files.
     pub fn header() -> String {
         let mut w = csv::Writer::from_writer(vec![]);
         w.serialize(Row::default()).expect("serializing a default row");
