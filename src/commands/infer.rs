@@ -146,7 +146,7 @@ fn search(cfg: &InferConfig, relaunch: &Relaunch, s: &crate::config::CapacitySea
         _ => unreachable!("cli::infer allows searches on streams and server only"),
     };
     let what = if integer { "streams" } else { "req/s" };
-    let mut rows: Vec<(f64, Row)> = vec![];
+    let mut rows: Vec<Row> = vec![];
     let mut probe = |x: f64| -> Result<bool> {
         let mut c = cfg.clone();
         c.scenario = if integer { Scenario::Streams { streams: x as u32, fps } } else { Scenario::Server { rate: x } };
@@ -181,7 +181,7 @@ fn search(cfg: &InferConfig, relaunch: &Relaunch, s: &crate::config::CapacitySea
         if matches!(Status::of(&m.row.status), Status::Failed) {
             return Err(anyhow::anyhow!("probe {i} failed: {}", m.row.error));
         }
-        rows.push((x, m.row));
+        rows.push(m.row);
         Ok(v.is_ok())
     };
     let found = find_max(start, integer, &mut probe)?;
@@ -201,10 +201,9 @@ fn search(cfg: &InferConfig, relaunch: &Relaunch, s: &crate::config::CapacitySea
         ),
     };
     if cfg.json {
-        let probes: Vec<&Row> = rows.iter().map(|(_, r)| r).collect();
         println!(
             "{}",
-            serde_json::json!({ "answer": found.best, "first_miss": found.first_miss, "unit": what, "probes": probes })
+            serde_json::json!({ "answer": found.best, "first_miss": found.first_miss, "unit": what, "probes": rows })
         );
     } else if !cfg.quiet {
         println!("{answer}");

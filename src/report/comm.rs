@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::export::{Cell, Column, Table};
 use super::format::{fmt_bytes, fmt_rate};
-use super::summary::{cell_opt, files_phrase, int_cell, median, Run};
+use super::summary::{cell_opt, column_median, files_phrase, int_cell, Run};
 
 /// What an all-reduce curve is: machine, label, backend, ranks, dtype, in place.
 pub type CurveKey = (String, String, String, u32, String, bool);
@@ -14,7 +14,7 @@ pub type CurveKey = (String, String, String, u32, String, bool);
 /// Every ok all-reduce row, by curve and size (run indices).
 pub fn curves(runs: &[Run]) -> BTreeMap<CurveKey, BTreeMap<u64, Vec<usize>>> {
     let mut by: BTreeMap<CurveKey, BTreeMap<u64, Vec<usize>>> = BTreeMap::new();
-    for (i, r) in runs.iter().enumerate().filter(|(_, r)| r.row.mode == "allreduce" && r.is_ok()) {
+    for (i, r) in runs.iter().enumerate().filter(|(_, r)| r.row.is_allreduce() && r.is_ok()) {
         let (Some(bytes), Some(ip)) = (r.row.bytes, r.row.in_place) else { continue };
         let row = &r.row;
         let k =
@@ -22,11 +22,6 @@ pub fn curves(runs: &[Run]) -> BTreeMap<CurveKey, BTreeMap<u64, Vec<usize>>> {
         by.entry(k).or_default().entry(bytes).or_default().push(i);
     }
     by
-}
-
-/// The median of one column over some rows.
-pub fn med(runs: &[Run], idx: &[usize], f: fn(&crate::results::csv::Row) -> Option<f64>) -> Option<f64> {
-    median(&idx.iter().filter_map(|&i| f(&runs[i].row)).collect::<Vec<_>>())
 }
 
 pub fn allreduce_table(runs: &[Run], files: &[PathBuf]) -> Table {
@@ -47,7 +42,7 @@ pub fn allreduce_table(runs: &[Run], files: &[PathBuf]) -> Table {
     let mut rows = vec![];
     for ((hw, label, backend, n, dtype, ip), sizes) in curves(runs) {
         for (bytes, idx) in sizes {
-            let us = |f: fn(&crate::results::csv::Row) -> Option<f64>| med(runs, &idx, f).map(|ms| ms * 1e3);
+            let us = |f: fn(&crate::results::csv::Row) -> Option<f64>| column_median(runs, &idx, f).map(|ms| ms * 1e3);
             rows.push(vec![
                 Cell::text(&hw),
                 Cell::text(&label),
@@ -59,8 +54,8 @@ pub fn allreduce_table(runs: &[Run], files: &[PathBuf]) -> Table {
                 int_cell(Some(idx.len() as u32)),
                 cell_opt(us(|r| r.step_ms_mean), fmt_rate),
                 cell_opt(us(|r| r.step_ms_p99), fmt_rate),
-                cell_opt(med(runs, &idx, |r| r.algbw_gbs), |v| format!("{v:.3}")),
-                cell_opt(med(runs, &idx, |r| r.busbw_gbs), |v| format!("{v:.3}")),
+                cell_opt(column_median(runs, &idx, |r| r.algbw_gbs), |v| format!("{v:.3}")),
+                cell_opt(column_median(runs, &idx, |r| r.busbw_gbs), |v| format!("{v:.3}")),
             ]);
         }
     }

@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::export::{Cell, Exporter, Table};
+use super::export::{Cell, Table};
 use crate::error::usage;
 
 /// The parts of a page, in order.
@@ -234,16 +234,6 @@ fn charts_html(charts: &[(String, String)], notes: &[String]) -> String {
     h
 }
 
-/// A table alone as a page: the HTML format behind the one exporter trait.
-pub struct HtmlExporter;
-
-impl Exporter for HtmlExporter {
-    fn export(&self, table: &Table) -> Result<Vec<u8>> {
-        let title = if table.title.is_empty() { "gpubench".to_string() } else { table.title.clone() };
-        Ok(render(&Page { title, inputs: vec![], outcome: None, sections: vec![Section::Table(table.clone())] }))
-    }
-}
-
 /// Refuses, before any work, an `--html` path whose directory is missing or
 /// that names a directory.
 pub fn check_html_path(path: &Path) -> Result<()> {
@@ -253,15 +243,7 @@ pub fn check_html_path(path: &Path) -> Result<()> {
     if path.is_dir() {
         return Err(usage(format!("--html {}: is a directory; give a file name, e.g. report.html", path.display())));
     }
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(usage(format!(
-            "--html {}: directory {} does not exist; create it or choose another path",
-            path.display(),
-            parent.display()
-        )));
-    }
-    Ok(())
+    crate::results::csv::existing_parent(path, "--html").map(|_| ())
 }
 
 /// Writes the page next to its final name and renames it into place, so a
@@ -378,8 +360,10 @@ mod tests {
     }
 
     #[test]
-    fn exporter_gives_a_whole_page() {
-        let h = String::from_utf8(HtmlExporter.export(&table()).unwrap()).unwrap();
+    fn render_gives_a_whole_page() {
+        let page =
+            Page { title: "Demo <b>".into(), inputs: vec![], outcome: None, sections: vec![Section::Table(table())] };
+        let h = String::from_utf8(render(&page)).unwrap();
         assert!(h.starts_with("<!DOCTYPE html>") && h.ends_with("</html>\n"));
         assert!(h.contains("<title>Demo &lt;b&gt;</title>"));
     }

@@ -6,15 +6,10 @@ use std::path::PathBuf;
 use super::export::{Cell, Column, Table};
 use super::format::{fmt_ms, fmt_pct, fmt_rate};
 use super::summary::{
-    cell_opt, cell_spread, disturbed_notes, excluded_notes, files_phrase, int_cell, median, ranking_notes,
+    cell_opt, cell_spread, column_median, disturbed_notes, excluded_notes, files_phrase, int_cell, ranking_notes,
     spread_bounds, status_counts, ConfigKey, Group, Run, INTERVAL_NOTE,
 };
 use crate::results::csv::Row;
-
-/// The median over a group's ok rows of one column.
-pub fn group_median(runs: &[Run], g: &Group, f: fn(&Row) -> Option<f64>) -> Option<f64> {
-    median(&g.ok.iter().filter_map(|&i| f(&runs[i].row)).collect::<Vec<_>>())
-}
 
 fn drop_share(r: &Row) -> Option<f64> {
     match (r.dropped, r.requests) {
@@ -58,7 +53,7 @@ pub fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table
     let rows = groups
         .iter()
         .map(|g| {
-            let m = |f: fn(&Row) -> Option<f64>| group_median(runs, g, f);
+            let m = |f: fn(&Row) -> Option<f64>| column_median(runs, &g.ok, f);
             let mut row = vec![Cell::text(&g.scope.hardware)];
             if any_label {
                 row.push(Cell::text(&g.scope.label));

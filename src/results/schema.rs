@@ -285,7 +285,6 @@ pub const RESULTS: &[ColumnDoc] = &[
         meaning: "ddp: the Reducer's average time communication ran while backward was still computing (rank 0's).",
     },
     ColumnDoc { name: "ddp_buckets", unit: "", meaning: "ddp: number of gradient buckets the Reducer all-reduces." },
-    // outcome
     ColumnDoc {
         name: "comm_hook",
         unit: "",
@@ -388,6 +387,7 @@ pub const RESULTS: &[ColumnDoc] = &[
         unit: "",
         meaning: "allreduce: elements that differed from the expected sum in the check, over all ranks (0 is right).",
     },
+    // outcome
     ColumnDoc {
         name: "interference",
         unit: "",

@@ -21,7 +21,7 @@ use crate::bench::measure::failure;
 use crate::bench::row::base_row;
 use crate::config::{Impl, InferConfig, Scenario, ServeStrategy};
 use crate::device::DeviceKind;
-use crate::metrics::collect::{Monitor, Window};
+use crate::metrics::collect::Monitor;
 use crate::results::csv::Row;
 use crate::results::Status;
 use records::ServeFigures;
@@ -34,10 +34,9 @@ pub struct Relaunch {
     pub args: Vec<String>,
 }
 
-/// One measured load: its row and figures.
+/// One measured load: its row and per-device metrics.
 pub struct Measured {
     pub row: Row,
-    pub figures: ServeFigures,
     pub devs: Vec<crate::metrics::devices::DeviceMetrics>,
 }
 
@@ -52,7 +51,6 @@ pub fn measure(cfg: &InferConfig, relaunch: &Relaunch) -> Measured {
     let in_process = cfg.implementation == Impl::Gpubench && cfg.strategy != ServeStrategy::Processes;
     let monitor =
         (in_process || cfg.devices.kind == DeviceKind::Cuda).then(|| Monitor::start(&cfg.devices, cfg.sample_interval));
-    let cpu0 = crate::metrics::sampler::process_cpu_seconds();
     let mut about = None;
     let out = match (cfg.implementation, cfg.strategy) {
         (Impl::Pytorch, _) => {
@@ -66,8 +64,7 @@ pub fn measure(cfg: &InferConfig, relaunch: &Relaunch) -> Measured {
             Err(e) => ServeOutcome { records: vec![], late: 0, error: Some(e), window: None, interference: vec![] },
         },
     };
-    let cpu1 = crate::metrics::sampler::process_cpu_seconds();
-    let window = out.window.map(|(start, end)| Window { start, end, cpu_secs: cpu0.zip(cpu1).map(|(a, b)| b - a) });
+    let window = out.window;
     let (devs, notes) = match monitor {
         Some(m) => {
             let (d, _, n) = m.finish_with_notes(&cfg.devices, &roles(cfg), window);
@@ -100,7 +97,7 @@ pub fn measure(cfg: &InferConfig, relaunch: &Relaunch) -> Measured {
         (cfg.strategy == ServeStrategy::Dp).then_some(0),
         &Default::default(),
     );
-    Measured { row, figures, devs }
+    Measured { row, devs }
 }
 
 /// Each device's role in the per-device metrics.

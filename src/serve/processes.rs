@@ -20,6 +20,7 @@ use super::schedule;
 use super::server::{grace, host_notes, serve, Frames, ServeOutcome, StartSignal};
 use crate::config::{InferConfig, Scenario};
 use crate::device::Devices;
+use crate::metrics::collect::Window;
 use crate::metrics::interference::HostSnapshot;
 use crate::proc::{self, Watched};
 
@@ -181,7 +182,8 @@ fn parent(cfg: &InferConfig, program: &Path, args: &[String], out: &mut ServeOut
             std::fs::rename(&tmp, dir.0.join("go"))?;
             let start = Instant::now() + Duration::from_millis(50);
             t0 = Some(start);
-            out.window = Some((start, start + cfg.duration));
+            // The parent's CPU time says nothing of the workers'.
+            out.window = Some(Window { start, end: start + cfg.duration, cpu_secs: None });
             host0 = HostSnapshot::take();
         }
         let late = match t0 {

@@ -16,7 +16,7 @@ use anyhow::{anyhow, Context, Result};
 use std::path::Path;
 
 use crate::metrics::interval::{mean_interval, Interval};
-use crate::metrics::stats::{mean, percentile_sorted};
+use crate::metrics::stats::{mean, summarize};
 
 /// A served request's batch timestamps (seconds after the start).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -145,15 +145,10 @@ pub fn figures(records: &[Record], duration: f64, latency: bool, backlog: bool) 
     }
     let rates: Vec<f64> = counts.iter().map(|c| c / w).collect();
     let achieved_ci = mean_interval(&rates).map(|(_, i)| Interval { lo: i.lo.max(0.0), hi: i.hi });
-    let mut lat: Vec<f64> = served.iter().map(|(r, s)| (s.done - r.sched) * 1e3).collect();
-    lat.sort_by(f64::total_cmp);
+    let lat: Vec<f64> = served.iter().map(|(r, s)| (s.done - r.sched) * 1e3).collect();
     let latency_ms = (latency && !lat.is_empty()).then(|| {
-        [
-            percentile_sorted(&lat, 50.0),
-            percentile_sorted(&lat, 90.0),
-            percentile_sorted(&lat, 99.0),
-            *lat.last().expect("not empty"),
-        ]
+        let s = summarize(&lat);
+        [s.p50, s.p90, s.p99, s.max]
     });
     let part =
         |f: &dyn Fn(&Record, &Served) -> f64| mean(&served.iter().map(|(r, s)| f(r, s) * 1e3).collect::<Vec<_>>());

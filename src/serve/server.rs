@@ -35,6 +35,7 @@ use tch::{nn, Device, Kind, Tensor};
 use super::records::{Record, Served};
 use super::schedule::Arrival;
 use crate::config::{InferConfig, Preprocess, Scenario, ServeStrategy};
+use crate::metrics::collect::Window;
 use crate::metrics::interference::{host_window, HostSnapshot};
 use crate::model::{build_model, Model};
 use crate::strategy::dp::DataParallel;
@@ -61,8 +62,9 @@ pub struct ServeOutcome {
     pub late: u64,
     /// The error that stopped the run, if one did.
     pub error: Option<anyhow::Error>,
-    /// The load's window [start, start + duration].
-    pub window: Option<(Instant, Instant)>,
+    /// The load's window [start, start + duration], with this process's CPU
+    /// seconds inside it (the server's own; None where it is not in this process).
+    pub window: Option<Window>,
     /// What disturbed the host during the load (`metrics::interference`).
     pub interference: Vec<String>,
 }
@@ -509,9 +511,11 @@ pub fn serve(cfg: &InferConfig, frames: &Frames, arrivals: &[Arrival], start: &S
         }
         go.wait();
         if let Some(&t0) = sh.t0.get() {
-            window = Some((t0, t0 + cfg.duration));
             let h0 = HostSnapshot::take();
+            let cpu0 = crate::metrics::sampler::process_cpu_seconds();
             late = generate(&sh, arrivals, t0, cfg.duration);
+            let cpu_secs = cpu0.zip(crate::metrics::sampler::process_cpu_seconds()).map(|(a, b)| b - a);
+            window = Some(Window { start: t0, end: t0 + cfg.duration, cpu_secs });
             host = h0.zip(HostSnapshot::take());
         }
         sh.issued_all.store(true, Ordering::Release);

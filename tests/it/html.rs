@@ -108,7 +108,7 @@ fn an_html_path_in_a_missing_directory_is_refused_before_any_work() {
         assert_eq!(o.code, 2, "{cmd}: {}", o.stderr);
         assert_eq!(
             o.stderr,
-            "error: --html nowhere/r.html: directory nowhere does not exist; create it or choose another path\n",
+            "error: --html nowhere/r.html: directory nowhere does not exist; create it first (mkdir -p nowhere)\n",
             "{cmd}"
         );
         assert!(o.stdout.is_empty(), "{cmd}: nothing was done: {}", o.stdout);

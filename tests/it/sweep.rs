@@ -123,7 +123,7 @@ fn a_sweep_html_path_in_a_missing_directory_is_refused_before_any_cell() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(
         stderr(&o).trim(),
-        "error: --html no/s.html: directory no does not exist; create it or choose another path"
+        "error: --html no/s.html: directory no does not exist; create it first (mkdir -p no)"
     );
     assert!(!dir.path().join("r.csv").exists(), "no cell ran");
 }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use super::draw::TAB10;
 use super::serving::{XyChart, XyLine};
 use super::ChartWriter;
-use crate::report::comm::{curves, med};
+use crate::report::comm::curves;
 use crate::report::format::fmt_bytes;
-use crate::report::summary::Run;
+use crate::report::summary::{column_median, Run};
 
 fn size_label(x: f64) -> String {
     fmt_bytes(2f64.powf(x).round())
@@ -19,8 +19,10 @@ fn size_label(x: f64) -> String {
 pub fn allreduce_charts(w: &mut ChartWriter, runs: &[Run]) -> Result<()> {
     let mut by_machine: BTreeMap<(String, String), Vec<XyLine>> = BTreeMap::new();
     for (i, ((hw, label, backend, n, dtype, ip), sizes)) in curves(runs).into_iter().enumerate() {
-        let points: Vec<(f64, f64)> =
-            sizes.iter().filter_map(|(&b, idx)| Some(((b as f64).log2(), med(runs, idx, |r| r.busbw_gbs)?))).collect();
+        let points: Vec<(f64, f64)> = sizes
+            .iter()
+            .filter_map(|(&b, idx)| Some(((b as f64).log2(), column_median(runs, idx, |r| r.busbw_gbs)?)))
+            .collect();
         let name = format!("{backend} ×{n} {dtype} {}", if ip { "in-place" } else { "out-of-place" });
         by_machine.entry((hw, label)).or_default().push(XyLine { name, color: TAB10[i % 10], points });
     }

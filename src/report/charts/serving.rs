@@ -10,7 +10,7 @@ use super::draw::*;
 use super::Chart;
 use super::{pe, ChartWriter};
 use crate::report::format::fmt_rate;
-use crate::report::summary::{Group, Run, Scope};
+use crate::report::summary::{column_median, Group, Run, Scope};
 
 pub struct XyLine {
     pub name: String,
@@ -82,10 +82,6 @@ impl Chart for XyChart {
 /// largest batch and scenario.
 type ServeKey = (Scope, String, Option<u32>, String, Option<u32>, String);
 
-fn median_of(runs: &[Run], g: &Group, f: fn(&crate::results::csv::Row) -> Option<f64>) -> Option<f64> {
-    crate::report::serving::group_median(runs, g, f)
-}
-
 /// Draws the serving charts the groups allow; returns notes on those left out.
 pub fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]) -> Result<Vec<String>> {
     let mut sets: BTreeMap<ServeKey, Vec<&Group>> = BTreeMap::new();
@@ -134,8 +130,10 @@ pub fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]) -> Re
         let mut lat = vec![];
         let mut streams = vec![];
         for (k, gs) in &by {
-            let mut a: Vec<(f64, f64)> =
-                gs.iter().filter_map(|g| Some((g.throughput?, median_of(runs, g, |r| r.latency_ms_p99)?))).collect();
+            let mut a: Vec<(f64, f64)> = gs
+                .iter()
+                .filter_map(|g| Some((g.throughput?, column_median(runs, &g.ok, |r| r.latency_ms_p99)?)))
+                .collect();
             a.sort_by(|x, y| x.0.total_cmp(&y.0));
             if !a.is_empty() {
                 lat.push(line(k, a));
@@ -143,7 +141,10 @@ pub fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]) -> Re
             let mut s: Vec<(f64, f64)> = gs
                 .iter()
                 .filter_map(|g| {
-                    Some((median_of(runs, g, |r| r.streams.map(f64::from))?, median_of(runs, g, |r| r.latency_ms_p99)?))
+                    Some((
+                        column_median(runs, &g.ok, |r| r.streams.map(f64::from))?,
+                        column_median(runs, &g.ok, |r| r.latency_ms_p99)?,
+                    ))
                 })
                 .collect();
             s.sort_by(|x, y| x.0.total_cmp(&y.0));
@@ -151,7 +152,7 @@ pub fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]) -> Re
                 streams.push(line(k, s));
             }
         }
-        let bound = gs.iter().find_map(|g| median_of(runs, g, |r| r.latency_bound_ms));
+        let bound = gs.iter().find_map(|g| column_median(runs, &g.ok, |r| r.latency_bound_ms));
         let limit = bound.map(|b| (b, format!("bound {} ms", fmt_rate(b))));
         if lat.is_empty() {
             notes.push(format!("latency chart skipped for {subtitle}: no latency figures (offline rows have none)"));
