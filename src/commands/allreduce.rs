@@ -5,7 +5,7 @@
 use anyhow::{anyhow, Result};
 
 use crate::bench::ddp::env::DistEnv;
-use crate::bench::ddp::launcher::{spawn_ranks, wait_all};
+use crate::bench::ddp::launcher::{rank_failure, spawn_ranks, wait_all, GRACE};
 use crate::bench::row::new_run_id;
 use crate::comm::allreduce::{run_rank, table, to_json, SizeResult, Timing};
 use crate::config::AllreduceConfig;
@@ -42,17 +42,18 @@ fn launch(cfg: &AllreduceConfig) -> Result<i32> {
         );
     }
     let ranks = spawn_ranks(local, cfg.node_rank, world, &addr, port)?;
-    let ended = wait_all(ranks, std::time::Duration::from_secs(10));
+    let ended = wait_all(ranks, GRACE);
     match ended.first().filter(|(_, e)| !e.exit.success()) {
         None => Ok(0),
-        Some((r, e)) => {
-            let last = e.tail.last().cloned().unwrap_or_default();
-            Err(anyhow!("allreduce rank {r} failed ({}): {}", e.how(), last.trim_start_matches("error: ")))
-        }
+        Some((r, e)) => Err(anyhow!(rank_failure("allreduce", *r, e))),
     }
 }
 
 fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
+    if env.ours {
+        // Killing the launcher must not leave a rank waiting in a collective.
+        crate::bench::ddp::worker::watch_parent();
+    }
     if cfg.node_devices.kind == DeviceKind::Cpu {
         // CPU ranks share the cores, as ddp's do: oversubscribed OpenMP teams
         // spin against each other and would time the contention, not the copy.

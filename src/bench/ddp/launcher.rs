@@ -16,7 +16,18 @@ use crate::results::{csv as results_csv, Status};
 
 /// How long the other workers may run on after one failed before they are
 /// stopped (they are usually blocked in a collective by then).
-const GRACE: Duration = Duration::from_secs(10);
+pub const GRACE: Duration = Duration::from_secs(10);
+
+/// "<what> rank R failed (how): its last line", for a rank that ended badly.
+pub fn rank_failure(what: &str, rank: usize, e: &Ended) -> String {
+    let last = e.tail.last().cloned().unwrap_or_default();
+    let last = last.trim_start_matches("error: ");
+    let mut msg = format!("{what} rank {rank} failed ({})", e.how());
+    if !last.is_empty() {
+        msg += &format!(": {last}");
+    }
+    msg
+}
 
 /// Starts this node's workers for `cfg` and waits for them; returns rank 0's
 /// exit code, or an error naming the first rank that failed.
@@ -57,12 +68,7 @@ pub fn launch(cfg: &RunConfig) -> Result<i32> {
     let Some((rank, e)) = ended.first().filter(|(_, e)| !e.exit.success()) else {
         return Ok(code);
     };
-    let last = e.tail.last().cloned().unwrap_or_default();
-    let last = last.trim_start_matches("error: ");
-    let mut msg = format!("ddp worker rank {rank} failed ({})", e.how());
-    if !last.is_empty() {
-        msg += &format!(": {last}");
-    }
+    let msg = rank_failure("ddp worker", *rank, e);
     // Rank 0 wrote no row (it was stopped in a collective, or failed before
     // the measurement): record the failure, naming the rank, rather than lose it.
     if let (Some(out), 0) = (&cfg.out, d.node_rank) {

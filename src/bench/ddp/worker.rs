@@ -349,7 +349,7 @@ pub struct ReducerStatsLite {
 
 /// Workers of our launcher exit when it goes away (SIGTERM, SIGKILL), so that
 /// no worker is left behind waiting in a collective.
-fn watch_parent() {
+pub(crate) fn watch_parent() {
     let parent = std::os::unix::process::parent_id();
     std::thread::spawn(move || loop {
         if std::os::unix::process::parent_id() != parent {
