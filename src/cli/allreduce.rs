@@ -85,9 +85,6 @@ impl AllreduceArgs {
         if a.op != "sum" {
             return Err(usage(format!("--op {}: only sum is measured (c10d's all_reduce default)", a.op)));
         }
-        if a.cpu == Some(1) || a.cpu == Some(0) {
-            return Err(usage("an all-reduce needs at least 2 ranks: use --cpu 2 or more"));
-        }
         super::run::check_nodes(a.nnodes, a.node_rank, a.master_addr.as_deref(), a.master_port)?;
         let env = DistEnv::from_process(a.master_addr.as_deref(), a.master_port)?;
         let quiet = a.quiet || env.as_ref().is_some_and(|e| e.rank != 0);
@@ -104,7 +101,9 @@ impl AllreduceArgs {
             return Err(usage("--backend nccl needs CUDA devices; use --backend gloo on the CPU"));
         }
         if node.len() * a.nnodes < 2 {
-            return Err(usage("an all-reduce needs at least 2 ranks: list 2 or more --gpus, or --cpu 2"));
+            return Err(usage(
+                "an all-reduce needs at least 2 ranks: list 2 or more --gpus, or --cpu 2, or run on more --nnodes",
+            ));
         }
         let devices = match &env {
             Some(e) => match node.kind {

@@ -131,13 +131,13 @@ impl PredictArgs {
                 }
             }
         }
+        if a.nodes == 0 {
+            return Err(usage("--nodes must be at least 1"));
+        }
         if devices.is_empty() || devices.iter().all(|&n| n * a.nodes < 2) {
             return Err(usage("--devices needs a world size of 2 or more (devices × --nodes)"));
         }
         devices.retain(|&n| n * a.nodes >= 2);
-        if a.nodes == 0 {
-            return Err(usage("--nodes must be at least 1"));
-        }
         if a.batch_size <= 0 {
             return Err(usage("--batch-size must be at least 1 (it is per device)"));
         }

@@ -171,7 +171,9 @@ pub fn run(plan: Plan) -> Result<i32> {
     pb.finish_and_clear();
 
     let summary = summarize_plan(&plan)?;
-    print!("{}", summary.text);
+    super::report::print(
+        &crate::report::export::exporter(crate::report::export::Format::Table).export(&summary.table)?,
+    )?;
     if plan.charts.is_some() || plan.html.is_some() {
         // The rows are safe in --out already: a chart or page that fails costs only itself.
         if let Err(e) = render(&plan, &summary) {
@@ -197,7 +199,6 @@ pub fn run(plan: Plan) -> Result<i32> {
 /// repeats' spread, scaling against the 1-device run of the same config, the
 /// strategies ranked `>` or `≈`), over this matrix's rows.
 pub struct Summary {
-    pub text: String,
     pub table: crate::report::export::Table,
     pub runs: Vec<crate::report::summary::Run>,
     pub groups: Vec<crate::report::summary::Group>,
@@ -216,8 +217,7 @@ pub fn summarize_plan(plan: &Plan) -> Result<Summary> {
     let groups = rs::summarize(&runs, &idx, Scope::of, &devices);
     let mut table = rs::report_table(&runs, &groups, std::slice::from_ref(&plan.out));
     table.title = format!("sweep summary ({} row(s) of this matrix in {})", runs.len(), plan.out.display());
-    let bytes = crate::report::export::exporter(crate::report::export::Format::Table).export(&table)?;
-    Ok(Summary { text: String::from_utf8_lossy(&bytes).into_owned(), table, runs, groups, devices })
+    Ok(Summary { table, runs, groups, devices })
 }
 
 /// The report's charts for the sweep's rows into `--charts`, and the page

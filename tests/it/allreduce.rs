@@ -51,6 +51,7 @@ fn bad_allreduce_input_is_one_line_and_exit_2() {
     assert_usage_error("allreduce --cpu 2 --dtype fp64", "fp64");
     assert_usage_error("allreduce --cpu 2 --backend nccl", "needs CUDA devices");
     assert_usage_error("allreduce --cpu 1", "at least 2 ranks");
+    assert_usage_error("allreduce --cpu 0", "at least 2 ranks");
     assert_usage_error("allreduce --cpu 2 --op max", "only sum");
 }
 
@@ -153,6 +154,7 @@ fn bad_predict_input_is_one_line_and_exit_2() {
     assert_usage_error(&format!("{s} --busbw 5 --devices two"), "is not a device count");
     assert_usage_error(&format!("{s} --allreduce /nonexistent.csv"), "no such file");
     assert_usage_error(&format!("{s} --busbw 5 --min-time soon"), "--min-time \"soon\" is not a duration");
+    assert_usage_error(&format!("{s} --busbw 5 --nodes 0"), "--nodes must be at least 1");
     assert_usage_error(&format!("{s} --busbw 5 --scale-to 0"), "--scale-to must be a throughput above zero");
     assert_usage_error(&format!("{s} --busbw 5 --scale-to 10 --target-batch 0"), "--target-batch must be at least 1");
     assert_usage_error(&format!("{s} --busbw 5 --target-batch 8"), "--scale-to");
