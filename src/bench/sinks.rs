@@ -10,7 +10,7 @@ use crate::bench::measure::{Figures, Measurement};
 use crate::config::RunConfig;
 use crate::metrics::devices::DeviceMetrics;
 use crate::metrics::sampler::DeviceSample;
-use crate::results::csv::{self as results_csv, Row};
+use crate::results::csv::Row;
 use crate::results::{long, Status};
 
 /// A finished run, ready to be written.
@@ -44,8 +44,7 @@ impl Sinks {
     /// Checks every file the run will write, before any work is done.
     pub fn check(&self) -> Result<()> {
         if let Some(out) = &self.out {
-            results_csv::check_writable(out)?;
-            long::check_writable(&long::devices_path(out), &long::devices_header(), "--out")?;
+            crate::results::check_out(out)?;
         }
         if let Some(t) = &self.telemetry {
             long::check_writable(t, &long::telemetry_header(), "--telemetry")?;
@@ -65,13 +64,7 @@ impl Sinks {
     /// human summary; returns the exit code (0 when the run is ok).
     pub fn write(&self, o: &Outcome) -> Result<i32> {
         if let Some(out) = &self.out {
-            results_csv::append_rows(out, std::slice::from_ref(o.row))?;
-            let key = long::RunKey {
-                run_id: o.row.run_id.clone(),
-                strategy: o.row.strategy.clone(),
-                n_devices: o.row.n_devices,
-            };
-            long::append_devices(&long::devices_path(out), &key, o.devs)?;
+            crate::results::append_run(out, o.row, o.devs)?;
         }
         if self.json {
             let s = JsonSummary {

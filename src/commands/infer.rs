@@ -7,8 +7,8 @@ use std::path::Path;
 
 use crate::config::{InferConfig, Scenario};
 use crate::report::format::{fmt_ms, fmt_rate};
-use crate::results::csv::{self as results_csv, Row};
-use crate::results::{long, Status};
+use crate::results::csv::Row;
+use crate::results::Status;
 use crate::serve::search::{find_max, verdict};
 use crate::serve::{self, Measured, Relaunch};
 
@@ -17,8 +17,7 @@ pub fn run(cfg: InferConfig, relaunch: Relaunch) -> Result<i32> {
         return serve::processes::run_worker(&cfg, k, p, &dir);
     }
     if let Some(out) = &cfg.out {
-        results_csv::check_writable(out)?;
-        long::check_writable(&long::devices_path(out), &long::devices_header(), "--out")?;
+        crate::results::check_out(out)?;
     }
     if cfg.data != "synthetic" {
         // A folder with no image in it is a usage error, before any model is built.
@@ -74,10 +73,7 @@ fn describe(cfg: &InferConfig) -> String {
 /// Appends the row and its devices to `--out`.
 fn write(cfg: &InferConfig, m: &Measured) -> Result<()> {
     if let Some(out) = &cfg.out {
-        results_csv::append_rows(out, std::slice::from_ref(&m.row))?;
-        let key =
-            long::RunKey { run_id: m.row.run_id.clone(), strategy: m.row.strategy.clone(), n_devices: m.row.n_devices };
-        long::append_devices(&long::devices_path(out), &key, &m.devs)?;
+        crate::results::append_run(out, &m.row, &m.devs)?;
     }
     Ok(())
 }

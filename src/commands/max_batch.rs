@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::config::StrategyKind;
 use crate::report::format::{fmt_mib, fmt_rate, row_peak_mem, short_error};
-use crate::results::csv::{self as results_csv, Row};
+use crate::results::csv::Row;
 use crate::results::{long, Status};
 use crate::sweep::cells::{CellOutcome, Interrupted, Runner};
 use crate::sweep::child;
@@ -43,8 +43,7 @@ pub fn run(a: MaxBatchPlan) -> Result<i32> {
     let (first, mem_limit, timeout, n) = (&a.first, a.mem_limit, a.timeout, a.pool.len());
     let (out, temporary) = match &a.out {
         Some(p) => {
-            results_csv::check_writable(p)?;
-            long::check_writable(&long::devices_path(p), &long::devices_header(), "--out")?;
+            crate::results::check_out(p)?;
             (p.clone(), false)
         }
         None => {

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use crate::error::usage;
 use crate::report::charts;
 use crate::report::format::{fmt_mib, fmt_rate, row_peak_mem, short_error};
-use crate::results::csv as results_csv;
 use crate::results::{long, Status};
 use crate::sweep::cells::{lock_path, read_rows_if_any, wait_lock, CellOutcome, Interrupted, Runner};
 use crate::sweep::child;
@@ -63,8 +62,7 @@ pub fn run(plan: Plan) -> Result<i32> {
     if plan.preset_creates_results_dir() {
         std::fs::create_dir_all("results").context("creating results/ for the demo")?;
     }
-    results_csv::check_writable(&plan.out)?;
-    long::check_writable(&long::devices_path(&plan.out), &long::devices_header(), "--out")?;
+    crate::results::check_out(&plan.out)?;
     if let Some(dir) = &plan.charts {
         std::fs::create_dir_all(dir)
             .map_err(|e| usage(format!("--charts {}: cannot create directory ({e})", dir.display())))?;

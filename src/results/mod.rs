@@ -5,7 +5,25 @@ pub mod csv;
 pub mod long;
 pub mod schema;
 
+use anyhow::Result;
 use serde::Serialize;
+use std::path::Path;
+
+use crate::metrics::devices::DeviceMetrics;
+
+/// Checks, before any work, that a run's row can be appended to `out` and
+/// its per-device rows to the companion file beside it.
+pub fn check_out(out: &Path) -> Result<()> {
+    csv::check_writable(out)?;
+    long::check_writable(&long::devices_path(out), &long::devices_header(), "--out")
+}
+
+/// Appends a run's row to `out` and its per-device rows beside it.
+pub fn append_run(out: &Path, row: &csv::Row, devs: &[DeviceMetrics]) -> Result<()> {
+    csv::append_rows(out, std::slice::from_ref(row))?;
+    let key = long::RunKey { run_id: row.run_id.clone(), strategy: row.strategy.clone(), n_devices: row.n_devices };
+    long::append_devices(&long::devices_path(out), &key, devs)
+}
 
 /// How a run ended, as in the `status` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
