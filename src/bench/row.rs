@@ -5,7 +5,7 @@
 //! meaning lives here once.
 use crate::bench::measure::{Figures, Measurement};
 use crate::config::{RunConfig, StrategyKind};
-use crate::device::{self, DeviceKind};
+use crate::device::{self, DeviceKind, Devices};
 use crate::metrics::devices::DeviceMetrics;
 use crate::results::csv::{Row, SCHEMA_VERSION};
 use crate::results::Status;
@@ -15,12 +15,13 @@ pub fn new_run_id(nanos: u128) -> String {
     format!("{:x}-{:x}", nanos, std::process::id())
 }
 
-/// Run identity, set-up and workload: everything a row holds before the
-/// run's results, the same for every row of this process.
-pub fn base_row(cfg: &RunConfig) -> Row {
+/// A new row's identity and machine: run id, time, versions, host, label,
+/// and the devices' kind and name (the first of `devices`). Every kind of
+/// row (training, serving, all-reduce) starts from it.
+pub fn identity_row(devices: &Devices, label: &str, implementation: &str) -> Row {
     let now = std::time::SystemTime::now();
     let nanos = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-    let cuda = cfg.devices.kind == DeviceKind::Cuda;
+    let cuda = devices.kind == DeviceKind::Cuda;
     let v = crate::ffi::cuda_versions();
     Row {
         schema_version: SCHEMA_VERSION,
@@ -28,19 +29,27 @@ pub fn base_row(cfg: &RunConfig) -> Row {
         timestamp: humantime::format_rfc3339_seconds(now).to_string(),
         gpubench_version: env!("CARGO_PKG_VERSION").into(),
         host: device::hostname(),
-        label: cfg.label.clone(),
-        implementation: cfg.implementation.name().into(),
+        label: label.into(),
+        implementation: implementation.into(),
+        device_kind: if cuda { "cuda" } else { "cpu" }.into(),
+        device_name: if cuda { device::device_name(devices.ordinals[0]) } else { device::cpu_model() },
+        driver_version: device::driver_version().unwrap_or_default(),
+        cuda_version: if cuda { crate::ffi::format_cuda_version(v.cudart) } else { String::new() },
+        libtorch_version: crate::ffi::libtorch_version(),
+        ..Default::default()
+    }
+}
+
+/// Run identity, set-up and workload: everything a row holds before the
+/// run's results, the same for every row of this process.
+pub fn base_row(cfg: &RunConfig) -> Row {
+    Row {
         mode: "train".into(),
         strategy: cfg.strategy.name().into(),
         backend: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.backend.name() } else { "" }.into(),
         comm_hook: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.comm_hook.name() } else { "" }.into(),
-        device_kind: if cuda { "cuda" } else { "cpu" }.into(),
         devices: cfg.devices_column(),
         n_devices: cfg.world as u32,
-        device_name: if cuda { device::device_name(cfg.devices.ordinals[0]) } else { device::cpu_model() },
-        driver_version: device::driver_version().unwrap_or_default(),
-        cuda_version: if cuda { crate::ffi::format_cuda_version(v.cudart) } else { String::new() },
-        libtorch_version: crate::ffi::libtorch_version(),
         model: cfg.model.name().into(),
         image_size: Some(cfg.image_size as u32),
         precision: cfg.precision.name().into(),
@@ -52,7 +61,7 @@ pub fn base_row(cfg: &RunConfig) -> Row {
         seed: Some(cfg.seed),
         threads: Some(tch::get_num_threads() as u32),
         data: crate::data::column_name(&cfg.data),
-        ..Default::default()
+        ..identity_row(&cfg.devices, &cfg.label, cfg.implementation.name())
     }
 }
 

@@ -6,11 +6,11 @@ use anyhow::{anyhow, Result};
 
 use crate::bench::ddp::env::DistEnv;
 use crate::bench::ddp::launcher::{rank_failure, spawn_ranks, wait_all, GRACE};
-use crate::bench::row::new_run_id;
+use crate::bench::row::identity_row;
 use crate::comm::allreduce::{run_rank, table, to_json, SizeResult, Timing};
 use crate::config::AllreduceConfig;
 use crate::device::{self, DeviceKind};
-use crate::results::csv::{self as results_csv, Row, SCHEMA_VERSION};
+use crate::results::csv::{self as results_csv, Row};
 use crate::results::Status;
 
 pub fn run(env: Option<DistEnv>, cfg: AllreduceConfig) -> Result<i32> {
@@ -76,36 +76,22 @@ fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
 
 /// A row per size and placement, in the results file's schema.
 pub fn rows(cfg: &AllreduceConfig, world: usize, results: &[SizeResult]) -> Vec<Row> {
-    let now = std::time::SystemTime::now();
-    let nanos = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-    let cuda = cfg.node_devices.kind == DeviceKind::Cuda;
     let base = Row {
-        schema_version: SCHEMA_VERSION,
-        run_id: new_run_id(nanos),
-        timestamp: humantime::format_rfc3339_seconds(now).to_string(),
-        gpubench_version: env!("CARGO_PKG_VERSION").into(),
-        host: device::hostname(),
-        label: cfg.label.clone(),
-        implementation: "gpubench".into(),
         mode: "allreduce".into(),
         strategy: "allreduce".into(),
         backend: cfg.backend.name().into(),
-        device_kind: if cuda { "cuda" } else { "cpu" }.into(),
         devices: if cfg.nnodes > 1 {
             format!("{} ×{} nodes", cfg.node_devices.describe(), cfg.nnodes)
         } else {
             cfg.node_devices.describe()
         },
         n_devices: world as u32,
-        device_name: if cuda { device::device_name(cfg.node_devices.ordinals[0]) } else { device::cpu_model() },
-        driver_version: device::driver_version().unwrap_or_default(),
-        libtorch_version: crate::ffi::libtorch_version(),
         precision: cfg.dtype.name().into(),
         steps: Some(cfg.iters as u32),
         warmup: Some(cfg.warmup as u32),
         status: Status::Ok.name().into(),
         note: "op sum; out-of-place = a copy into the output buffer + c10d's in-place all_reduce".into(),
-        ..Default::default()
+        ..identity_row(&cfg.node_devices, &cfg.label, "gpubench")
     };
     let mut v = vec![];
     for r in results {
