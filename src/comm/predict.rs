@@ -166,33 +166,46 @@ impl Curve for Measured {
     }
 }
 
-/// The curve for world size `n` from `src`; None when a file has no
-/// all-reduce at that size (`backend` must match too).
-pub fn curve(src: &CurveSource, n: usize, backend: Backend) -> Result<Option<Box<dyn Curve>>> {
+/// The curve for world size `n` from `src` (a file's rows read once by the
+/// caller); None when the file has no all-reduce at that size (`backend` must
+/// match too). Of a file's dtypes, the one the gradients travel in is used
+/// (`hook`: fp16 or bf16, else fp32), else fp32: dtypes are never pooled.
+pub fn curve(
+    src: &CurveSource,
+    rows: &[crate::results::csv::Row],
+    n: usize,
+    backend: Backend,
+    hook: CommHook,
+) -> Option<Box<dyn Curve>> {
     match src {
         CurveSource::Busbw { busbw_gbs, latency } => {
-            Ok(Some(Box::new(Linear { latency: latency.as_secs_f64(), busbw_gbs: *busbw_gbs, n })))
+            Some(Box::new(Linear { latency: latency.as_secs_f64(), busbw_gbs: *busbw_gbs, n }))
         }
         CurveSource::File(path) => {
-            let rows = crate::results::csv::read_rows(path)?;
+            let usable: Vec<_> = rows
+                .iter()
+                .filter(|r| {
+                    r.is_allreduce()
+                        && crate::results::Status::of(&r.status) == crate::results::Status::Ok
+                        && r.in_place == Some(true)
+                        && r.n_devices as usize == n
+                        && r.backend == backend.name()
+                })
+                .collect();
+            let wire = if hook == CommHook::None { "fp32" } else { hook.name() };
+            let dtype = [wire, "fp32"].into_iter().find(|d| usable.iter().any(|r| r.precision == *d))?;
             let mut by: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
-            for r in rows.iter().filter(|r| {
-                r.is_allreduce()
-                    && r.status == "ok"
-                    && r.in_place == Some(true)
-                    && r.n_devices as usize == n
-                    && r.backend == backend.name()
-            }) {
+            for r in usable.iter().filter(|r| r.precision == dtype) {
                 if let (Some(b), Some(ms)) = (r.bytes, r.step_ms_mean) {
                     by.entry(b).or_default().push(ms / 1e3);
                 }
             }
             if by.is_empty() {
-                return Ok(None);
+                return None;
             }
             let points: Vec<(f64, f64)> = by.into_iter().map(|(b, t)| (b as f64, percentile(&t, 50.0))).collect();
-            let what = format!("{} ({} sizes, {} ×{n})", path.display(), points.len(), backend.name());
-            Ok(Some(Box::new(Measured { points, what })))
+            let what = format!("{} ({} sizes of {dtype}, {} ×{n})", path.display(), points.len(), backend.name());
+            Some(Box::new(Measured { points, what }))
         }
     }
 }
@@ -439,12 +452,16 @@ pub fn predict(cfg: &PredictConfig) -> Result<(Vec<Predicted>, Vec<String>)> {
     let target_gpu = !cpu || cfg.scale_to.is_some();
     let backend = if target_gpu { Backend::Nccl } else { Backend::Gloo };
     let (batch, _) = cfg.target();
+    let file_rows = match &cfg.curve {
+        CurveSource::File(p) => crate::results::csv::read_rows(p)?,
+        CurveSource::Busbw { .. } => vec![],
+    };
     let mut out = vec![];
     let mut notes = vec![];
     let mut once: Option<Profile> = None;
     for &n in &cfg.devices {
         let world = n * cfg.nodes;
-        let Some(c) = curve(&cfg.curve, world, backend)? else {
+        let Some(c) = curve(&cfg.curve, &file_rows, world, backend, cfg.comm_hook) else {
             notes.push(format!(
                 "world size {world} skipped: no {} all-reduce at that size in the file; measure it with gpubench \
                  allreduce on {world} devices, or give --busbw",
@@ -575,6 +592,28 @@ mod tests {
         assert!((x.broadcast - 1e-3).abs() < 1e-12 && (x.step - 0.033).abs() < 1e-12, "{x:?}");
         let off = Ddp { broadcast_buffers: false, ..ddp(CommHook::None, true) };
         assert_eq!(simulate(&p, &c, 2, 32, off).broadcast, 0.0);
+    }
+
+    #[test]
+    fn a_files_dtypes_are_never_pooled_and_the_wire_dtype_wins() {
+        let point = |dtype: &str, ms: f64| crate::results::csv::Row {
+            mode: "allreduce".into(),
+            status: "ok".into(),
+            in_place: Some(true),
+            n_devices: 2,
+            backend: "gloo".into(),
+            precision: dtype.into(),
+            bytes: Some(1 << 20),
+            step_ms_mean: Some(ms),
+            ..Default::default()
+        };
+        let rows = vec![point("fp32", 1.0), point("fp32", 1.0), point("fp16", 0.5)];
+        let src = CurveSource::File("curve.csv".into());
+        let t = |hook| curve(&src, &rows, 2, Backend::Gloo, hook).unwrap().time((1 << 20) as f64);
+        assert_eq!(t(CommHook::None), 1e-3, "fp32 alone, not the median of all three");
+        assert_eq!(t(CommHook::Fp16), 0.5e-3);
+        assert_eq!(t(CommHook::Bf16), 1e-3, "no bf16 rows: fp32's");
+        assert!(curve(&src, &rows, 4, Backend::Gloo, CommHook::None).is_none(), "no rows at 4 ranks");
     }
 
     #[test]
