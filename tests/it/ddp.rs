@@ -142,7 +142,7 @@ fn killed_worker_fails_the_run_in_bounded_time_and_leaves_no_process() {
     .spawn_with(Stdio::inherit(), Stdio::null());
     let t = Instant::now();
     let mut workers = vec![];
-    while workers.len() < 2 && t.elapsed() < Duration::from_secs(30) {
+    while workers.len() < 2 && t.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(200));
         workers = worker_pids(child.id());
     }
@@ -155,7 +155,8 @@ fn killed_worker_fails_the_run_in_bounded_time_and_leaves_no_process() {
         if let Some(st) = child.try_wait().unwrap() {
             break st.code();
         }
-        assert!(t.elapsed() < Duration::from_secs(40), "launcher did not exit");
+        // Well before the run's 120 s: the death ended it, not the clock.
+        assert!(t.elapsed() < Duration::from_secs(100), "launcher did not exit");
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(code, Some(1));
@@ -201,7 +202,8 @@ fn unreachable_master_is_a_clear_error_within_the_timeout() {
         .env("MASTER_ADDR", "127.0.0.1")
         .env("MASTER_PORT", &port)
         .output();
-    assert!(t.elapsed() < Duration::from_secs(30), "took {:?}", t.elapsed());
+    // A hang guard: the 3 s timeout ends it, whatever the host's speed.
+    assert!(t.elapsed() < Duration::from_secs(60), "took {:?}", t.elapsed());
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -222,14 +224,16 @@ fn one_failing_rank_ends_the_job_quickly_and_the_row_names_it() {
         let out = dir.path().join("f.csv");
         let t = Instant::now();
         let o = gpubench(&format!(
-            "run --strategy ddp --cpu 2 {TINY} --batch-size 2 --steps 200 --warmup 1 --quiet --out {}",
+            "run --strategy ddp --cpu 2 {TINY} --batch-size 2 --steps 200 --warmup 1 --dist-timeout 120s --quiet --out {}",
             out.display()
         ))
         .env("GPUBENCH_FAULT", fault)
         .output();
         let took = t.elapsed();
         assert_eq!(o.status.code(), Some(1), "{fault}: {}", stderr(&o));
-        assert!(took < Duration::from_secs(15), "{fault}: the launcher took {took:?}");
+        // The failure ends the job, not the 120 s collective timeout the
+        // other rank would otherwise wait out.
+        assert!(took < Duration::from_secs(100), "{fault}: the launcher took {took:?}");
         let rows = read_csv(&out);
         assert_eq!(rows.len(), 1, "{fault}: one row, not one per rank");
         assert_eq!(rows[0]["status"], status, "{fault}: {}", rows[0]["error"]);

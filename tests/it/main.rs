@@ -8,6 +8,7 @@ mod fidelity;
 mod gpu;
 mod html;
 mod infer;
+mod interference;
 mod profile;
 mod report;
 mod run;

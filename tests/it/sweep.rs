@@ -322,7 +322,8 @@ fn ctrl_c_stops_the_cell_and_its_processes_and_says_how_to_resume() {
     let o = sweep.wait_with_output().unwrap();
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(130), "{err}");
-    assert!(t0.elapsed() < Duration::from_secs(20), "Ctrl-C took {:?}", t0.elapsed());
+    // Well inside the cell's 60 s warm-up: Ctrl-C ended it.
+    assert!(t0.elapsed() < Duration::from_secs(50), "Ctrl-C took {:?}", t0.elapsed());
     assert!(err.contains("interrupted: stopped cell 2 (ddp ×2 tinycnn 16px b16)"), "{err}");
     let hint = err.lines().find_map(|l| l.strip_prefix("resume with: ")).unwrap_or_else(|| panic!("{err}"));
     assert!(hint.ends_with(" --resume") && hint.contains("--label ctrl-c-test"), "{hint}");
@@ -348,7 +349,7 @@ fn a_second_sweep_on_the_same_file_waits_for_the_first() {
         .spawn_with(Stdio::null(), Stdio::null());
     let t = Instant::now();
     while processes_with(script.to_str().unwrap()).is_empty() {
-        assert!(t.elapsed() < Duration::from_secs(30) && first.try_wait().unwrap().is_none());
+        assert!(t.elapsed() < Duration::from_secs(60) && first.try_wait().unwrap().is_none());
         std::thread::sleep(Duration::from_millis(20));
     }
     let o = run_in(dir.path(), &format!("{args} --resume"));
