@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use gpubench::cli::infer::parse_infer;
 use gpubench::config::{InferConfig, Scenario};
 use gpubench::model::build_model;
-use gpubench::serve::{measure, Relaunch};
+use gpubench::serve::measure;
 use tch::{Kind, Tensor};
 
 fn take(args: &mut Vec<String>, flag: &str, default: f64) -> f64 {
@@ -75,7 +75,6 @@ fn main() -> anyhow::Result<()> {
     if let Some(t) = cfg.threads {
         tch::set_num_threads(t as i32);
     }
-    let relaunch = Relaunch { program: std::env::current_exe()?, args: vec![] };
     println!(
         "{} {}px, batch {}, {} on {}: offline server against a bare forward loop, {rounds} rounds of {secs} s\n",
         cfg.model.name(),
@@ -88,7 +87,7 @@ fn main() -> anyhow::Result<()> {
     let (mut ratios, mut bares) = (vec![], vec![]);
     for r in 0..rounds {
         let serve = || {
-            let m = measure(&cfg, &relaunch);
+            let m = measure(&cfg);
             assert_eq!(m.row.status, "ok", "{}", m.row.error);
             m.row.achieved_rate.unwrap_or(0.0)
         };
@@ -109,9 +108,9 @@ fn main() -> anyhow::Result<()> {
     // (the test hook), so its rate is 1 / (machinery time per request). Its
     // share of a request's time at the bare rate is what serving costs,
     // free of the round-to-round drift that the ratio above carries.
-    std::env::set_var(gpubench::serve::server::TEST_SERVICE_ENV, "0");
-    let zero = measure(&cfg, &relaunch).row.achieved_rate.unwrap_or(f64::NAN);
-    std::env::remove_var(gpubench::serve::server::TEST_SERVICE_ENV);
+    std::env::set_var(gpubench::internal::Hook::ServiceMs.var(), "0");
+    let zero = measure(&cfg).row.achieved_rate.unwrap_or(f64::NAN);
+    std::env::remove_var(gpubench::internal::Hook::ServiceMs.var());
     println!(
         "\noffline / bare: median {median:.3} (range {:.3}–{:.3}); target ≥ 0.98: {}",
         ratios[0],

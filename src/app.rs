@@ -1,69 +1,191 @@
 //! The entry: parse the command line, turn each subcommand's arguments into
-//! its configuration (`cli`), and hand it to its command (`commands`).
+//! its configuration (`configure`: every check that needs no work, once),
+//! and hand it to its command (`execute`). gpubench's own child processes
+//! (`internal::Role`) come through here too, as hidden subcommands, so a
+//! child builds its configuration exactly as its parent did.
+//!
+//! `run_from` is the whole program on an argument list; the tests call it
+//! in-process to check parsing and validation without starting a process.
 use anyhow::Result;
 use clap::Parser;
+use std::ffi::OsString;
+use std::path::PathBuf;
 
+use crate::bench::ddp::env::DistEnv;
+use crate::bench::Role;
 use crate::cli::{Cli, Command};
 use crate::commands;
 use crate::commands::report::Outputs;
+use crate::config::{AllreduceConfig, InferConfig, PredictConfig, RunConfig};
+use crate::error::usage;
 
-/// Parses the command line and runs the subcommand; returns the exit code.
+/// A subcommand ready to run: its configuration, built and checked.
+pub enum Job {
+    /// `--help` or `--version`: clap prints it.
+    Print(clap::Error),
+    Info {
+        json: bool,
+    },
+    /// `run`, or one rank of a ddp job, in the role this process has.
+    Run(Role, Box<RunConfig>),
+    /// The `write-init` child: the run's initial weights to a file.
+    WriteInit(Box<RunConfig>, PathBuf),
+    Infer(Box<InferConfig>),
+    /// The `infer-worker` child: worker `k` of `p`, its load in `dir`.
+    InferWorker {
+        cfg: Box<InferConfig>,
+        k: u32,
+        p: u32,
+        dir: PathBuf,
+    },
+    Allreduce(Option<DistEnv>, Box<AllreduceConfig>),
+    Predict(Box<PredictConfig>),
+    Report(crate::cli::report::ReportArgs),
+    Compare(crate::cli::report::CompareArgs),
+    Check(crate::cli::report::CheckArgs),
+    Sweep(Box<crate::sweep::plan::Plan>),
+    MaxBatch(Box<crate::sweep::plan::MaxBatchPlan>),
+    DataBench(Box<crate::data::bench::DataBenchSpec>, bool),
+    Schema(crate::report::export::Format),
+    TraceSummary {
+        dir: PathBuf,
+        json: bool,
+    },
+}
+
+/// The whole program on this process's command line; returns the exit code.
 pub fn run() -> Result<i32> {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => return Ok(print_clap_error(e)),
-    };
-    match cli.command {
-        Command::Info(a) => commands::info::run(a.json),
-        Command::Run(a) => {
-            let (role, cfg) = crate::cli::run::job(*a)?;
-            commands::run::run(role, cfg)
-        }
-        Command::Infer(a) => {
-            let relaunch =
-                crate::serve::Relaunch { program: std::env::current_exe()?, args: std::env::args().skip(1).collect() };
-            commands::infer::run(a.into_config()?, relaunch)
-        }
-        Command::Allreduce(a) => {
-            let (env, cfg) = a.job()?;
-            commands::allreduce::run(env, cfg)
-        }
-        Command::Predict(a) => commands::predict::run(a.into_config()?),
-        Command::Report(a) => {
-            let out = Outputs { format: a.format, charts: a.charts.as_deref(), html: a.html.as_deref() };
-            commands::report::run_report(&a.files, &out)
-        }
-        Command::Compare(a) => {
-            let out = Outputs { format: a.format, charts: a.charts.as_deref(), html: a.html.as_deref() };
-            commands::report::run_compare(&a.files, &out)
-        }
-        Command::Check(a) => {
-            let (opts, format) = a.options();
-            commands::report::run_check(&a.baseline, &a.current, &opts, format, a.html.as_deref())
-        }
-        Command::Sweep(a) => commands::sweep::run(crate::cli::sweep::plan(*a)?),
-        Command::MaxBatch(a) => commands::max_batch::run(crate::cli::sweep::max_batch_plan(*a)?),
-        Command::DataBench(a) => {
-            let (spec, json) = a.into_spec()?;
-            commands::data_bench::run(&spec, json)
-        }
-        Command::Schema(a) => commands::schema::run(a.format),
-        Command::TraceSummary(a) => commands::report::run_trace_summary(&a.dir, a.json),
+    run_from(std::env::args_os())
+}
+
+/// The whole program on `argv` (the program name first): configure, then execute.
+pub fn run_from<I, S>(argv: I) -> Result<i32>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<OsString> + Clone,
+{
+    execute(configure_from(argv)?)
+}
+
+/// Parses `argv` (the program name first) and builds its job.
+pub fn configure_from<I, S>(argv: I) -> Result<Job>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<OsString> + Clone,
+{
+    match Cli::try_parse_from(argv) {
+        Ok(cli) => configure(cli.command),
+        Err(e) => clap_outcome(e),
     }
 }
 
-/// Clap's help and version go to stdout as usual; its errors are folded onto
-/// one line (problem, then the valid choices) and exit with 2.
-fn print_clap_error(e: clap::Error) -> i32 {
+/// A wrapped command line (`rank run …`) parsed as gpubench's own.
+fn parse_wrapped(line: &[OsString]) -> Result<Command> {
+    let argv = std::iter::once(OsString::from("gpubench")).chain(line.iter().cloned());
+    match Cli::try_parse_from(argv) {
+        Ok(cli) => Ok(cli.command),
+        Err(e) => match clap_outcome(e) {
+            Err(e) => Err(e),
+            Ok(_) => Err(usage("a hidden subcommand wraps a whole gpubench command line, not --help")),
+        },
+    }
+}
+
+/// Every check that needs no device work, once per process.
+pub fn configure(command: Command) -> Result<Job> {
+    Ok(match command {
+        Command::Info(a) => Job::Info { json: a.json },
+        Command::Run(a) => {
+            let (role, cfg) = crate::cli::run::job(*a, false)?;
+            Job::Run(role, Box::new(cfg))
+        }
+        Command::Infer(a) => Job::Infer(Box::new(a.into_config(false)?)),
+        Command::Allreduce(a) => {
+            let (env, cfg) = a.job(false)?;
+            Job::Allreduce(env, Box::new(cfg))
+        }
+        Command::Predict(a) => Job::Predict(Box::new(a.into_config()?)),
+        Command::Report(a) => Job::Report(a),
+        Command::Compare(a) => Job::Compare(a),
+        Command::Check(a) => Job::Check(a),
+        Command::Sweep(a) => Job::Sweep(Box::new(crate::cli::sweep::plan(*a)?)),
+        Command::MaxBatch(a) => Job::MaxBatch(Box::new(crate::cli::sweep::max_batch_plan(*a)?)),
+        Command::DataBench(a) => {
+            let (spec, json) = a.into_spec()?;
+            Job::DataBench(Box::new(spec), json)
+        }
+        Command::Schema(a) => Job::Schema(a.format),
+        Command::TraceSummary(a) => Job::TraceSummary { dir: a.dir, json: a.json },
+        Command::Rank(w) => match parse_wrapped(&w.line)? {
+            Command::Run(a) => {
+                let (role, cfg) = crate::cli::run::job(*a, true)?;
+                Job::Run(role, Box::new(cfg))
+            }
+            Command::Allreduce(a) => {
+                let (env, cfg) = a.job(true)?;
+                Job::Allreduce(env, Box::new(cfg))
+            }
+            _ => return Err(usage("`gpubench rank` serves `run` or `allreduce` (it is started by gpubench itself)")),
+        },
+        Command::WriteInit(w) => match parse_wrapped(&w.line)? {
+            Command::Run(a) => {
+                let (_, cfg) = crate::cli::run::job(*a, false)?;
+                Job::WriteInit(Box::new(cfg), w.path)
+            }
+            _ => return Err(usage("`gpubench write-init` serves `run` (it is started by gpubench itself)")),
+        },
+        Command::InferWorker(w) => match parse_wrapped(&w.line)? {
+            Command::Infer(a) => {
+                Job::InferWorker { cfg: Box::new(a.into_config(true)?), k: w.index, p: w.of, dir: w.dir }
+            }
+            _ => return Err(usage("`gpubench infer-worker` serves `infer` (it is started by gpubench itself)")),
+        },
+    })
+}
+
+/// Runs a configured job; returns the exit code.
+pub fn execute(job: Job) -> Result<i32> {
+    match job {
+        Job::Print(e) => {
+            let _ = e.print();
+            let missing = e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand;
+            Ok(if missing { 2 } else { 0 })
+        }
+        Job::Info { json } => commands::info::run(json),
+        Job::Run(role, cfg) => commands::run::run(role, *cfg),
+        Job::WriteInit(cfg, path) => commands::run::write_init_only(&cfg, &path),
+        Job::Infer(cfg) => commands::infer::run(*cfg),
+        Job::InferWorker { cfg, k, p, dir } => commands::infer::worker(*cfg, k, p, &dir),
+        Job::Allreduce(env, cfg) => commands::allreduce::run(env, *cfg),
+        Job::Predict(cfg) => commands::predict::run(*cfg),
+        Job::Report(a) => {
+            let out = Outputs { format: a.format, charts: a.charts.as_deref(), html: a.html.as_deref() };
+            commands::report::run_report(&a.files, &out)
+        }
+        Job::Compare(a) => {
+            let out = Outputs { format: a.format, charts: a.charts.as_deref(), html: a.html.as_deref() };
+            commands::report::run_compare(&a.files, &out)
+        }
+        Job::Check(a) => {
+            let (opts, format) = a.options();
+            commands::report::run_check(&a.baseline, &a.current, &opts, format, a.html.as_deref())
+        }
+        Job::Sweep(plan) => commands::sweep::run(*plan),
+        Job::MaxBatch(plan) => commands::max_batch::run(*plan),
+        Job::DataBench(spec, json) => commands::data_bench::run(&spec, json),
+        Job::Schema(format) => commands::schema::run(format),
+        Job::TraceSummary { dir, json } => commands::report::run_trace_summary(&dir, json),
+    }
+}
+
+/// Clap's help and version become a job that prints them (exit 0, or 2
+/// when a subcommand was missing); its errors become one usage line: the
+/// problem, then the valid choices.
+fn clap_outcome(e: clap::Error) -> Result<Job> {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = e.print();
-            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                2
-            } else {
-                0
-            }
+            Ok(Job::Print(e))
         }
         _ => {
             let text = e.render().to_string();
@@ -74,8 +196,7 @@ fn print_clap_error(e: clap::Error) -> i32 {
                 .collect();
             let line = parts.join(" ");
             let line = line.strip_prefix("error: ").unwrap_or(&line);
-            eprintln!("error: {line} (see gpubench --help)");
-            2
+            Err(usage(format!("{line} (see gpubench --help)")))
         }
     }
 }

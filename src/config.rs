@@ -144,6 +144,22 @@ pub struct InitSpec {
     /// Start from the weights and data seed in this file (its metadata was
     /// checked against the model when the configuration was built).
     pub from: Option<PathBuf>,
+    /// Whether this process writes gpubench's initial weights to a file, and
+    /// how; decided once, with the process's role (`cli::run::job`).
+    pub writer: InitWriter,
+}
+
+/// Who writes a run's initial weights: one process per job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InitWriter {
+    /// Not this process: nothing to write, or another process of the job does.
+    #[default]
+    Nobody,
+    /// This process, on the CPU.
+    Here,
+    /// A short-lived `write-init` child (on CUDA, so that this process keeps
+    /// no CUDA context on a GPU it is about to benchmark).
+    Child,
 }
 
 /// `run --profile DIR`: PyTorch's profiler over the first timed steps.

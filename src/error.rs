@@ -29,12 +29,6 @@ pub fn exit_code(err: &anyhow::Error) -> i32 {
     }
 }
 
-/// Returns early with a usage error.
-#[macro_export]
-macro_rules! bail_usage {
-    ($($arg:tt)*) => { return Err($crate::error::usage(format!($($arg)*))) };
-}
-
 /// The error chain on one line: "outer: inner: root cause", each link once,
 /// with libtorch's multi-line messages folded to their first line.
 pub fn one_line(err: &anyhow::Error) -> String {

@@ -209,27 +209,21 @@ pub fn save_init(cfg: &RunConfig, path: &Path, data_seed: u64) -> Result<InitMet
     Ok(meta)
 }
 
-/// Set in the child process `write_start` starts: write the run's initial
-/// weights to this path, and nothing else.
-pub const WRITE_INIT_ENV: &str = "GPUBENCH_WRITE_INIT";
-
 /// Writes the initial weights a gpubench run with `cfg` starts from to
-/// `path`. On the CPU in this process; on CUDA in a short-lived child (this
-/// binary, the same arguments, `WRITE_INIT_ENV` set), so that this process
-/// keeps no CUDA context or cached block on a GPU it is about to benchmark,
-/// or that the PyTorch reference is about to (gpu-audit F6).
-///
-/// Test hook, off unless set: `GPUBENCH_INIT_IN_CHILD` takes the child route
-/// on the CPU too, so that the tests exercise it.
+/// `path`, where `cfg.init.writer` says: in this process, or in a
+/// short-lived `write-init` child (this binary around the same command
+/// line; `crate::internal::Role::WriteInit`), so that this process keeps no
+/// CUDA context or cached block on a GPU it is about to benchmark, or that
+/// the PyTorch reference is about to (gpu-audit F6).
 pub fn write_start(cfg: &RunConfig, path: &Path) -> Result<InitMeta> {
-    let child =
-        cfg.devices.kind == crate::device::DeviceKind::Cuda || std::env::var_os("GPUBENCH_INIT_IN_CHILD").is_some();
-    if !child {
+    if cfg.init.writer != crate::config::InitWriter::Child {
         return crate::error::guarded(|| save_init(cfg, path, default_data_seed(cfg.seed)));
     }
     let exe = std::env::current_exe().context("locating the gpubench binary to write the init file")?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.args(std::env::args_os().skip(1)).env(WRITE_INIT_ENV, path).stdout(std::process::Stdio::null());
+    let params = [path.as_os_str().to_os_string()];
+    cmd.args(crate::internal::Role::WriteInit.args(&params, crate::internal::served_line()))
+        .stdout(std::process::Stdio::null());
     let ended = crate::proc::spawn(&mut cmd, None, 5).context("starting the process that writes the init file")?.wait();
     if !ended.exit.success() {
         let last = ended.tail.last().map(|l| l.trim_start_matches("error: ").to_string()).unwrap_or_default();

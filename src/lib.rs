@@ -27,6 +27,7 @@ pub mod dist;
 pub mod error;
 pub mod ffi;
 pub mod init;
+pub mod internal;
 pub mod metrics;
 pub mod model;
 pub mod proc;

@@ -65,8 +65,9 @@ pub struct AllreduceArgs {
 }
 
 impl AllreduceArgs {
-    /// This process's place (None: the launcher) and its configuration.
-    pub fn job(self) -> Result<(Option<DistEnv>, AllreduceConfig)> {
+    /// This process's place (None: the launcher) and its configuration;
+    /// `ours`: a rank our launcher started (the hidden `rank` subcommand).
+    pub fn job(self, ours: bool) -> Result<(Option<DistEnv>, AllreduceConfig)> {
         let a = self;
         let min_bytes = parse_size("-b/--minbytes", &a.minbytes)?;
         let max_bytes = parse_size("-e/--maxbytes", &a.maxbytes)?;
@@ -86,7 +87,7 @@ impl AllreduceArgs {
             return Err(usage(format!("--op {}: only sum is measured (c10d's all_reduce default)", a.op)));
         }
         super::run::check_nodes(a.nnodes, a.node_rank, a.master_addr.as_deref(), a.master_port)?;
-        let env = DistEnv::from_process(a.master_addr.as_deref(), a.master_port)?;
+        let env = DistEnv::from_process(a.master_addr.as_deref(), a.master_port, ours)?;
         let quiet = a.quiet || env.as_ref().is_some_and(|e| e.rank != 0);
         let node = match (&a.gpus, a.cpu) {
             (Some(g), _) => device::resolve(Some(g), None, true)?,

@@ -128,7 +128,7 @@ pub fn parse_infer<S: AsRef<str>>(args: &[S]) -> Result<InferConfig> {
     use clap::Parser;
     let argv = ["gpubench", "infer"].into_iter().map(String::from).chain(args.iter().map(|s| s.as_ref().to_string()));
     match super::Cli::try_parse_from(argv) {
-        Ok(super::Cli { command: super::Command::Infer(a) }) => a.into_config(),
+        Ok(super::Cli { command: super::Command::Infer(a) }) => a.into_config(false),
         Ok(_) => unreachable!("parsed as infer"),
         Err(e) => {
             let text = e.render().to_string();
@@ -156,8 +156,10 @@ fn frame_size(s: &str) -> Result<(i64, i64)> {
 }
 
 impl InferArgs {
-    /// The configuration, with every check that needs no device work.
-    pub fn into_config(self) -> Result<InferConfig> {
+    /// The configuration, with every check that needs no device work;
+    /// `worker`: for an `infer-worker` child, which warns of nothing its
+    /// parent already said.
+    pub fn into_config(self, worker: bool) -> Result<InferConfig> {
         let a = self;
         let talks = !(a.quiet || a.json);
         if a.max_batch <= 0 {
@@ -262,7 +264,7 @@ impl InferArgs {
         if let Some(n) = a.cpu.filter(|&n| n > 1) {
             let processes = a.strategy == ServeStrategy::Processes || a.implementation == Impl::Pytorch;
             if let Some(w) = super::run::cpu_capacity(n, processes, device::cpu_cores(), None)? {
-                if talks && crate::serve::processes::worker_role().is_none() {
+                if talks && !worker {
                     eprintln!("{w}");
                 }
             }

@@ -4,6 +4,7 @@
 pub mod allreduce;
 pub mod data_bench;
 pub mod infer;
+pub mod internal;
 pub mod parse;
 pub mod predict;
 pub mod report;
@@ -66,6 +67,13 @@ pub enum Command {
     /// Per rank, where the steps traced by `run --profile DIR` went: compute,
     /// communication, data wait, idle, and how much communication overlapped compute.
     TraceSummary(TraceSummaryArgs),
+    // gpubench's own child processes (`crate::internal`), hidden from --help.
+    #[command(name = crate::internal::Role::Rank.subcommand(), hide = true)]
+    Rank(internal::Wrapped),
+    #[command(name = crate::internal::Role::InferWorker.subcommand(), hide = true)]
+    InferWorker(internal::InferWorkerArgs),
+    #[command(name = crate::internal::Role::WriteInit.subcommand(), hide = true)]
+    WriteInit(internal::WriteInitArgs),
 }
 
 #[derive(Args, Debug)]

@@ -14,7 +14,7 @@ use super::parse::{parse_duration, parse_on_off};
 use crate::bench::ddp::env::DistEnv;
 use crate::bench::Role;
 use crate::config::{
-    Backend, CommHook, DdpConfig, Impl, InitSpec, Length, ModelKind, Precision, RunConfig, StrategyKind,
+    Backend, CommHook, DdpConfig, Impl, InitSpec, InitWriter, Length, ModelKind, Precision, RunConfig, StrategyKind,
 };
 use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
@@ -213,8 +213,43 @@ pub fn parse_run_args<S: AsRef<str>>(args: &[S]) -> Result<RunArgs> {
 
 /// This process's role and its configuration, from `gpubench run`'s
 /// arguments and the environment (ddp ranks are told by RANK/WORLD_SIZE or
-/// Slurm's variables).
-pub fn job(a: RunArgs) -> Result<(Role, RunConfig)> {
+/// Slurm's variables; `ours`: this is a rank our launcher started, the
+/// hidden `rank` subcommand). Who writes `--save-init` is decided here too.
+pub fn job(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
+    let (role, mut cfg) = role_and_config(a, ours)?;
+    cfg.init.writer = init_writer(&role, &cfg, crate::internal::Hook::InitInChild.is_set());
+    // The one process of the job that writes its row checks its outputs,
+    // before anything starts.
+    let writes_row = match &role {
+        Role::Local => true,
+        Role::Launcher | Role::Pytorch => cfg.ddp.node_rank == 0,
+        Role::Rank(env) => !env.ours && env.rank == 0,
+    };
+    if writes_row {
+        crate::bench::sinks::Sinks::new(&cfg, None).check()?;
+    }
+    Ok((role, cfg))
+}
+
+/// Who writes the run's initial weights, one process per job: a local run
+/// or our launcher for `--save-init`; rank 0 of a job torchrun or Slurm
+/// started; and the PyTorch reference always (its script starts from
+/// gpubench's weights), unless it copies `--init-from`. On CUDA a child
+/// writes them (`in_child` makes the CPU do so too: a test hook).
+fn init_writer(role: &Role, cfg: &RunConfig, in_child: bool) -> InitWriter {
+    let writes = match role {
+        Role::Local | Role::Launcher => cfg.init.save.is_some(),
+        Role::Rank(env) => !env.ours && env.rank == 0 && cfg.init.save.is_some(),
+        Role::Pytorch => cfg.init.from.is_none(),
+    };
+    match writes {
+        false => InitWriter::Nobody,
+        true if cfg.devices.kind == DeviceKind::Cuda || in_child => InitWriter::Child,
+        true => InitWriter::Here,
+    }
+}
+
+fn role_and_config(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
     let talks = !(a.quiet || a.json);
     if let Some(n) = a.cpu.filter(|&n| n > 1) {
         let processes = a.strategy == StrategyKind::Ddp;
@@ -233,7 +268,7 @@ pub fn job(a: RunArgs) -> Result<(Role, RunConfig)> {
         let devices = device::resolve_with(a.gpus.as_deref(), a.cpu, !talks, repeats)?;
         return Ok((Role::Local, a.into_config(Placement::Local(devices))?));
     }
-    match DistEnv::from_process(a.ddp.master_addr.as_deref(), a.ddp.master_port)? {
+    match DistEnv::from_process(a.ddp.master_addr.as_deref(), a.ddp.master_port, ours)? {
         None => {
             let devices = device::resolve(a.gpus.as_deref(), a.cpu, !talks)?;
             Ok((Role::Launcher, a.into_config(Placement::Local(devices))?))
@@ -535,7 +570,7 @@ impl RunArgs {
             breakdown: a.breakdown,
             sample_interval,
             telemetry: a.telemetry,
-            init: InitSpec { save: a.save_init, from: a.init_from },
+            init: InitSpec { save: a.save_init, from: a.init_from, writer: InitWriter::Nobody },
             ddp: DdpConfig {
                 backend,
                 bucket_cap_mb: d.bucket_cap_mb,

@@ -1,7 +1,8 @@
 //! `gpubench infer`: serve one load and write its row, or search for the
 //! largest load within the latency bound, a row per probe. A `processes`
-//! worker (started by its parent with `serve::processes::WORKER_ENV`) only
-//! serves its share and writes its records.
+//! worker (the hidden `infer-worker` subcommand its parent starts) only
+//! serves its share and writes its records. Both apply the run's settings
+//! (threads, TF32, cuDNN autotuning) through `apply_settings`.
 use anyhow::Result;
 use std::path::Path;
 
@@ -10,12 +11,25 @@ use crate::report::format::{fmt_ms, fmt_rate};
 use crate::results::csv::Row;
 use crate::results::Status;
 use crate::serve::search::{find_max, verdict};
-use crate::serve::{self, Measured, Relaunch};
+use crate::serve::{self, Measured};
 
-pub fn run(cfg: InferConfig, relaunch: Relaunch) -> Result<i32> {
-    if let Some((k, p, dir)) = serve::processes::worker_role() {
-        return serve::processes::run_worker(&cfg, k, p, &dir);
+/// The process-wide settings every serving process applies before it
+/// builds a model: the parent (replicas, dp, processes' parent) and each
+/// `processes` worker alike, so that no strategy serves under other ones.
+fn apply_settings(threads: Option<usize>, cfg: &InferConfig) -> Result<()> {
+    if let Some(t) = threads {
+        tch::set_num_threads(t as i32);
     }
+    crate::strategy::precision::apply_globals(cfg.precision, cfg.cudnn_benchmark, false)
+}
+
+/// One `processes` worker: its share of the load, with its share of the threads.
+pub fn worker(cfg: InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> {
+    apply_settings(cfg.threads_per_worker().or(cfg.threads), &cfg)?;
+    serve::processes::run_worker(&cfg, k, p, dir)
+}
+
+pub fn run(cfg: InferConfig) -> Result<i32> {
     if let Some(out) = &cfg.out {
         crate::results::check_out(out)?;
     }
@@ -23,16 +37,13 @@ pub fn run(cfg: InferConfig, relaunch: Relaunch) -> Result<i32> {
         // A folder with no image in it is a usage error, before any model is built.
         serve::server::Frames::load(&cfg)?;
     }
-    if let Some(t) = cfg.threads {
-        tch::set_num_threads(t as i32);
-    }
-    crate::strategy::precision::apply_globals(cfg.precision, cfg.cudnn_benchmark, false)?;
+    apply_settings(cfg.threads, &cfg)?;
     if cfg.talks() {
         eprintln!("gpubench infer: {}", describe(&cfg));
     }
     match cfg.search {
         None => {
-            let m = serve::measure(&cfg, &relaunch);
+            let m = serve::measure(&cfg);
             write(&cfg, &m)?;
             if cfg.json {
                 println!("{}", serde_json::to_string(&m.row)?);
@@ -41,7 +52,7 @@ pub fn run(cfg: InferConfig, relaunch: Relaunch) -> Result<i32> {
             }
             Ok(if Status::of(&m.row.status) == Status::Ok { 0 } else { 1 })
         }
-        Some(s) => search(&cfg, &relaunch, &s),
+        Some(s) => search(&cfg, &s),
     }
 }
 
@@ -135,7 +146,7 @@ pub fn summary(r: &Row) -> String {
 }
 
 /// `--find-max-streams` / `--find-max-rate`.
-fn search(cfg: &InferConfig, relaunch: &Relaunch, s: &crate::config::CapacitySearch) -> Result<i32> {
+fn search(cfg: &InferConfig, s: &crate::config::CapacitySearch) -> Result<i32> {
     let (start, integer, fps) = match cfg.scenario {
         Scenario::Streams { streams, fps } => (streams as f64, true, fps),
         Scenario::Server { rate } => (rate, false, 0.0),
@@ -149,7 +160,7 @@ fn search(cfg: &InferConfig, relaunch: &Relaunch, s: &crate::config::CapacitySea
         let offered = c.scenario.offered_rate().unwrap_or(1.0);
         let need = std::time::Duration::from_secs_f64(s.min_requests as f64 / offered);
         c.duration = s.min_duration.max(need);
-        let mut m = serve::measure(&c, relaunch);
+        let mut m = serve::measure(&c);
         let v = verdict(&m.row, s);
         let i = rows.len() + 1;
         m.row.note = [

@@ -6,51 +6,37 @@ use crate::bench::ddp::{launcher, worker};
 use crate::bench::session::{self, LocalRun};
 use crate::bench::sinks::Sinks;
 use crate::bench::Role;
-use crate::config::RunConfig;
+use crate::config::{InitWriter, RunConfig};
 use crate::error::guarded;
-use crate::init::{default_data_seed, save_init, write_start, Start, WRITE_INIT_ENV};
+use crate::init::{default_data_seed, save_init, write_start, Start};
 
 pub fn run(role: Role, cfg: RunConfig) -> Result<i32> {
     session::set_process_env(&cfg);
-    if let Some(path) = std::env::var_os(WRITE_INIT_ENV) {
-        // The child `init::write_start` starts: the weights, nothing else.
-        guarded(|| save_init(&cfg, std::path::Path::new(&path), default_data_seed(cfg.seed)))?;
-        return Ok(0);
+    if role != Role::Pytorch {
+        // `--save-init`, written by the one process of the job that
+        // `cli::run::job` chose (the reference writes its own file).
+        if let (Some(path), true) = (&cfg.init.save, cfg.init.writer != InitWriter::Nobody) {
+            write_start(&cfg, path)?;
+        }
     }
     match role {
-        // The reference writes (or copies) --save-init itself.
         Role::Pytorch => crate::reference::run(&cfg),
-        Role::Local => {
-            write_init(&cfg)?;
-            local(&cfg)
-        }
-        Role::Launcher => {
-            write_init(&cfg)?;
-            launcher::launch(&cfg)
-        }
-        Role::Rank(env) => {
-            // One process of the job writes --save-init: our launcher, or
-            // rank 0 of a job torchrun or Slurm started.
-            if !env.ours && env.rank == 0 {
-                write_init(&cfg)?;
-            }
-            worker::run(&cfg, &env)
-        }
+        Role::Local => local(&cfg),
+        Role::Launcher => launcher::launch(&cfg),
+        Role::Rank(env) => worker::run(&cfg, &env),
     }
 }
 
-/// `--save-init`: the initial weights gpubench builds for the run's seed.
-fn write_init(cfg: &RunConfig) -> Result<()> {
-    if let Some(path) = &cfg.init.save {
-        write_start(cfg, path)?;
-    }
-    Ok(())
+/// The `write-init` child `init::write_start` starts: the weights, nothing else.
+pub fn write_init_only(cfg: &RunConfig, path: &std::path::Path) -> Result<i32> {
+    session::set_process_env(cfg);
+    guarded(|| save_init(cfg, path, default_data_seed(cfg.seed)))?;
+    Ok(0)
 }
 
 /// single and dp: the whole run in this process.
 fn local(cfg: &RunConfig) -> Result<i32> {
     let sinks = Sinks::new(cfg, None);
-    sinks.check()?;
     if let Some(t) = cfg.threads {
         tch::set_num_threads(t as i32);
     }

@@ -191,9 +191,6 @@ pub fn run(cfg: &RunConfig) -> Result<i32> {
     let local = &cfg.devices;
     let writes_row = !ddp || cfg.ddp.node_rank == 0;
     let sinks = Sinks::new(cfg, None);
-    if writes_row {
-        sinks.check()?;
-    }
     let py = find_python()?;
     let tmp = TempDir::new()?;
     let script = tmp.0.join("pytorch_bench.py");

@@ -15,8 +15,6 @@ pub mod schedule;
 pub mod search;
 pub mod server;
 
-use std::path::PathBuf;
-
 use crate::bench::measure::failure;
 use crate::bench::row::base_row;
 use crate::config::{Impl, InferConfig, Scenario, ServeStrategy};
@@ -27,13 +25,6 @@ use crate::results::Status;
 use records::ServeFigures;
 use server::{Frames, ServeOutcome, StartSignal};
 
-/// How `processes` starts its workers: this binary and its `infer` arguments.
-#[derive(Debug, Clone)]
-pub struct Relaunch {
-    pub program: PathBuf,
-    pub args: Vec<String>,
-}
-
 /// One measured load: its row and per-device metrics.
 pub struct Measured {
     pub row: Row,
@@ -42,7 +33,7 @@ pub struct Measured {
 
 /// Serves `cfg`'s load once, with gpubench's server or PyTorch's, and
 /// returns its row (status failed or oom, with the error, when it failed).
-pub fn measure(cfg: &InferConfig, relaunch: &Relaunch) -> Measured {
+pub fn measure(cfg: &InferConfig) -> Measured {
     let mut row = base_row(&cfg.model_config());
     let workers = if cfg.strategy == ServeStrategy::Processes { cfg.devices.len() as u32 } else { 1 };
     let arrivals = schedule::arrivals(&cfg.scenario, cfg.duration.as_secs_f64(), workers, cfg.seed);
@@ -58,7 +49,7 @@ pub fn measure(cfg: &InferConfig, relaunch: &Relaunch) -> Measured {
             about = a;
             out
         }
-        (_, ServeStrategy::Processes) => processes::run_parent(cfg, &relaunch.program, &relaunch.args),
+        (_, ServeStrategy::Processes) => processes::run_parent(cfg),
         _ => match crate::error::guarded(|| Frames::load(cfg)) {
             Ok(frames) => server::serve(cfg, &frames, &arrivals, &StartSignal::Now),
             Err(e) => ServeOutcome { records: vec![], late: 0, error: Some(e), window: None, interference: vec![] },
@@ -175,7 +166,7 @@ fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, 
         });
     }
     if let Some(ms) = server::test_service_ms() {
-        notes.push(format!("TEST: a model that takes {ms} ms per batch ({})", server::TEST_SERVICE_ENV));
+        notes.push(format!("TEST: a model that takes {ms} ms per batch ({})", crate::internal::Hook::ServiceMs.var()));
     }
     row.note = notes.join("; ");
     row.interference = interference.join("; ");

@@ -5,13 +5,14 @@
 //! would. There is no central queue, so no frame crosses a process boundary.
 //!
 //! The parent writes the load to a temporary directory, starts the workers
-//! (this binary, with `GPUBENCH_INFER_WORKER=k/P/DIR`), waits until each has
+//! (this binary as the hidden `infer-worker K P DIR` subcommand around the
+//! same `infer` command line: `crate::internal::Role::InferWorker`), waits until each has
 //! built and warmed up its model (`ready.k`), then writes one start time
 //! (`go`) that all of them use; each writes its records (`records.k.csv`).
 //! A worker that dies ends the run within moments: the others are killed
 //! and the error names the worker, its device and how it ended.
 use anyhow::{anyhow, Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -20,22 +21,10 @@ use super::schedule;
 use super::server::{grace, host_notes, serve, Frames, ServeOutcome, StartSignal};
 use crate::config::{InferConfig, Scenario};
 use crate::device::Devices;
+use crate::internal::{Hook, Role};
 use crate::metrics::collect::Window;
 use crate::metrics::interference::HostSnapshot;
 use crate::proc::{self, Watched};
-
-pub const WORKER_ENV: &str = "GPUBENCH_INFER_WORKER";
-/// Tests set it to k: worker k dies once ready, as a crashed server would.
-pub const CRASH_ENV: &str = "GPUBENCH_INFER_CRASH";
-
-/// This process as a worker: (k, P, directory), from the environment.
-pub fn worker_role() -> Option<(u32, u32, PathBuf)> {
-    let v = std::env::var(WORKER_ENV).ok()?;
-    let mut it = v.splitn(3, '/');
-    let k = it.next()?.parse().ok()?;
-    let p = it.next()?.parse().ok()?;
-    Some((k, p, PathBuf::from(it.next()?)))
-}
 
 /// The load as one line: the scenario, its parameters and the duration.
 fn load_line(cfg: &InferConfig) -> String {
@@ -87,7 +76,7 @@ pub fn run_worker(cfg: &InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> 
         .collect();
     let frames = Frames::load(&mine)?;
     let start = StartSignal::Files { ready: dir.join(format!("ready.{k}")), go: dir.join("go") };
-    if std::env::var_os(CRASH_ENV).is_some_and(|v| v == k.to_string().as_str()) {
+    if Hook::InferCrash.get().is_some_and(|v| v == k.to_string()) {
         // For the tests: worker k says it is ready, then dies.
         std::fs::write(dir.join(format!("ready.{k}")), b"ready\n")?;
         std::thread::sleep(Duration::from_millis(300));
@@ -118,24 +107,27 @@ pub fn run_worker(cfg: &InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> 
 }
 
 /// The parent: start one worker per device, start them together, gather
-/// their records. `program` is this binary; `args` its `infer` arguments.
-pub fn run_parent(cfg: &InferConfig, program: &Path, args: &[String]) -> ServeOutcome {
+/// their records.
+pub fn run_parent(cfg: &InferConfig) -> ServeOutcome {
     let mut out = ServeOutcome { records: vec![], late: 0, error: None, window: None, interference: vec![] };
-    let res = parent(cfg, program, args, &mut out);
+    let res = parent(cfg, &mut out);
     if let Err(e) = res {
         out.error = Some(e);
     }
     out
 }
 
-fn parent(cfg: &InferConfig, program: &Path, args: &[String], out: &mut ServeOutcome) -> Result<()> {
+fn parent(cfg: &InferConfig, out: &mut ServeOutcome) -> Result<()> {
+    let program = std::env::current_exe().context("locating the gpubench binary to start serving workers")?;
+    let line = crate::internal::served_line();
     let dir = crate::reference::python::TempDir::new()?;
     std::fs::write(dir.0.join("load"), load_line(cfg) + "\n")?;
     let p = process_count(cfg);
     let mut kids: Vec<Option<Watched>> = vec![];
     for k in 0..p {
-        let mut cmd = Command::new(program);
-        cmd.args(args).env(WORKER_ENV, format!("{k}/{p}/{}", dir.0.display())).stdout(Stdio::null());
+        let mut cmd = Command::new(&program);
+        let params = [k.to_string().into(), p.to_string().into(), dir.0.clone().into_os_string()];
+        cmd.args(Role::InferWorker.args(&params, line.iter().cloned())).stdout(Stdio::null());
         let prefix = cfg.talks().then(|| format!("[worker {k}] "));
         match proc::spawn(&mut cmd, prefix, 20) {
             Ok(w) => kids.push(Some(w)),

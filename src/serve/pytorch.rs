@@ -90,6 +90,8 @@ fn run_script(cfg: &InferConfig, arrivals: &[Arrival], out: &mut ServeOutcome) -
         "duration_s": cfg.duration.as_secs_f64(),
         "grace_s": grace(cfg).as_secs_f64(),
         "records": rec.display().to_string(),
+        // Test hook (crate::internal::Hook::ServeCrash): this worker dies once serving.
+        "test_crash_worker": crate::internal::Hook::ServeCrash.get().and_then(|v| v.parse::<u32>().ok()),
     });
     let job_path = write("job.json", &job.to_string())?;
     let mut cmd = Command::new(&py.path);

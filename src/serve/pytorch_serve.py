@@ -23,9 +23,10 @@ gpubench's Rust server exactly:
   "single-stream": one request at a time on the first device.
 
 stdout gets exactly one line, a JSON summary (status ok/failed/oom); all else
-goes to stderr. Test hook: GPUBENCH_SERVE_CRASH=1 makes worker 1 die just after
-t0 (os._exit(3) under "processes", an exception under "threads"), to check
-that a dead worker fails the run instead of hanging it.
+goes to stderr. Test hook: the job's "test_crash_worker" K (gpubench sets it
+from GPUBENCH_SERVE_CRASH=K, see gpubench's src/internal.rs) makes worker K die
+just after t0 (os._exit(3) under "processes", an exception under "threads"),
+to check that a dead worker fails the run instead of hanging it.
 """
 import argparse
 import contextlib
@@ -266,10 +267,10 @@ class Server:
                 if self.abort.is_set():
                     return
                 time.sleep(max(0.0, self.t0 - time.perf_counter()))
-                if k == 1 and os.environ.get("GPUBENCH_SERVE_CRASH") == "1":
+                if k == self.job.get("test_crash_worker"):
                     if self.in_child:
                         os._exit(3)
-                    raise RuntimeError("GPUBENCH_SERVE_CRASH=1: simulated worker failure")
+                    raise RuntimeError(f"test hook: worker {k} fails as asked")
                 scenario = self.job["scenario"]
                 if scenario == "arrivals":
                     self.serve_arrivals(w)

@@ -207,13 +207,10 @@ impl Forward for DataParallel {
     }
 }
 
-/// Tests only: `GPUBENCH_TEST_SERVICE_MS=10` replaces the model with one that
-/// takes exactly that long per batch, so that a server of known capacity
-/// can be measured. Rows say so in their note.
-pub const TEST_SERVICE_ENV: &str = "GPUBENCH_TEST_SERVICE_MS";
-
+/// The test hook `crate::internal::Hook::ServiceMs`: a model that takes
+/// exactly that long per batch. Rows say so in their note.
 pub fn test_service_ms() -> Option<f64> {
-    std::env::var(TEST_SERVICE_ENV).ok()?.parse().ok().filter(|&ms: &f64| ms >= 0.0)
+    crate::internal::Hook::ServiceMs.get()?.parse().ok().filter(|&ms: &f64| ms >= 0.0)
 }
 
 struct Sleeper {

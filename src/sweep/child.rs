@@ -24,12 +24,6 @@ use std::time::{Duration, Instant};
 use crate::proc::{self, Ended, Exit};
 use crate::results::Status;
 
-/// Test hook, off unless set: run this program instead of this gpubench for
-/// each cell or probe (with the same arguments). The tests point it at a
-/// script that kills itself or aborts for some cells, to check that the sweep
-/// still writes their rows.
-pub const CHILD_ENV: &str = "GPUBENCH_SWEEP_CHILD";
-
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -54,9 +48,10 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-/// The program each cell runs: this binary, unless the test hook says otherwise.
+/// The program each cell runs: this binary, unless the test hook
+/// `crate::internal::Hook::SweepChild` names another.
 pub fn child_program() -> Result<PathBuf> {
-    match std::env::var_os(CHILD_ENV).filter(|v| !v.is_empty()) {
+    match crate::internal::Hook::SweepChild.get() {
         Some(p) => Ok(PathBuf::from(p)),
         None => std::env::current_exe().context("locating the gpubench binary to run the cells"),
     }

@@ -32,7 +32,7 @@
 //! its children inherit, and cells die with it (`PR_SET_PDEATHSIG`; ddp's workers follow their launcher). A
 //! second sweep on the same file waits, and `--resume` after a `kill -9` reads the results only once no process
 //! of the killed sweep can still append, then skips every cell that already has a row with status ok (counting
-//! repeats). Test hook: `GPUBENCH_SWEEP_CHILD=PROGRAM` (`child::CHILD_ENV`) runs PROGRAM instead of gpubench.
+//! repeats). Test hook: `crate::internal::Hook::SweepChild` runs another program instead of gpubench.
 //!
 //! **max-batch** probes one strategy's per-device batch: doubling from `--start` (16; halving if it does not
 //! fit), then bisecting until the largest batch that fits and the smallest that does not are within

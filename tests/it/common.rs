@@ -24,9 +24,7 @@ pub struct Gpubench {
 pub fn gpubench(a: &str) -> Gpubench {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpubench"));
     cmd.args(args(a));
-    for k in
-        ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "GPUBENCH_DDP_WORKER"]
-    {
+    for k in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"] {
         cmd.env_remove(k);
     }
     Gpubench { cmd }
@@ -95,12 +93,32 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// Asserts a usage error: exit 2, one line on stderr mentioning `needle`, no panic.
+/// Asserts a usage error, in this process: `gpubench ARGS` fails with exit
+/// code 2 and a one-line message mentioning `needle`, before any work (the
+/// program stops at the first check; see `gpubench::app::run_from`). What
+/// `main` makes of such an error (the line on stderr, the exit code) is
+/// checked through the real binary in `run::main_prints_one_line_and_exits_by_kind`.
 pub fn assert_usage_error(a: &str, needle: &str) {
-    assert_usage_error_of(gpubench(a), a, needle);
+    assert_usage_error_argv(&args(a), needle);
 }
 
-/// `assert_usage_error` for a command built with arguments that have spaces.
+/// `assert_usage_error` for arguments that have spaces.
+pub fn assert_usage_error_argv(argv: &[String], needle: &str) {
+    let what = argv.join(" ");
+    let full = std::iter::once("gpubench".to_string()).chain(argv.iter().cloned());
+    let e = match std::panic::catch_unwind(|| gpubench::app::run_from(full)) {
+        Ok(Err(e)) => e,
+        Ok(Ok(code)) => panic!("{what}: ran and exited {code}, expected a usage error"),
+        Err(_) => panic!("{what}: panicked"),
+    };
+    let line = gpubench::error::one_line(&e);
+    assert_eq!(gpubench::error::exit_code(&e), 2, "{what}: not a usage error: {line}");
+    assert!(line.contains(needle), "{what}: expected {needle:?} in {line:?}");
+    assert!(!line.contains('\n'), "{what}: not one line: {line:?}");
+}
+
+/// A usage error through the real binary, for what only a process shows:
+/// exit 2, one line on stderr mentioning `needle`, no panic.
 pub fn assert_usage_error_of(g: Gpubench, what: &str, needle: &str) {
     let o = g.output();
     let err = stderr(&o);

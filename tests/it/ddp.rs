@@ -147,7 +147,8 @@ fn killed_worker_fails_the_run_in_bounded_time_and_leaves_no_process() {
         workers = worker_pids(child.id());
     }
     assert_eq!(workers.len(), 2, "workers did not start");
-    std::thread::sleep(Duration::from_secs(3));
+    // In the training loop by now (they started, then built a tiny model).
+    std::thread::sleep(Duration::from_millis(1500));
     let victim = *workers.iter().max().unwrap();
     std::process::Command::new("kill").args(["-9", &victim.to_string()]).status().unwrap();
     let t = Instant::now();
@@ -196,13 +197,13 @@ fn two_launchers_with_nnodes_2_form_one_job() {
 fn unreachable_master_is_a_clear_error_within_the_timeout() {
     let port = gpubench::dist::free_port().unwrap().to_string();
     let t = Instant::now();
-    let o = gpubench("run --strategy ddp --cpu --model tinycnn --image-size 16 --dist-timeout 3s")
+    let o = gpubench("run --strategy ddp --cpu --model tinycnn --image-size 16 --dist-timeout 1s")
         .env("RANK", "1")
         .env("WORLD_SIZE", "2")
         .env("MASTER_ADDR", "127.0.0.1")
         .env("MASTER_PORT", &port)
         .output();
-    // A hang guard: the 3 s timeout ends it, whatever the host's speed.
+    // A hang guard: the 1 s timeout ends it, whatever the host's speed.
     assert!(t.elapsed() < Duration::from_secs(60), "took {:?}", t.elapsed());
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
@@ -213,10 +214,10 @@ fn unreachable_master_is_a_clear_error_within_the_timeout() {
 #[test]
 fn one_failing_rank_ends_the_job_quickly_and_the_row_names_it() {
     // (fault, status, what the error must say)
+    // Each rank and each kind once: an error rank 1 reports to rank 0, and
+    // a rank 0 that dies, whose row the launcher writes.
     let cases = [
         ("1:3:oom", "oom", "rank 1: CUDA out of memory"),
-        ("0:3:oom", "oom", "rank 0: CUDA out of memory"),
-        ("1:3:crash", "failed", "rank 1 failed (killed by signal 6 (SIGABRT))"),
         ("0:3:crash", "failed", "rank 0 failed (killed by signal 6 (SIGABRT))"),
     ];
     for (fault, status, says) in cases {

@@ -17,16 +17,16 @@ fn rows(path: &Path) -> Vec<HashMap<String, String>> {
 fn every_request_is_answered_or_dropped_exactly_once_under_each_strategy_and_scenario() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("infer.csv");
-    // 20 cameras at 10 fps for 1 s: exactly 200 scheduled frames.
+    // 20 cameras at 10 fps for 0.5 s: exactly 100 scheduled frames.
     let scenarios = [
-        ("--scenario streams --streams 20 --fps 10", Some(200.0)),
+        ("--scenario streams --streams 20 --fps 10", Some(100.0)),
         ("--scenario server --rate 200", None),
         ("--scenario offline", None),
         ("--scenario single-stream", None),
     ];
     for strategy in ["replicas", "processes", "dp"] {
         for (sc, expected) in scenarios {
-            let a = format!("{SMALL} --cpu 2 --strategy {strategy} {sc} --duration 1s -q --out {}", out.display());
+            let a = format!("{SMALL} --cpu 2 --strategy {strategy} {sc} --duration 500ms -q --out {}", out.display());
             let o = gpubench(&a).run();
             assert_eq!(o.code, 0, "{a}: {}", o.stderr);
             let all = rows(&out);
@@ -48,7 +48,7 @@ fn every_request_is_answered_or_dropped_exactly_once_under_each_strategy_and_sce
     }
     // Overloaded and dropping stale frames: drops are counted, never lost.
     let a = format!(
-        "{SMALL} --cpu 1 --scenario server --rate 50000 --drop-older-than 20ms --duration 1s -q --out {}",
+        "{SMALL} --cpu 1 --scenario server --rate 50000 --drop-older-than 20ms --duration 500ms -q --out {}",
         out.display()
     );
     assert_eq!(gpubench(&a).run().code, 0, "{a}");
@@ -112,15 +112,15 @@ fn the_pytorch_server_answers_the_same_schedule_side_by_side() {
     for strategy in ["replicas", "processes"] {
         let a = format!(
             "{SMALL} --cpu 2 --impl pytorch --strategy {strategy} --scenario streams --streams 20 --fps 10 \
-             --duration 1s -q --out {}",
+             --duration 500ms -q --out {}",
             out.display()
         );
         let o = gpubench(&a).run();
         assert_eq!(o.code, 0, "{a}: {}", o.stderr);
         let r = rows(&out).pop().unwrap();
         assert_eq!((r["impl"].as_str(), r["status"].as_str()), ("pytorch", "ok"), "{}", r["error"]);
-        assert_eq!(num(&r, "requests"), 200.0, "the same 200 scheduled frames");
-        assert_eq!(num(&r, "completed") + num(&r, "dropped"), 200.0);
+        assert_eq!(num(&r, "requests"), 100.0, "the same 100 scheduled frames");
+        assert_eq!(num(&r, "completed") + num(&r, "dropped"), 100.0);
         assert!(r["libtorch_version"].starts_with("2."), "{}", r["libtorch_version"]);
         let python = if strategy == "replicas" { "python threads" } else { "python processes" };
         assert!(r["note"].contains(python), "{}", r["note"]);
@@ -133,9 +133,9 @@ const TINY_SERVER: &str = "infer --model tinycnn --image-size 8 --num-classes 10
 /// The capacity search against a server of known capacity: one replica
 /// whose model sleeps 10 ms per batch of up to 8 (the test hook
 /// `GPUBENCH_TEST_SERVICE_MS`), so at most 800 requests per second on any
-/// host. The upper bounds follow from that limit: a probe of 1 s at rate r
-/// queues (r - 800) requests, which stay within the 200 ms bound while r is
-/// below 800 × 1.2, plus the search's 5 % resolution; achieved can never
+/// host. The upper bounds follow from that limit: a probe of 0.5 s at rate r
+/// queues (r - 800) / 2 requests, which stay within the 200 ms bound while r
+/// is below 800 + 160 / 0.5, plus the search's 5 % resolution; achieved can never
 /// pass 800 (plus counting noise). The lower ones are half of 800, a margin
 /// wide enough for a host whose other processes take most of the CPU (the
 /// server itself mostly sleeps).
@@ -144,15 +144,15 @@ fn a_server_of_known_capacity_is_found_and_overload_grows_latency() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cap.csv");
     let a = format!(
-        "{TINY_SERVER} --cpu 1 --max-batch 8 --max-wait 1ms --scenario server --find-max-rate --rate 100 \
-         --latency-bound 200ms --min-duration 1s --min-requests 200 --max-drop-rate 1% --json --out {}",
+        "{TINY_SERVER} --cpu 1 --max-batch 8 --max-wait 1ms --scenario server --find-max-rate --rate 400 \
+         --latency-bound 200ms --min-duration 500ms --min-requests 100 --max-drop-rate 1% --json --out {}",
         out.display()
     );
     let o = gpubench(&a).env("GPUBENCH_TEST_SERVICE_MS", "10").run();
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("JSON answer");
     let best = v["answer"].as_f64().expect("an answer");
-    assert!((400.0..=1010.0).contains(&best), "capacity 800 req/s, found {best}: {v}");
+    assert!((400.0..=1180.0).contains(&best), "capacity 800 req/s, found {best}: {v}");
     let probes = rows(&out);
     assert!(probes.len() >= 4 && probes.iter().all(|r| r["note"].contains("capacity probe")));
     assert!(probes.iter().all(|r| r["note"].contains("TEST: a model that takes 10 ms")));

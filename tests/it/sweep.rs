@@ -132,7 +132,7 @@ fn a_sweep_html_path_in_a_missing_directory_is_refused_before_any_cell() {
 fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
     let dir = tempfile::tempdir().unwrap();
     let args = tiny(
-        "--cpu 2 --impl gpubench,pytorch --strategies single,dp,ddp --device-counts 1,2 --batch-sizes 8 \
+        "--cpu 2 --impl gpubench,pytorch --strategies single,dp --device-counts 1,2 --batch-sizes 8 \
          --steps 2 --warmup 1 --out r.csv",
     );
     let o = run_in(dir.path(), &args);
@@ -144,25 +144,18 @@ fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
     let mut got: Vec<(String, String, u32)> =
         rows.iter().map(|r| (r.implementation.clone(), r.strategy.clone(), r.n_devices)).collect();
     got.sort();
-    let want: Vec<(String, String, u32)> = [
-        ("gpubench", "ddp", 1),
-        ("gpubench", "ddp", 2),
-        ("gpubench", "dp", 1),
-        ("gpubench", "dp", 2),
-        ("gpubench", "single", 1),
-        ("pytorch", "ddp", 1),
-        ("pytorch", "ddp", 2),
-        ("pytorch", "single", 1),
-    ]
-    .iter()
-    .map(|&(i, s, n)| (i.to_string(), s.to_string(), n))
-    .collect();
+    // (PyTorch's ddp against gpubench's is the fidelity tests' subject.)
+    let want: Vec<(String, String, u32)> =
+        [("gpubench", "dp", 1), ("gpubench", "dp", 2), ("gpubench", "single", 1), ("pytorch", "single", 1)]
+            .iter()
+            .map(|&(i, s, n)| (i.to_string(), s.to_string(), n))
+            .collect();
     assert_eq!(got, want, "{out}");
     assert!(rows.iter().all(|r| r.status == "ok"), "{out}");
     // --resume knows the two implementations apart: nothing is left to run.
     let o = run_in(dir.path(), &format!("{args} --resume"));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(results_csv::read_rows(&dir.path().join("r.csv")).unwrap().len(), 8);
+    assert_eq!(results_csv::read_rows(&dir.path().join("r.csv")).unwrap().len(), 4);
 }
 
 #[test]
@@ -338,9 +331,9 @@ fn ctrl_c_stops_the_cell_and_its_processes_and_says_how_to_resume() {
 #[test]
 fn a_second_sweep_on_the_same_file_waits_for_the_first() {
     let dir = tempfile::tempdir().unwrap();
-    // The first sweep's only cell starts 3 s late (test hook).
+    // The first sweep's only cell starts 2 s late (test hook).
     let script = dir.path().join("slow.sh");
-    std::fs::write(&script, "#!/bin/sh\nsleep 3\nexec \"$GPUBENCH_REAL\" \"$@\"\n").unwrap();
+    std::fs::write(&script, "#!/bin/sh\nsleep 1.5\nexec \"$GPUBENCH_REAL\" \"$@\"\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let args = tiny("--cpu 1 --strategies single --batch-sizes 8 --steps 1 --warmup 0 --out r.csv");
     let mut first = sweep_in(dir.path(), &args)

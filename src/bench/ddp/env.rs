@@ -2,18 +2,18 @@
 //! launcher's, torchrun's (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 //! MASTER_ADDR, MASTER_PORT) or Slurm's (SLURM_PROCID, SLURM_NTASKS,
 //! SLURM_LOCALID). None of them set means this process is the launcher.
+//! Whether gpubench's own launcher started this rank is not read from the
+//! environment: such a rank runs as the hidden `rank` subcommand
+//! (`crate::internal::Role::Rank`).
 use anyhow::Result;
 
 use crate::error::usage;
 
-/// Set by our launcher in its workers: their device is `--gpus`[LOCAL_RANK],
-/// and the launcher writes the row when a rank dies.
-pub const LAUNCHED_ENV: &str = "GPUBENCH_DDP_WORKER";
 /// The rendezvous port when neither MASTER_PORT nor --master-port says.
 pub const DEFAULT_PORT: u16 = 29500;
 /// The variables that make a process a rank; a child that must not be one
 /// (the PyTorch reference) has them removed.
-pub const RANK_VARS: [&str; 5] = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", LAUNCHED_ENV];
+pub const RANK_VARS: [&str; 4] = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"];
 
 /// Where this process sits in the job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,11 +42,13 @@ impl DistEnv {
     /// Reads torchrun's or Slurm's variables through `get`; None when neither
     /// is set, i.e. when this process should launch the workers itself.
     /// `master_addr` and `master_port` (the flags) stand in for
-    /// MASTER_ADDR/MASTER_PORT when those are unset.
+    /// MASTER_ADDR/MASTER_PORT when those are unset; `ours`: our launcher
+    /// started this process (as the `rank` subcommand).
     pub fn detect(
         master_addr: Option<&str>,
         master_port: Option<u16>,
         get: &dyn Fn(&str) -> Option<String>,
+        ours: bool,
     ) -> Result<Option<DistEnv>> {
         let (rank, world, local) = if let (Some(r), Some(w)) = (var(get, "RANK")?, var(get, "WORLD_SIZE")?) {
             (r, w, var(get, "LOCAL_RANK")?.unwrap_or(r))
@@ -72,13 +74,17 @@ impl DistEnv {
             local_world: var(get, "LOCAL_WORLD_SIZE")?.filter(|&n| n > 0),
             master_addr,
             master_port,
-            ours: get(LAUNCHED_ENV).is_some(),
+            ours,
         }))
     }
 
-    /// This process's environment.
-    pub fn from_process(master_addr: Option<&str>, master_port: Option<u16>) -> Result<Option<DistEnv>> {
-        DistEnv::detect(master_addr, master_port, &|k| std::env::var(k).ok())
+    /// This process's environment; `ours` as in `detect`.
+    pub fn from_process(master_addr: Option<&str>, master_port: Option<u16>, ours: bool) -> Result<Option<DistEnv>> {
+        let env = DistEnv::detect(master_addr, master_port, &|k| std::env::var(k).ok(), ours)?;
+        if ours && env.is_none() {
+            return Err(usage("`gpubench rank` is started by gpubench's launcher, with RANK and WORLD_SIZE set"));
+        }
+        Ok(env)
     }
 
     /// Nodes in the job, as far as the variables tell (one when they do not
@@ -105,7 +111,7 @@ mod tests {
 
     #[test]
     fn no_variables_means_launch() {
-        assert_eq!(DistEnv::detect(None, None, &env(&[])).unwrap(), None);
+        assert_eq!(DistEnv::detect(None, None, &env(&[]), false).unwrap(), None);
     }
 
     #[test]
@@ -118,7 +124,7 @@ mod tests {
             ("MASTER_ADDR", "node0"),
             ("MASTER_PORT", "1234"),
         ]);
-        let d = DistEnv::detect(None, None, &e).unwrap().unwrap();
+        let d = DistEnv::detect(None, None, &e, false).unwrap().unwrap();
         assert_eq!((d.rank, d.world_size, d.local_rank, d.master_port), (3, 8, 1, 1234));
         assert_eq!(d.master_addr, "node0");
         assert_eq!((d.nnodes(), d.ranks_on_node()), (2, 4));
@@ -128,18 +134,18 @@ mod tests {
     #[test]
     fn slurm_variables_with_flags_for_the_master() {
         let e = env(&[("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8"), ("SLURM_LOCALID", "1")]);
-        let d = DistEnv::detect(Some("n0"), Some(4000), &e).unwrap().unwrap();
+        let d = DistEnv::detect(Some("n0"), Some(4000), &e, false).unwrap().unwrap();
         assert_eq!((d.rank, d.world_size, d.local_rank, d.master_port), (5, 8, 1, 4000));
         assert_eq!((d.nnodes(), d.ranks_on_node()), (1, 1));
-        let err = DistEnv::detect(None, None, &e).unwrap_err();
+        let err = DistEnv::detect(None, None, &e, false).unwrap_err();
         assert!(err.to_string().contains("MASTER_ADDR"));
     }
 
     #[test]
     fn bad_variables_are_usage_errors() {
         let e = env(&[("RANK", "x"), ("WORLD_SIZE", "2")]);
-        assert_eq!(crate::error::exit_code(&DistEnv::detect(None, None, &e).unwrap_err()), 2);
+        assert_eq!(crate::error::exit_code(&DistEnv::detect(None, None, &e, false).unwrap_err()), 2);
         let e = env(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "a")]);
-        assert!(DistEnv::detect(None, None, &e).is_err());
+        assert!(DistEnv::detect(None, None, &e, false).is_err());
     }
 }

@@ -7,10 +7,9 @@ use anyhow::{anyhow, Context, Result};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::env::LAUNCHED_ENV;
 use crate::bench::row::base_row;
-use crate::bench::sinks::Sinks;
 use crate::config::RunConfig;
+use crate::internal::Role;
 use crate::proc::{self, Ended, Exit, Watched};
 use crate::results::{csv as results_csv, Status};
 
@@ -33,9 +32,6 @@ pub fn rank_failure(what: &str, rank: usize, e: &Ended) -> String {
 /// exit code, or an error naming the first rank that failed.
 pub fn launch(cfg: &RunConfig) -> Result<i32> {
     let d = &cfg.ddp;
-    if d.node_rank == 0 {
-        Sinks::new(cfg, None).check()?;
-    }
     let local = cfg.devices.len();
     let world = cfg.world;
     let addr = d.master_addr.clone().unwrap_or_else(|| "127.0.0.1".into());
@@ -80,8 +76,8 @@ pub fn launch(cfg: &RunConfig) -> Result<i32> {
     Err(anyhow!(msg))
 }
 
-/// Starts this node's `local` ranks (this same binary, same arguments) with
-/// torchrun's variables set and stderr forwarded behind `[rank r]`; ddp's
+/// Starts this node's `local` ranks (this same binary, as the hidden `rank`
+/// subcommand around this command line) with torchrun's variables set and stderr forwarded behind `[rank r]`; ddp's
 /// workers and `allreduce`'s ranks both start here.
 pub fn spawn_ranks(
     local: usize,
@@ -91,7 +87,7 @@ pub fn spawn_ranks(
     port: u16,
 ) -> Result<Vec<(usize, Watched)>> {
     let exe = std::env::current_exe().context("locating the gpubench binary to start workers")?;
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let args = Role::Rank.args(&[], crate::internal::served_line());
     let mut workers: Vec<(usize, Watched)> = vec![];
     for lr in 0..local {
         let rank = node_rank * local + lr;
@@ -102,8 +98,7 @@ pub fn spawn_ranks(
             .env("WORLD_SIZE", world.to_string())
             .env("LOCAL_WORLD_SIZE", local.to_string())
             .env("MASTER_ADDR", addr)
-            .env("MASTER_PORT", port.to_string())
-            .env(LAUNCHED_ENV, "1");
+            .env("MASTER_PORT", port.to_string());
         match proc::spawn(&mut cmd, Some(format!("[rank {rank}] ")), 1) {
             Ok(w) => workers.push((rank, w)),
             Err(e) => {

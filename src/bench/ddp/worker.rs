@@ -32,11 +32,8 @@ pub fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
     }
     let is0 = env.rank == 0;
     let fault = Fault::from_env(env.rank)?;
+    // The outputs were checked with the role (`cli::run::job`).
     let sinks = Sinks::new(cfg, Some(env.rank));
-    // Our launcher checked the outputs before it started the ranks.
-    if is0 && !env.ours {
-        sinks.check()?;
-    }
     if cfg.devices.kind == DeviceKind::Cpu {
         // Split the cores among this node's ranks so they do not oversubscribe.
         let total = cfg.threads.unwrap_or_else(crate::device::cpu_cores);
@@ -215,12 +212,8 @@ impl Session for Rank {
     }
 }
 
-/// Test hook, off unless set: `GPUBENCH_FAULT=RANK:STEP:KIND` makes rank RANK
-/// fail at its STEP-th step (warm-up included, from 1). KIND `oom` fails the
-/// step with the CUDA allocator's out-of-memory message, as a fuller GPU
-/// would; `crash` aborts the process. The tests use it to check that one
-/// rank's failure ends the whole job quickly and names that rank.
-pub const FAULT_ENV: &str = "GPUBENCH_FAULT";
+/// The test hook `crate::internal::Hook::Fault`, as set.
+const FAULT_ENV: &str = crate::internal::Hook::Fault.var();
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultKind {
@@ -236,9 +229,9 @@ pub struct Fault {
 
 impl Fault {
     fn from_env(rank: usize) -> Result<Option<Fault>> {
-        match std::env::var(FAULT_ENV) {
-            Ok(v) if !v.is_empty() => Fault::parse(&v, rank),
-            _ => Ok(None),
+        match crate::internal::Hook::Fault.get() {
+            Some(v) => Fault::parse(&v, rank),
+            None => Ok(None),
         }
     }
 

@@ -1,0 +1,149 @@
+//! gpubench's own process roles and its test hooks: every one is named and
+//! documented here, once.
+//!
+//! # Roles
+//!
+//! gpubench starts copies of itself for work that needs a process of its
+//! own. Each copy is a hidden subcommand (absent from `--help`) that wraps
+//! the command line it serves, so the child builds its configuration through
+//! the same parser and checks as the parent did; `app` dispatches them.
+//!
+//! | subcommand | started by | the child |
+//! |---|---|---|
+//! | `rank run …`, `rank allreduce …` | the ddp and allreduce launcher (`bench::ddp::launcher`), with torchrun's variables set | is one rank of the job; the launcher writes the row if it dies |
+//! | `infer-worker K P DIR infer …` | `infer --strategy processes` (`serve::processes`) | serves worker K's share of P, reading the load from DIR and writing its records there |
+//! | `write-init PATH run …` | `init::write_start`, on CUDA | writes the run's initial weights to PATH and exits, so the parent keeps no CUDA context |
+//!
+//! The launcher variables (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
+//! `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`, `SLURM_*`) are not
+//! ours: torchrun and Slurm set them, and `bench::ddp::env` reads them.
+//!
+//! # Test hooks
+//!
+//! Environment variables that only gpubench's own tests set, each off
+//! unless set to a non-empty value (`Hook`). A run that one changed says so
+//! in its row's note or error.
+use std::ffi::OsString;
+
+/// A copy of gpubench started by gpubench, as a hidden subcommand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// One rank of a job our launcher started (ddp's `run`, or `allreduce`).
+    Rank,
+    /// One serving process of `infer --strategy processes`.
+    InferWorker,
+    /// Writes a run's initial weights, then exits.
+    WriteInit,
+}
+
+impl Role {
+    /// The hidden subcommand's name.
+    pub const fn subcommand(self) -> &'static str {
+        match self {
+            Role::Rank => "rank",
+            Role::InferWorker => "infer-worker",
+            Role::WriteInit => "write-init",
+        }
+    }
+
+    /// The child's arguments: the role's subcommand, its own `params`, then
+    /// `line`, the command line it serves (`run …`, `infer …`).
+    pub fn args<I, S>(self, params: &[OsString], line: I) -> Vec<OsString>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let mut v: Vec<OsString> = vec![self.subcommand().into()];
+        v.extend(params.iter().cloned());
+        v.extend(line.into_iter().map(Into::into));
+        v
+    }
+}
+
+/// This process's own command line after the program name, with the
+/// wrapping role's subcommand and parameters left out: what a child started
+/// for another role must serve.
+pub fn served_line() -> Vec<OsString> {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let skip = match args.first().and_then(|a| a.to_str()) {
+        Some(s) if s == Role::Rank.subcommand() => 1,
+        Some(s) if s == Role::InferWorker.subcommand() => 4,
+        Some(s) if s == Role::WriteInit.subcommand() => 2,
+        _ => 0,
+    };
+    args.into_iter().skip(skip).collect()
+}
+
+/// A test hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    /// `GPUBENCH_FAULT=RANK:STEP:KIND`: rank RANK of a ddp job fails at its
+    /// STEP-th step (warm-up included, from 1), with the CUDA allocator's
+    /// out-of-memory message (KIND `oom`) or by aborting (`crash`); for the
+    /// tests that one rank's failure ends the job and names the rank.
+    Fault,
+    /// `GPUBENCH_TEST_SERVICE_MS=N`: `infer`'s model becomes one that sleeps
+    /// N ms per batch, a server of known capacity for the search's tests and
+    /// the serving benchmark's machinery-only figure.
+    ServiceMs,
+    /// `GPUBENCH_INFER_CRASH=K`: worker K of `infer --strategy processes`
+    /// says it is ready, then dies.
+    InferCrash,
+    /// `GPUBENCH_SERVE_CRASH=1`: worker 1 of the PyTorch server dies
+    /// (passed to the Python script as `--test-crash-worker 1`).
+    ServeCrash,
+    /// `GPUBENCH_INIT_IN_CHILD=1`: `--save-init` is written by a
+    /// `write-init` child on the CPU too, as it is on CUDA.
+    InitInChild,
+    /// `GPUBENCH_SWEEP_CHILD=PROGRAM`: sweep and max-batch start PROGRAM
+    /// instead of gpubench for each cell (with the same arguments), so a
+    /// test can delay or wrap a cell.
+    SweepChild,
+}
+
+impl Hook {
+    pub const ALL: [Hook; 6] =
+        [Hook::Fault, Hook::ServiceMs, Hook::InferCrash, Hook::ServeCrash, Hook::InitInChild, Hook::SweepChild];
+
+    /// The environment variable.
+    pub const fn var(self) -> &'static str {
+        match self {
+            Hook::Fault => "GPUBENCH_FAULT",
+            Hook::ServiceMs => "GPUBENCH_TEST_SERVICE_MS",
+            Hook::InferCrash => "GPUBENCH_INFER_CRASH",
+            Hook::ServeCrash => "GPUBENCH_SERVE_CRASH",
+            Hook::InitInChild => "GPUBENCH_INIT_IN_CHILD",
+            Hook::SweepChild => "GPUBENCH_SWEEP_CHILD",
+        }
+    }
+
+    /// Its value, when set and not empty.
+    pub fn get(self) -> Option<String> {
+        std::env::var(self.var()).ok().filter(|v| !v.is_empty())
+    }
+
+    pub fn is_set(self) -> bool {
+        self.get().is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_hook_has_its_own_variable() {
+        let mut v: Vec<&str> = Hook::ALL.iter().map(|h| h.var()).collect();
+        v.sort();
+        v.dedup();
+        assert_eq!(v.len(), Hook::ALL.len());
+        assert!(v.iter().all(|n| n.starts_with("GPUBENCH_")));
+    }
+
+    #[test]
+    fn a_child_serves_the_parent_line() {
+        let a = Role::InferWorker.args(&["1".into(), "2".into(), "/tmp/d".into()], ["infer", "--cpu", "2"]);
+        let a: Vec<&str> = a.iter().map(|s| s.to_str().unwrap()).collect();
+        assert_eq!(a, ["infer-worker", "1", "2", "/tmp/d", "infer", "--cpu", "2"]);
+    }
+}
