@@ -333,7 +333,7 @@ fn a_second_sweep_on_the_same_file_waits_for_the_first() {
     let dir = tempfile::tempdir().unwrap();
     // The first sweep's only cell starts 2 s late (test hook).
     let script = dir.path().join("slow.sh");
-    std::fs::write(&script, "#!/bin/sh\nsleep 1.5\nexec \"$GPUBENCH_REAL\" \"$@\"\n").unwrap();
+    std::fs::write(&script, "#!/bin/sh\nsleep 2\nexec \"$GPUBENCH_REAL\" \"$@\"\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let args = tiny("--cpu 1 --strategies single --batch-sizes 8 --steps 1 --warmup 0 --out r.csv");
     let mut first = sweep_in(dir.path(), &args)
