@@ -47,6 +47,7 @@ pub enum Job {
     MaxBatch(Box<crate::sweep::plan::MaxBatchPlan>),
     DataBench(Box<crate::data::bench::DataBenchSpec>, bool),
     Schema(crate::report::export::Format),
+    Upgrade(PathBuf),
     TraceSummary {
         dir: PathBuf,
         json: bool,
@@ -115,6 +116,7 @@ pub fn configure(command: Command) -> Result<Job> {
             Job::DataBench(Box::new(spec), json)
         }
         Command::Schema(a) => Job::Schema(a.format),
+        Command::Upgrade(a) => Job::Upgrade(a.file),
         Command::TraceSummary(a) => Job::TraceSummary { dir: a.dir, json: a.json },
         Command::Rank(w) => match parse_wrapped(&w.line)? {
             Command::Run(a) => {
@@ -174,6 +176,7 @@ pub fn execute(job: Job) -> Result<i32> {
         Job::MaxBatch(plan) => commands::max_batch::run(*plan),
         Job::DataBench(spec, json) => commands::data_bench::run(&spec, json),
         Job::Schema(format) => commands::schema::run(format),
+        Job::Upgrade(file) => commands::upgrade::run(&file),
         Job::TraceSummary { dir, json } => commands::report::run_trace_summary(&dir, json),
     }
 }
@@ -187,16 +190,6 @@ fn clap_outcome(e: clap::Error) -> Result<Job> {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             Ok(Job::Print(e))
         }
-        _ => {
-            let text = e.render().to_string();
-            let parts: Vec<&str> = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with("For more information") && !l.starts_with("Usage:"))
-                .collect();
-            let line = parts.join(" ");
-            let line = line.strip_prefix("error: ").unwrap_or(&line);
-            Err(usage(format!("{line} (see gpubench --help)")))
-        }
+        _ => Err(crate::cli::clap_usage(&e, "see gpubench --help")),
     }
 }

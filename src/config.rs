@@ -269,6 +269,9 @@ pub struct RunConfig {
     pub profile: Option<ProfileSpec>,
     /// `--nvtx`: gpubench's ranges also as NVTX ranges, for Nsight Systems.
     pub nvtx: bool,
+    /// The options that change what is measured and have no column of their
+    /// own, where they differ from run's defaults (the row's `variant`).
+    pub variant: String,
 }
 
 impl RunConfig {
@@ -320,6 +323,7 @@ impl RunConfig {
             ddp: DdpConfig::default(),
             profile: None,
             nvtx: false,
+            variant: String::new(),
         }
     }
 

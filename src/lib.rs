@@ -9,7 +9,7 @@
 //! | commands | `commands` | one module per subcommand: glue, printing, exit codes |
 //! | engines  | `bench`, `reference`, `serve`, `comm`, `sweep`, `report` | a measured run; PyTorch's run; inference serving; all-reduce; a matrix of runs; analysis of rows |
 //! | parts    | `strategy`, `data`, `metrics`, `model`, `init`, `results` | parallelism, input, telemetry, models, start files, file formats |
-//! | base     | `config`, `device`, `dist`, `ffi`, `error`, `proc` | configuration types, devices, c10d, C++ shims, errors, child processes |
+//! | base     | `config`, `device`, `dist`, `ffi`, `error`, `proc`, `internal` | configuration types, devices, c10d, C++ shims, errors, child processes, process roles and test hooks |
 //!
 //! A run flows `app` → `cli::run::job` (role and `RunConfig`, built and
 //! checked once) → `commands::run` → `bench::session::run` (single, dp, a

@@ -60,6 +60,7 @@ pub fn base_row(cfg: &RunConfig) -> Row {
         global_batch: Some(cfg.global_batch() as u32),
         seed: Some(cfg.seed),
         threads: Some(tch::get_num_threads() as u32),
+        variant: cfg.variant.clone(),
         data: crate::data::column_name(&cfg.data),
         ..identity_row(&cfg.devices, &cfg.label, cfg.implementation.name())
     }

@@ -52,7 +52,7 @@ pub struct AllreduceArgs {
     pub master_port: Option<u16>,
     #[arg(long, default_value = "300s", value_name = "DURATION")]
     pub dist_timeout: String,
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub label: String,
     /// Append a row per size and placement to this CSV file.
     #[arg(long, value_name = "FILE.csv")]

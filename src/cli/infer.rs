@@ -102,14 +102,16 @@ pub struct InferArgs {
     pub precision: Precision,
     #[arg(long)]
     pub channels_last: bool,
-    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off)]
+    /// cuDNN autotuning: on or off; the bare flag means on.
+    #[arg(long, value_name = "on|off", num_args = 0..=1, default_value = "off", default_missing_value = "on", action = clap::ArgAction::Set,
+          value_parser = parse_on_off)]
     pub cudnn_benchmark: bool,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Intra-op threads on the CPU, shared among the workers.
     #[arg(long)]
     pub threads: Option<usize>,
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub label: String,
     /// Append the row (a row per probe when searching) to this CSV file.
     #[arg(long, value_name = "FILE.csv")]
@@ -282,9 +284,7 @@ impl InferArgs {
             data: a.data,
             scenario,
             max_batch: a.max_batch,
-            max_wait: humantime::parse_duration(a.max_wait.trim()).map_err(|e| {
-                usage(format!("--max-wait {:?} is not a duration ({e}); write it like 2ms", a.max_wait))
-            })?,
+            max_wait: super::parse::parse_duration_or_zero("--max-wait", &a.max_wait)?,
             drop_older_than: a
                 .drop_older_than
                 .as_deref()

@@ -9,6 +9,7 @@ pub mod parse;
 pub mod predict;
 pub mod report;
 pub mod run;
+pub mod run_line;
 pub mod sweep;
 
 use clap::builder::PossibleValue;
@@ -64,6 +65,9 @@ pub enum Command {
     DataBench(data_bench::DataBenchArgs),
     /// Print the columns of gpubench's CSV files: name, unit and meaning.
     Schema(SchemaArgs),
+    /// Rewrite a results file of an earlier CSV schema for this gpubench, so
+    /// that rows can be appended to it; the old file is kept beside it.
+    Upgrade(UpgradeArgs),
     /// Per rank, where the steps traced by `run --profile DIR` went: compute,
     /// communication, data wait, idle, and how much communication overlapped compute.
     TraceSummary(TraceSummaryArgs),
@@ -93,10 +97,30 @@ pub struct TraceSummaryArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct UpgradeArgs {
+    /// The results file (FILE.csv).
+    pub file: std::path::PathBuf,
+}
+
+#[derive(Args, Debug)]
 pub struct SchemaArgs {
     /// Output format: an aligned table, or markdown (for documentation).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+/// A clap error as one usage line: the problem, then the valid choices,
+/// then `hint` in parentheses.
+pub(crate) fn clap_usage(e: &clap::Error, hint: &str) -> anyhow::Error {
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information") && !l.starts_with("Usage:"))
+        .collect();
+    let line = parts.join(" ");
+    let line = line.strip_prefix("error: ").unwrap_or(&line);
+    crate::error::usage(format!("{line} ({hint})"))
 }
 
 /// Implements clap's `ValueEnum` for a plain enum of the layers below from

@@ -5,14 +5,20 @@ use std::time::Duration;
 
 use crate::error::usage;
 
-/// `30s`, `2m`, `1m30s`: a positive duration.
+/// `30s`, `2m`, `1m30s`, `500ms`: a positive duration.
 pub fn parse_duration(flag: &str, s: &str) -> Result<Duration> {
-    let d = humantime::parse_duration(s.trim())
-        .map_err(|e| usage(format!("{flag} {s:?} is not a duration ({e}); write it like 30s, 2m or 1m30s")))?;
+    let d = parse_duration_or_zero(flag, s)?;
     if d.is_zero() {
         return Err(usage(format!("{flag} must be longer than zero")));
     }
     Ok(d)
+}
+
+/// `parse_duration` for the options where zero means something (no wait,
+/// no latency, no minimum time).
+pub fn parse_duration_or_zero(flag: &str, s: &str) -> Result<Duration> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| usage(format!("{flag} {s:?} is not a duration ({e}); write it like 30s, 2m, 1m30s or 500ms")))
 }
 
 /// `2G`, `1.5GiB`, `512M`, `800MB`, `1048576`: bytes (binary units).
@@ -36,7 +42,8 @@ pub fn parse_size(flag: &str, s: &str) -> Result<u64> {
     Ok(bytes as u64)
 }
 
-/// `on`/`off` (or true/false, 1/0), for clap.
+/// `on`/`off` (or true/false, 1/0), for clap. An option that takes it also
+/// takes the bare flag for on (`on_off_flag!`).
 pub fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "true" | "1" => Ok(true),
@@ -80,6 +87,8 @@ mod tests {
         for bad in ["soon", "0s", ""] {
             assert_eq!(crate::error::exit_code(&parse_duration("--duration", bad).unwrap_err()), 2, "{bad}");
         }
+        assert_eq!(parse_duration_or_zero("--max-wait", "0s").unwrap(), Duration::ZERO);
+        assert!(parse_duration_or_zero("--max-wait", "-1s").is_err());
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub struct PredictArgs {
     pub warmup: u64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub label: String,
     /// Append a row per world size (impl=predicted) to this CSV file.
     #[arg(long, value_name = "FILE.csv")]
@@ -106,9 +106,7 @@ impl PredictArgs {
                 CurveSource::File(p.clone())
             }
             (None, Some(b)) if b.is_finite() && b > 0.0 => {
-                let latency = humantime::parse_duration(a.latency.trim()).map_err(|e| {
-                    usage(format!("--latency {:?} is not a duration ({e}); write e.g. 20us", a.latency))
-                })?;
+                let latency = super::parse::parse_duration_or_zero("--latency", &a.latency)?;
                 CurveSource::Busbw { busbw_gbs: b, latency }
             }
             (None, Some(b)) => return Err(usage(format!("--busbw must be above zero (it is {b})"))),
@@ -141,8 +139,7 @@ impl PredictArgs {
         if a.batch_size <= 0 {
             return Err(usage("--batch-size must be at least 1 (it is per device)"));
         }
-        let min_time = humantime::parse_duration(a.min_time.trim())
-            .map_err(|e| usage(format!("--min-time {:?} is not a duration ({e}); write e.g. 2s or 0s", a.min_time)))?;
+        let min_time = super::parse::parse_duration_or_zero("--min-time", &a.min_time)?;
         if a.steps == 0 {
             return Err(usage("--steps must be at least 1"));
         }

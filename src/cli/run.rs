@@ -44,7 +44,7 @@ pub struct RunArgs {
     /// Model to train. `tinycnn` is a small BatchNorm-free CNN for tests and smoke runs.
     #[arg(long, value_enum, default_value_t = ModelKind::Resnet50)]
     pub model: ModelKind,
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = NUM_CLASSES)]
     pub num_classes: i64,
     /// Square input size in pixels.
     #[arg(long, default_value_t = 224)]
@@ -77,9 +77,9 @@ pub struct RunArgs {
     /// Learning rate. Default: 0.1 × global_batch / 256 (Goyal et al.).
     #[arg(long)]
     pub lr: Option<f64>,
-    #[arg(long, default_value_t = 0.9)]
+    #[arg(long, default_value_t = MOMENTUM)]
     pub momentum: f64,
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = WEIGHT_DECAY)]
     pub weight_decay: f64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -96,7 +96,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
     /// Free text stored in the row's `label` column (e.g. "V100 box").
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub label: String,
     /// Append the result row to this CSV file (created with a header if new).
     #[arg(long, value_name = "FILE.csv")]
@@ -114,9 +114,11 @@ pub struct RunArgs {
     /// NHWC (channels-last) memory format for the model and its inputs.
     #[arg(long)]
     pub channels_last: bool,
-    /// cuDNN autotuning: on or off (fixed input shapes benefit; the first
-    /// steps are slower while it tunes, so warm up long enough).
-    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off)]
+    /// cuDNN autotuning: on or off; the bare flag means on (fixed input
+    /// shapes benefit; the first steps are slower while it tunes, so warm up
+    /// long enough).
+    #[arg(long, value_name = "on|off", num_args = 0..=1, default_value = "off", default_missing_value = "on", action = clap::ArgAction::Set,
+          value_parser = parse_on_off)]
     pub cudnn_benchmark: bool,
     /// Deterministic algorithms (plus the seed) for reproducible losses.
     #[arg(long)]
@@ -157,7 +159,7 @@ pub struct DdpArgs {
     /// Process-group backend. Default: nccl on CUDA, gloo on CPU.
     #[arg(long, value_enum)]
     pub backend: Option<Backend>,
-    #[arg(long, default_value_t = 25.0)]
+    #[arg(long, default_value_t = BUCKET_CAP_MB)]
     pub bucket_cap_mb: f64,
     #[arg(long)]
     pub gradient_as_bucket_view: bool,
@@ -185,6 +187,47 @@ pub struct DdpArgs {
     /// all-reducing gradients in half precision.
     #[arg(long, value_enum, default_value_t = CommHook::None)]
     pub comm_hook: CommHook,
+}
+
+/// run's defaults for the options `variant` names when they differ.
+const NUM_CLASSES: i64 = 1000;
+const MOMENTUM: f64 = 0.9;
+const WEIGHT_DECAY: f64 = 1e-4;
+const BUCKET_CAP_MB: f64 = 25.0;
+
+/// The options that change what a run measures and have no column of
+/// their own, where they differ from run's defaults, as `option=value`
+/// words (the row's `variant`; `results::schema` lists them). Rows that
+/// differ in it are different configurations, so a sweep that varies one
+/// of them never takes one variant's row for another's.
+fn variant(a: &RunArgs) -> String {
+    let mut v: Vec<String> = vec![];
+    let mut word = |on: bool, w: String| {
+        if on {
+            v.push(w)
+        }
+    };
+    word(a.num_classes != NUM_CLASSES, format!("num-classes={}", a.num_classes));
+    word(a.lr.is_some(), format!("lr={}", a.lr.unwrap_or_default()));
+    word(a.momentum != MOMENTUM, format!("momentum={}", a.momentum));
+    word(a.weight_decay != WEIGHT_DECAY, format!("weight-decay={}", a.weight_decay));
+    word(a.seed != 0, format!("seed={}", a.seed));
+    word(a.threads.is_some(), format!("threads={}", a.threads.unwrap_or_default()));
+    word(a.workers.is_some() && a.data != "synthetic", format!("workers={}", a.workers.unwrap_or_default()));
+    if a.strategy == StrategyKind::Ddp {
+        let d = &a.ddp;
+        word(d.bucket_cap_mb != BUCKET_CAP_MB, format!("bucket-cap-mb={}", d.bucket_cap_mb));
+        word(d.gradient_as_bucket_view, "gradient-as-bucket-view".into());
+        word(d.find_unused_parameters, "find-unused-parameters".into());
+        word(d.no_broadcast_buffers, "no-broadcast-buffers".into());
+    }
+    word(a.breakdown, "breakdown".into());
+    word(a.profile.is_some(), "profile".into());
+    word(a.nvtx, "nvtx".into());
+    if let Some(p) = &a.init_from {
+        word(true, format!("init-from={}", p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+    }
+    v.join(" ")
 }
 
 /// Which devices a configuration is for.
@@ -386,6 +429,7 @@ impl RunArgs {
     /// The configuration for `placement`, with every check that needs no
     /// device work; the only conversion from `run`'s arguments.
     pub fn into_config(self, placement: Placement) -> Result<RunConfig> {
+        let variant = variant(&self);
         let a = self;
         if a.batch_size <= 0 {
             return Err(usage("--batch-size must be at least 1 (it is per device)"));
@@ -586,6 +630,7 @@ impl RunArgs {
             },
             profile,
             nvtx: a.nvtx,
+            variant,
         })
     }
 }

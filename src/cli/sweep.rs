@@ -1,150 +1,19 @@
 //! `gpubench sweep` and `gpubench max-batch`: their arguments, the demo
-//! preset, and their conversion into a sweep plan (`sweep::plan`), each
-//! cell's `run` arguments validated as `gpubench run` would validate them.
+//! preset, and their conversion into a sweep plan (`sweep::plan`). A cell
+//! is a `gpubench run` argument list: the run options after `--` as given
+//! (`run_line`), the matrix's axes and `--vary`'s values, validated as
+//! `gpubench run` would validate them.
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
 use super::parse::{parse_duration, parse_size};
 use super::run::{parse_run_args, Placement};
-use crate::config::{Backend, Impl, ModelKind, RunConfig, StrategyKind};
+use super::run_line::{parse_vary, RunLine};
+use crate::config::{Impl, ModelKind, RunConfig, StrategyKind};
 use crate::device::{self, Devices};
 use crate::error::usage;
-use crate::sweep::plan::{default_counts, resolve_pool, Cell, Matrix, MaxBatchPlan, Plan, Pool};
-
-/// `run` options that apply to every cell (or probe). Unset ones keep
-/// `gpubench run`'s defaults, or the preset's.
-#[derive(Args, Debug, Clone, Default)]
-#[command(next_help_heading = "Run options (passed to every cell)")]
-pub struct CellArgs {
-    /// Square input size in pixels (run's default: 224).
-    #[arg(long)]
-    pub image_size: Option<i64>,
-    /// Number of classes (run's default: 1000).
-    #[arg(long)]
-    pub num_classes: Option<i64>,
-    /// Timed steps per run (run's default: 30; ignored with --duration).
-    #[arg(long)]
-    pub steps: Option<u64>,
-    /// Warm-up steps per run, or auto (run's default: 5).
-    #[arg(long, value_name = "N|auto")]
-    pub warmup: Option<String>,
-    /// Time each run for this long instead of a step count (e.g. 10s), or
-    /// auto: until throughput's interval is within --ci-target.
-    #[arg(long, value_name = "DURATION|auto")]
-    pub duration: Option<String>,
-    /// With --duration auto: the interval half-width to reach (run's default: 2%).
-    #[arg(long, value_name = "PCT")]
-    pub ci_target: Option<String>,
-    /// With --duration auto: the longest a run may take (run's default: 2m).
-    #[arg(long, value_name = "DURATION")]
-    pub max_duration: Option<String>,
-    /// Warm up for this long instead of a step count.
-    #[arg(long, value_name = "DURATION")]
-    pub warmup_time: Option<String>,
-    /// Learning rate (run's default: 0.1 × global_batch / 256).
-    #[arg(long)]
-    pub lr: Option<f64>,
-    #[arg(long)]
-    pub momentum: Option<f64>,
-    #[arg(long)]
-    pub weight_decay: Option<f64>,
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Intra-op threads on the CPU, per run.
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Input data: `synthetic` (run's default) or an ImageFolder directory.
-    #[arg(long, value_name = "synthetic|PATH")]
-    pub data: Option<String>,
-    /// Decode threads per device for --data PATH.
-    #[arg(long, value_name = "N")]
-    pub workers: Option<usize>,
-    /// Free text stored in every row's `label` column.
-    #[arg(long)]
-    pub label: Option<String>,
-    /// Numeric precision: fp32, tf32, fp16 or bf16 (run's default: fp32).
-    #[arg(long, value_name = "P")]
-    pub precision: Option<String>,
-    /// NHWC (channels-last) memory format.
-    #[arg(long)]
-    pub channels_last: bool,
-    /// cuDNN autotuning, on or off (run's default: off).
-    #[arg(long, value_name = "on|off")]
-    pub cudnn_benchmark: Option<String>,
-    /// Deterministic algorithms.
-    #[arg(long)]
-    pub deterministic: bool,
-    /// Time each step's phases (adds a device sync per phase).
-    #[arg(long)]
-    pub breakdown: bool,
-    /// Telemetry sampling interval (run's default: 100ms).
-    #[arg(long, value_name = "DURATION")]
-    pub sample_interval: Option<String>,
-    /// ddp's process-group backend (default: nccl on CUDA, gloo on CPU).
-    #[arg(long, value_enum)]
-    pub backend: Option<Backend>,
-    /// ddp's gradient bucket size in MiB (run's default: 25).
-    #[arg(long)]
-    pub bucket_cap_mb: Option<f64>,
-    #[arg(long)]
-    pub gradient_as_bucket_view: bool,
-    #[arg(long)]
-    pub find_unused_parameters: bool,
-    #[arg(long)]
-    pub no_broadcast_buffers: bool,
-    /// ddp's rendezvous and collective timeout (run's default: 300s).
-    #[arg(long, value_name = "DURATION")]
-    pub dist_timeout: Option<String>,
-}
-
-impl CellArgs {
-    /// The options as `gpubench run` arguments.
-    pub fn to_args(&self) -> Vec<String> {
-        let mut v: Vec<String> = vec![];
-        let mut opt = |flag: &str, val: Option<String>| {
-            if let Some(x) = val {
-                v.push(flag.into());
-                v.push(x);
-            }
-        };
-        opt("--image-size", self.image_size.map(|x| x.to_string()));
-        opt("--num-classes", self.num_classes.map(|x| x.to_string()));
-        opt("--steps", self.steps.map(|x| x.to_string()));
-        opt("--warmup", self.warmup.clone());
-        opt("--ci-target", self.ci_target.clone());
-        opt("--max-duration", self.max_duration.clone());
-        opt("--duration", self.duration.clone());
-        opt("--warmup-time", self.warmup_time.clone());
-        opt("--lr", self.lr.map(|x| x.to_string()));
-        opt("--momentum", self.momentum.map(|x| x.to_string()));
-        opt("--weight-decay", self.weight_decay.map(|x| x.to_string()));
-        opt("--seed", self.seed.map(|x| x.to_string()));
-        opt("--threads", self.threads.map(|x| x.to_string()));
-        opt("--data", self.data.clone());
-        opt("--workers", self.workers.map(|x| x.to_string()));
-        opt("--label", self.label.clone());
-        opt("--precision", self.precision.clone());
-        opt("--cudnn-benchmark", self.cudnn_benchmark.clone());
-        opt("--sample-interval", self.sample_interval.clone());
-        opt("--backend", self.backend.map(|b| b.name().to_string()));
-        opt("--bucket-cap-mb", self.bucket_cap_mb.map(|x| x.to_string()));
-        opt("--dist-timeout", self.dist_timeout.clone());
-        for (flag, on) in [
-            ("--channels-last", self.channels_last),
-            ("--deterministic", self.deterministic),
-            ("--breakdown", self.breakdown),
-            ("--gradient-as-bucket-view", self.gradient_as_bucket_view),
-            ("--find-unused-parameters", self.find_unused_parameters),
-            ("--no-broadcast-buffers", self.no_broadcast_buffers),
-        ] {
-            if on {
-                v.push(flag.into());
-            }
-        }
-        v
-    }
-}
+use crate::sweep::plan::{default_counts, resolve_pool, Cell, CellSpec, Matrix, MaxBatchPlan, Plan, Pool, Vary};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
@@ -154,6 +23,9 @@ pub enum Preset {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(after_help = "Run options after -- go to every cell exactly as `gpubench run` takes them, e.g.\n  \
+    gpubench sweep --cpu 2 --strategies dp,ddp --out r.csv -- --model tinycnn --image-size 32 --steps 5\n\
+    --model, --strategy, --batch-size or --impl there sets that axis to one value.")]
 pub struct SweepArgs {
     /// Start from a ready-made matrix; flags given as well override its choices.
     #[arg(long, value_enum)]
@@ -181,6 +53,11 @@ pub struct SweepArgs {
     /// cell runs under each, one after the other, into the same --out.
     #[arg(long = "impl", value_enum, value_delimiter = ',', value_name = "LIST")]
     pub implementations: Vec<Impl>,
+    /// An axis over any run option, flags included (repeatable): e.g.
+    /// --vary comm-hook=none,fp16 or --vary channels-last=on,off. Rows of
+    /// different values are different configurations.
+    #[arg(long, value_name = "OPTION=V1,V2,…")]
+    pub vary: Vec<String>,
     /// Run every cell this many times (repeats go round the whole matrix).
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
@@ -205,11 +82,14 @@ pub struct SweepArgs {
     /// Stop a cell that runs longer than this (its row: status failed).
     #[arg(long, value_name = "DURATION")]
     pub cell_timeout: Option<String>,
-    #[command(flatten)]
-    pub run: CellArgs,
+    /// `gpubench run` options for every cell, after `--`.
+    #[arg(last = true, value_name = "RUN OPTIONS")]
+    pub run: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(after_help = "Run options after -- go to every probe exactly as `gpubench run` takes them, e.g.\n  \
+    gpubench max-batch --cpu --model resnet18 --mem-limit 2G -- --image-size 64")]
 pub struct MaxBatchArgs {
     /// Parallel strategy.
     #[arg(long, value_enum, default_value_t = StrategyKind::Single)]
@@ -245,10 +125,11 @@ pub struct MaxBatchArgs {
     /// Stop a probe that runs longer than this (it then counts as failed).
     #[arg(long, value_name = "DURATION")]
     pub probe_timeout: Option<String>,
-    /// Options passed to every probe. Probes default to --warmup 1 --steps 3
-    /// and --lr 0.01 (so that a huge batch does not diverge before its memory peak).
-    #[command(flatten)]
-    pub run: CellArgs,
+    /// `gpubench run` options for every probe, after `--`. Probes default to
+    /// --warmup 1 --steps 3 and --lr 0.01 (so that a huge batch does not
+    /// diverge before its memory peak).
+    #[arg(last = true, value_name = "RUN OPTIONS")]
+    pub run: Vec<String>,
 }
 
 fn dedup<T: PartialEq + Clone>(v: &[T]) -> Vec<T> {
@@ -261,8 +142,104 @@ fn dedup<T: PartialEq + Clone>(v: &[T]) -> Vec<T> {
     out
 }
 
+/// The run options a sweep or max-batch chooses for its cells itself: never
+/// passed through or varied.
+const OWN: [(&str, &str); 5] = [
+    ("gpus", "give --gpus to the sweep itself, before --: a cell with N devices uses the first N"),
+    ("cpu", "give --cpu to the sweep itself, before --: a cell with N devices uses N CPU replicas or ranks"),
+    ("out", "give --out to the sweep itself, before --: every cell appends its row there"),
+    ("json", "cells report through the results file; use report --format json on --out"),
+    ("quiet", "cells are quiet already; the sweep prints a line per cell"),
+];
+
+/// Refuses the run options the sweep owns, after `--` or in `--vary`.
+fn refuse_own<'a>(given: impl Iterator<Item = &'a str>, whose: &str) -> Result<()> {
+    for g in given {
+        if let Some((o, why)) = OWN.iter().find(|(o, _)| *o == g) {
+            return Err(usage(format!("--{o} among {whose}: {why}")));
+        }
+    }
+    Ok(())
+}
+
+/// An axis given as one run option after `--` (`--model resnet18`), or
+/// through `--vary`: its values, parsed as the axis flag parses them.
+fn axis_values<T: ValueEnum>(values: &[String], option: &str) -> Result<Vec<T>> {
+    values.iter().map(|v| T::from_str(v, false).map_err(|e| usage(format!("--{option} {v}: {e}")))).collect()
+}
+
+/// The matrix's axes that a run option also names: such an option after
+/// `--` sets the axis to one value, and `--vary` over it is the axis.
+struct Axes<'a> {
+    strategies: &'a mut Vec<StrategyKind>,
+    models: &'a mut Vec<ModelKind>,
+    batches: &'a mut Vec<i64>,
+    impls: &'a mut Vec<Impl>,
+}
+
+impl Axes<'_> {
+    /// Sets the axis `option` names to `values`; false when `option` is no axis.
+    fn set(&mut self, option: &str, values: &[String], how: &str) -> Result<bool> {
+        let taken = |flag: &str| usage(format!("{how} --{option} and --{flag} both set that axis; give one of them"));
+        match option {
+            "strategy" if self.strategies.is_empty() => *self.strategies = axis_values(values, option)?,
+            "model" if self.models.is_empty() => *self.models = axis_values(values, option)?,
+            "impl" if self.impls.is_empty() => *self.impls = axis_values(values, option)?,
+            "batch-size" if self.batches.is_empty() => {
+                *self.batches = values
+                    .iter()
+                    .map(|v| v.parse().map_err(|_| usage(format!("--batch-size {v}: not a whole number"))))
+                    .collect::<Result<_>>()?
+            }
+            "strategy" => return Err(taken("strategies")),
+            "model" => return Err(taken("models")),
+            "impl" => return Err(taken("impl")),
+            "batch-size" => return Err(taken("batch-sizes")),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// The run options for every cell (after `--`) and the `--vary` axes, with
+/// the matrix's own axes taken out of both.
+fn cell_options(a: &mut SweepArgs) -> Result<(RunLine, Vec<Vary>)> {
+    let mut line = RunLine::parse(&a.run)?;
+    refuse_own(line.options(), "the run options after --")?;
+    let mut axes = Axes {
+        strategies: &mut a.strategies,
+        models: &mut a.models,
+        batches: &mut a.batch_sizes,
+        impls: &mut a.implementations,
+    };
+    for option in ["strategy", "model", "batch-size", "impl"] {
+        if let Some(v) = line.value(option).map(str::to_string) {
+            axes.set(option, &[v], "after --,")?;
+            line.take(option);
+        }
+    }
+    let mut vary = vec![];
+    for spec in &a.vary {
+        let v = parse_vary(spec)?;
+        refuse_own(std::iter::once(v.option.as_str()), "--vary")?;
+        if line.has(&v.option) {
+            return Err(usage(format!(
+                "--vary {}: --{} is also among the run options after --; give it in one place",
+                v.option, v.option
+            )));
+        }
+        if vary.iter().any(|o: &Vary| o.option == v.option) {
+            return Err(usage(format!("--vary {}: that option is varied twice; list its values once", v.option)));
+        }
+        if !axes.set(&v.option, &v.values, "--vary")? {
+            vary.push(v);
+        }
+    }
+    Ok((line, vary))
+}
+
 /// Fills what the preset chooses, where the command line left it open.
-fn apply_preset(a: &mut SweepArgs) {
+fn apply_preset(a: &mut SweepArgs, line: &mut RunLine) {
     if a.preset != Some(Preset::Demo) {
         return;
     }
@@ -275,12 +252,11 @@ fn apply_preset(a: &mut SweepArgs) {
     // Each cell twice, the repeats interleaved (repeat → model → …), so the
     // summary shows a spread and does not rank noise.
     a.repeat.get_or_insert(2);
-    let r = &mut a.run;
-    if r.steps.is_none() && r.duration.is_none() {
-        r.duration = Some(if gpu { "5s" } else { "3s" }.into());
+    if !line.has("steps") && !line.has("duration") {
+        line.default("duration", if gpu { "5s" } else { "3s" });
     }
-    if r.warmup.is_none() && r.warmup_time.is_none() {
-        r.warmup = Some(if gpu { "5" } else { "auto" }.into());
+    if !line.has("warmup") && !line.has("warmup-time") {
+        line.default("warmup", if gpu { "5" } else { "auto" });
     }
     if gpu {
         if a.models.is_empty() {
@@ -297,14 +273,15 @@ fn apply_preset(a: &mut SweepArgs) {
         if a.batch_sizes.is_empty() {
             a.batch_sizes = vec![32, 128];
         }
-        r.image_size.get_or_insert(64);
-        r.num_classes.get_or_insert(10);
+        line.default("image-size", "64");
+        line.default("num-classes", "10");
     }
 }
 
 /// Builds and validates the matrix; every problem is a usage error.
 pub fn plan(mut a: SweepArgs) -> Result<Plan> {
-    apply_preset(&mut a);
+    let (mut line, vary) = cell_options(&mut a)?;
+    apply_preset(&mut a, &mut line);
     let out = a.out.clone().ok_or_else(|| {
         usage("sweep needs --out FILE.csv for its rows (or --preset demo, which writes results/demo.csv)")
     })?;
@@ -360,14 +337,14 @@ pub fn plan(mut a: SweepArgs) -> Result<Plan> {
 
     let impls = if a.implementations.is_empty() { vec![Impl::Gpubench] } else { dedup(&a.implementations) };
     if impls.contains(&Impl::Pytorch) {
-        if a.run.breakdown {
+        if line.has("breakdown") {
             return Err(usage("--breakdown times gpubench's own process; drop it, or sweep --impl gpubench only"));
         }
         // Fail before the first cell, with the fix, rather than in every PyTorch cell.
         crate::reference::python::find_python()?;
     }
-    let matrix = Matrix { pool, strategies, counts, batches, models, impls, repeat };
-    let (cells, notes) = matrix.cells(&a.run.to_args(), &device::hostname(), &cell_config)?;
+    let matrix = Matrix { pool, strategies, counts, batches, models, impls, vary, repeat };
+    let (cells, notes) = matrix.cells(&line.to_args(), &cell_config)?;
     Ok(Plan {
         matrix,
         cells,
@@ -395,6 +372,18 @@ pub fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
     if a.granularity < 1 {
         return Err(usage("--granularity must be at least 1"));
     }
+    let mut line = RunLine::parse(&a.run)?;
+    refuse_own(line.options(), "the run options after --")?;
+    for (option, own) in [("strategy", "--strategy"), ("model", "--model"), ("batch-size", "--start and --max")] {
+        if line.has(option) {
+            return Err(usage(format!(
+                "--{option} among the run options after --: max-batch sets it itself; give {own} before --"
+            )));
+        }
+    }
+    if line.has("impl") {
+        return Err(usage("--impl among the run options after --: max-batch probes gpubench's own runs"));
+    }
     let devices = device::resolve(a.gpus.as_deref(), a.cpu, false)?;
     let pool = match devices.kind {
         device::DeviceKind::Cuda => Pool::Gpus(devices.ordinals.clone()),
@@ -407,25 +396,31 @@ pub fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
         ));
     }
     let timeout = a.probe_timeout.as_deref().map(|s| parse_duration("--probe-timeout", s)).transpose()?;
-    let mut run = a.run.clone();
-    if run.steps.is_none() && run.duration.is_none() {
-        run.steps = Some(3);
+    if !line.has("steps") && !line.has("duration") {
+        line.default("steps", "3");
     }
-    if run.warmup.is_none() && run.warmup_time.is_none() {
-        run.warmup = Some("1".into());
+    if !line.has("warmup") && !line.has("warmup-time") {
+        line.default("warmup", "1");
     }
-    run.lr.get_or_insert(0.01);
-    let common = run.to_args();
-    let host = device::hostname();
+    line.default("lr", "0.01");
+    let common = line.to_args();
     let n = pool.len();
     let (strategy, model) = (a.strategy, a.model);
-    let first = Cell::new(Impl::Gpubench, strategy, n, model, a.start, 0, &pool, &common, &host, &cell_config)?;
-    let probe_pool = pool.clone();
-    let cell =
-        move |b: i64| Cell::new(Impl::Gpubench, strategy, n, model, b, 0, &probe_pool, &common, &host, &cell_config);
-    Ok(MaxBatchPlan {
+    let spec = move |batch: i64| CellSpec {
+        implementation: Impl::Gpubench,
         strategy,
+        n,
         model,
+        batch,
+        vary: vec![],
+        repeat: 0,
+    };
+    let first = Cell::new(spec(a.start), &pool, &common, &cell_config)?;
+    let probe_pool = pool.clone();
+    let cell = move |b: i64| Cell::new(spec(b), &probe_pool, &common, &cell_config);
+    Ok(MaxBatchPlan {
+        strategy: a.strategy,
+        model: a.model,
         pool,
         start: a.start,
         max: a.max,
@@ -464,12 +459,13 @@ mod tests {
             "8,16",
             "--models",
             "tinycnn",
-            "--image-size",
-            "16",
             "--repeat",
             "2",
             "--out",
             "x.csv",
+            "--",
+            "--image-size",
+            "16",
         ]))
         .unwrap();
         let d: Vec<String> = p.cells.iter().map(|c| format!("{} r{}", c.describe(), c.repeat)).collect();
@@ -499,10 +495,11 @@ mod tests {
             &["--batch-sizes", "0"],
             &["--repeat", "0"],
             &["--strategies", "single", "--device-counts", "2"],
-            &["--image-size", "4"],
+            &["--", "--image-size", "4"],
             &["--mem-limit", "lots"],
-            &["--duration", "soon"],
+            &["--", "--duration", "soon"],
             &["--cell-timeout", "0s"],
+            &["--vary", "batch-size=8", "--batch-sizes", "16"],
         ];
         for extra in bad {
             let mut v = base.to_vec();
@@ -515,13 +512,16 @@ mod tests {
     }
 
     #[test]
-    fn cell_options_reach_every_cell() {
+    fn run_options_after_the_dashes_reach_every_cell_as_run_takes_them() {
         let p = plan(parse(&[
             "--cpu",
             "1",
             "--strategies",
             "single",
-            "--models",
+            "--out",
+            "x.csv",
+            "--",
+            "--model",
             "tinycnn",
             "--image-size",
             "16",
@@ -529,17 +529,52 @@ mod tests {
             "2",
             "--label",
             "box A",
-            "--no-broadcast-buffers",
-            "--out",
-            "x.csv",
+            "--cudnn-benchmark",
+            "--channels-last",
         ]))
         .unwrap();
-        let a = &p.cells[0].args;
-        for w in [["--steps", "2"], ["--label", "box A"]] {
-            assert!(a.windows(2).any(|x| x == w), "{a:?}");
+        let c = &p.cells[0];
+        for a in ["--steps=2", "--label=box A", "--channels-last", "--cudnn-benchmark=on"] {
+            assert!(c.args.iter().any(|x| x == a), "{a}: {:?}", c.args);
         }
-        assert!(a.contains(&"--no-broadcast-buffers".to_string()));
-        assert_eq!(p.cells[0].key.label, "box A");
+        // --model after -- set the axis: one model, and not passed twice.
+        assert_eq!((p.matrix.models.as_slice(), c.model), (&[ModelKind::Tinycnn][..], ModelKind::Tinycnn));
+        assert_eq!(c.args.iter().filter(|a| a.contains("tinycnn")).count(), 1, "{:?}", c.args);
+        assert!(c.cfg.cudnn_benchmark && c.cfg.channels_last);
+        assert_eq!(c.key.label, "box A");
+    }
+
+    #[test]
+    fn vary_crosses_every_value_flags_included_and_each_variant_has_its_own_key() {
+        let p = plan(parse(&[
+            "--cpu",
+            "2",
+            "--strategies",
+            "ddp",
+            "--device-counts",
+            "2",
+            "--models",
+            "tinycnn",
+            "--vary",
+            "channels-last=on,off",
+            "--vary",
+            "bucket-cap-mb=1,25,50",
+            "--out",
+            "x.csv",
+            "--",
+            "--image-size",
+            "16",
+        ]))
+        .unwrap();
+        assert_eq!(p.cells.len(), 6);
+        assert_eq!(p.cells[0].describe(), "ddp ×2 tinycnn 16px b64 channels-last=on bucket-cap-mb=1");
+        assert!(p.cells[0].cfg.channels_last && !p.cells[3].cfg.channels_last);
+        assert_eq!(p.cells[2].cfg.ddp.bucket_cap_mb, 50.0);
+        let keys: std::collections::HashSet<_> = p.cells.iter().map(|c| c.key.clone()).collect();
+        assert_eq!(keys.len(), 6, "every variant is its own cell");
+        // A vary over an axis is that axis.
+        let p = plan(parse(&["--cpu", "1", "--vary", "model=tinycnn,resnet18", "--out", "x.csv"])).unwrap();
+        assert_eq!(p.matrix.models, [ModelKind::Tinycnn, ModelKind::Resnet18]);
     }
 
     #[test]
@@ -553,8 +588,23 @@ mod tests {
         // 10 cells, each run twice (the repeats interleaved)
         assert_eq!((p.cells.len(), p.matrix.repeat), (20, 2));
         assert_eq!((p.cells[0].repeat, p.cells[10].repeat), (0, 1));
+        assert!(p.cells[0].args.iter().any(|a| a == "--duration=3s"), "{:?}", p.cells[0].args);
         // explicit flags win over the preset
-        let p = plan(parse(&["--preset", "demo", "--cpu", "2", "--batch-sizes", "8", "--out", "y.csv"])).unwrap();
+        let p = plan(parse(&[
+            "--preset",
+            "demo",
+            "--cpu",
+            "2",
+            "--batch-sizes",
+            "8",
+            "--out",
+            "y.csv",
+            "--",
+            "--steps",
+            "4",
+        ]))
+        .unwrap();
         assert_eq!((p.cells.len(), p.out.as_path()), (10, Path::new("y.csv")));
+        assert!(!p.cells[0].args.iter().any(|a| a.starts_with("--duration")), "{:?}", p.cells[0].args);
     }
 }

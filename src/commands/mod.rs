@@ -11,3 +11,4 @@ pub mod report;
 pub mod run;
 pub mod schema;
 pub mod sweep;
+pub mod upgrade;

@@ -50,11 +50,19 @@ fn say(pb: &ProgressBar, line: &str) {
 
 /// The command line that continues this sweep.
 fn resume_command() -> String {
-    let mut args: Vec<String> = std::env::args().collect();
-    if !args.iter().any(|a| a == "--resume") {
-        args.push("--resume".into());
+    let args: Vec<String> = std::env::args().collect();
+    resume_of(&args).iter().map(|a| child::shell_quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+/// `args` with `--resume` among the sweep's own options (before the run
+/// options after `--`), unless it is there already.
+fn resume_of(args: &[String]) -> Vec<String> {
+    let dashes = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let mut v = args.to_vec();
+    if !args[..dashes].iter().any(|a| a == "--resume") {
+        v.insert(dashes, "--resume".into());
     }
-    args.iter().map(|a| child::shell_quote(a)).collect::<Vec<_>>().join(" ")
+    v
 }
 
 /// `gpubench sweep`.
@@ -228,4 +236,20 @@ fn render(plan: &Plan, s: &Summary) -> Result<()> {
     let page =
         |sections| Page { title: "gpubench sweep".into(), inputs: vec![plan.out.clone()], outcome: None, sections };
     super::report::finish(Some(w), dir, html, notes, page, std::slice::from_ref(&s.table))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_goes_before_the_run_options() {
+        let a = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            resume_of(&a("gpubench sweep --out r.csv -- --steps 2")),
+            a("gpubench sweep --out r.csv --resume -- --steps 2")
+        );
+        assert_eq!(resume_of(&a("gpubench sweep --out r.csv")), a("gpubench sweep --out r.csv --resume"));
+        assert_eq!(resume_of(&a("gpubench sweep --resume -- --label x")), a("gpubench sweep --resume -- --label x"));
+    }
 }

@@ -133,7 +133,8 @@ impl Comparison {
 
     pub fn table(&self, runs: &[Run]) -> Table {
         let load = self.configs.iter().any(ConfigKey::is_infer);
-        let mut columns = ConfigKey::columns(load);
+        let variant = ConfigKey::any_variant(&self.configs);
+        let mut columns = ConfigKey::columns(load, variant);
         // Long names would make every column as wide as the name: then the
         // headers use letters, spelled out in the notes. Keys keep the names.
         let short = self.sets.iter().all(|s| s.name.chars().count() <= MAX_NAME_IN_HEADER);
@@ -159,7 +160,7 @@ impl Comparison {
             .configs
             .iter()
             .map(|k| {
-                let mut row = k.cells(load);
+                let mut row = k.cells(load, variant);
                 for m in &self.groups {
                     match m.get(k) {
                         None => row.extend([Cell::empty("missing"), Cell::empty("missing")]),

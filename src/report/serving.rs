@@ -29,7 +29,8 @@ pub fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table
     if any_impl {
         columns.push(Column::text("impl", "impl"));
     }
-    let mut key_cols = ConfigKey::columns(true);
+    let any_variant = ConfigKey::any_variant(groups.iter().map(|g| &g.key));
+    let mut key_cols = ConfigKey::columns(true, any_variant);
     // For serving, the batch column is dynamic batching's largest batch.
     if let Some(c) = key_cols.iter_mut().find(|c| c.key == "batch_per_device") {
         *c = Column::num("max_batch", "max batch");
@@ -61,7 +62,7 @@ pub fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table
             if any_impl {
                 row.push(Cell::text(&g.scope.implementation));
             }
-            row.extend(g.key.cells(true));
+            row.extend(g.key.cells(true, any_variant));
             row.push(int_cell(Some(g.ok.len() as u32)));
             if any_excluded {
                 row.push(Cell::text(status_counts(runs, &g.excluded)));

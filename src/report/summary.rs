@@ -63,12 +63,14 @@ pub fn load_files(paths: &[PathBuf]) -> Result<Vec<Run>> {
     Ok(runs)
 }
 
-/// Model, image size, precision, batch per device and serving load: what
-/// scaling is measured across.
-pub type Workload = (String, Option<u32>, String, Option<u32>, String);
+/// Model, image size, precision, batch per device, serving load and set-up:
+/// what scaling is measured across.
+pub type Workload = (String, Option<u32>, String, Option<u32>, String, String);
 
 /// The configuration a result belongs to; rows with equal keys are repeats.
-/// Precision is part of it: fp32 and fp16 are different workloads.
+/// Every option that changes the measurement is in it: precision (fp32 and
+/// fp16 are different workloads), the set-up beside the columns, and ddp's
+/// communication.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ConfigKey {
     pub model: String,
@@ -79,6 +81,47 @@ pub struct ConfigKey {
     pub batch_per_device: Option<u32>,
     /// Serving rows: the scenario and its load (`load_of`); empty for training.
     pub load: String,
+    /// What else was chosen that makes another workload, for every strategy
+    /// alike (`setup_of`); empty for the defaults.
+    pub setup: String,
+    /// ddp's communication where it is not the default (`comm_of`).
+    pub comm: String,
+}
+
+/// The words of a row's set-up beside its own columns: channels-last,
+/// cudnn-benchmark, deterministic, the data, then the `variant` column's.
+pub fn setup_of(row: &Row) -> String {
+    let mut w: Vec<String> = vec![];
+    for (on, word) in [
+        (row.channels_last, "channels-last"),
+        (row.cudnn_benchmark, "cudnn-benchmark"),
+        (row.deterministic, "deterministic"),
+    ] {
+        if on == Some(true) {
+            w.push(word.into());
+        }
+    }
+    if !row.data.is_empty() && row.data != "synthetic" {
+        w.push(format!("data={}", row.data));
+    }
+    if !row.variant.is_empty() {
+        w.push(row.variant.clone());
+    }
+    w.join(" ")
+}
+
+/// A ddp row's communication where it is not the default: a backend other
+/// than the device's default (gloo on the CPU, nccl on CUDA), a compression hook.
+pub fn comm_of(row: &Row) -> String {
+    let mut w: Vec<String> = vec![];
+    let default_backend = if row.device_kind == "cuda" { "nccl" } else { "gloo" };
+    if !row.backend.is_empty() && row.backend != default_backend {
+        w.push(format!("backend={}", row.backend));
+    }
+    if !row.comm_hook.is_empty() && row.comm_hook != "none" {
+        w.push(format!("comm-hook={}", row.comm_hook));
+    }
+    w.join(" ")
 }
 
 /// A serving row's scenario and load, e.g. `streams 200×5fps`, `server
@@ -118,9 +161,25 @@ pub fn int_cell(v: Option<u32>) -> Cell {
 }
 
 impl ConfigKey {
+    /// The set-up and communication words, as the `variant` column of a
+    /// table shows them.
+    pub fn variant(&self) -> String {
+        [self.setup.as_str(), self.comm.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Whether any of `keys` has a variant: tables show the column then.
+    pub fn any_variant<'a>(keys: impl IntoIterator<Item = &'a ConfigKey>) -> bool {
+        keys.into_iter().any(|k| !k.setup.is_empty() || !k.comm.is_empty())
+    }
+
     /// The table columns that name a configuration (report and compare);
-    /// `load` adds the serving load's column.
-    pub fn columns(load: bool) -> Vec<Column> {
+    /// `load` adds the serving load's column, `variant` what else was chosen.
+    pub fn columns(load: bool, variant: bool) -> Vec<Column> {
         let mut c = vec![
             Column::text("model", "model"),
             Column::num("image_size", "image"),
@@ -132,11 +191,14 @@ impl ConfigKey {
         if load {
             c.push(Column::text("load", "load"));
         }
+        if variant {
+            c.push(Column::text("variant", "variant"));
+        }
         c
     }
 
-    /// This configuration's cells under `columns(load)`.
-    pub fn cells(&self, load: bool) -> Vec<Cell> {
+    /// This configuration's cells under `columns(load, variant)`.
+    pub fn cells(&self, load: bool, variant: bool) -> Vec<Cell> {
         let mut c = vec![
             Cell::text(&self.model),
             int_cell(self.image_size),
@@ -147,6 +209,9 @@ impl ConfigKey {
         ];
         if load {
             c.push(Cell::text(&self.load));
+        }
+        if variant {
+            c.push(Cell::text(self.variant()));
         }
         c
     }
@@ -165,13 +230,22 @@ impl ConfigKey {
             n_devices: row.n_devices,
             batch_per_device: row.batch_per_device,
             load: load_of(row),
+            setup: setup_of(row),
+            comm: if row.strategy == "ddp" { comm_of(row) } else { String::new() },
         }
     }
 
-    /// The key without strategy and device count: what scaling is measured
-    /// across.
+    /// The key without strategy, device count and communication: what
+    /// scaling is measured across.
     pub fn workload(&self) -> Workload {
-        (self.model.clone(), self.image_size, self.precision.clone(), self.batch_per_device, self.load.clone())
+        (
+            self.model.clone(),
+            self.image_size,
+            self.precision.clone(),
+            self.batch_per_device,
+            self.load.clone(),
+            self.setup.clone(),
+        )
     }
 
     /// Short human form, e.g. `resnet50 224px fp32 ddp x8 b64` (serving:
@@ -189,6 +263,10 @@ impl ConfigKey {
         if self.is_infer() {
             s += &format!(" {}", self.load);
         }
+        let v = self.variant();
+        if !v.is_empty() {
+            s += &format!(" {v}");
+        }
         s
     }
 }
@@ -202,9 +280,11 @@ impl Ord for ConfigKey {
                 c.precision.clone(),
                 c.batch_per_device,
                 load_rank(&c.load),
+                c.setup.clone(),
                 strategy_rank(&c.strategy),
                 c.strategy.clone(),
                 c.n_devices,
+                c.comm.clone(),
             )
         };
         k(self).cmp(&k(o))
@@ -470,7 +550,7 @@ pub fn ranking_notes(groups: &[Group]) -> Vec<String> {
     }
     by.into_iter()
         .filter(|(_, gs)| gs.len() >= 2)
-        .map(|((scope, (model, img, prec, batch, load), n), mut gs)| {
+        .map(|((scope, (model, img, prec, batch, load, setup), n), mut gs)| {
             gs.sort_by(|a, b| b.throughput.unwrap().total_cmp(&a.throughput.unwrap()));
             let mut line = String::new();
             for (i, g) in gs.iter().enumerate() {
@@ -479,8 +559,11 @@ pub fn ranking_notes(groups: &[Group]) -> Vec<String> {
                     line.push_str(if same { " ≈ " } else { " > " });
                 }
                 line.push_str(&format!("{} {}", g.key.strategy, fmt_rate(g.throughput.unwrap())));
+                if !g.key.comm.is_empty() {
+                    line.push_str(&format!(" ({})", g.key.comm));
+                }
             }
-            let load = if load.is_empty() { String::new() } else { format!(" {load}") };
+            let load = [load, setup].iter().filter(|s| !s.is_empty()).map(|s| format!(" {s}")).collect::<String>();
             format!(
                 "fastest on {n} device{} ({} {model} {}px {prec} b{}{load}): {line}",
                 if n == 1 { "" } else { "s" },
@@ -542,6 +625,7 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
     let any_excluded = groups.iter().any(|g| !g.excluded.is_empty());
     let any_disturbed = groups.iter().any(|g| !g.disturbed.is_empty());
     let any_spread = groups.iter().any(|g| g.throughput_ci.is_some());
+    let any_variant = ConfigKey::any_variant(groups.iter().map(|g| &g.key));
 
     let mut columns = vec![Column::text("hardware", "hardware")];
     if any_label {
@@ -550,7 +634,7 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
     if any_impl {
         columns.push(Column::text("impl", "impl"));
     }
-    columns.extend(ConfigKey::columns(false));
+    columns.extend(ConfigKey::columns(false, any_variant));
     columns.push(Column::num("runs", "runs"));
     if any_excluded {
         columns.push(Column::text("excluded", "excluded"));
@@ -582,7 +666,7 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
             if any_impl {
                 row.push(Cell::text(&g.scope.implementation));
             }
-            row.extend(g.key.cells(false));
+            row.extend(g.key.cells(false, any_variant));
             row.push(int_cell(Some(g.ok.len() as u32)));
             if any_excluded {
                 row.push(Cell::text(status_counts(runs, &g.excluded)));

@@ -1,4 +1,4 @@
-//! The results file: CSV schema v1, one row per run, appended.
+//! The results file: CSV schema v2, one row per run, appended.
 //!
 //! Rows are appended with the file locked, each in a single write, so a crash
 //! or a concurrent writer cannot leave half a row. A file whose header differs
@@ -12,7 +12,10 @@ use std::path::Path;
 
 use crate::error::usage;
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// The schema this gpubench writes. Files of earlier schemas are read by
+/// column name; rows are appended only to a file of this schema (`gpubench
+/// upgrade FILE` rewrites an earlier one).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One benchmark result. Field order is column order; `schema::RESULTS`
 /// documents every column (`gpubench schema`), and a test keeps the two equal.
@@ -62,6 +65,9 @@ pub struct Row {
     pub workers: Option<u32>,
     pub seed: Option<u64>,
     pub threads: Option<u32>,
+    /// Options that change the measurement and have no column of their own
+    /// (`option=value` words, where they differ from run's defaults).
+    pub variant: String,
     // results
     pub throughput_img_s: Option<f64>,
     pub throughput_per_device_img_s: Option<f64>,
@@ -214,11 +220,80 @@ pub(crate) fn first_line(path: &Path) -> Result<String> {
 }
 
 fn header_mismatch(path: &Path) -> anyhow::Error {
-    usage(format!(
-        "{} has a different header than gpubench's CSV schema v{SCHEMA_VERSION}; \
-         write to a new file with --out (rows are never mixed across schemas)",
-        path.display()
-    ))
+    let p = path.display();
+    match first_line(path).ok().and_then(|h| earlier_schema(&h)) {
+        Some(v) => usage(format!(
+            "{p} has the header of gpubench's CSV schema v{v}; rows of v{SCHEMA_VERSION} are not appended to it: \
+             run `gpubench upgrade {p}` (it rewrites the file for v{SCHEMA_VERSION} and keeps the old one beside \
+             it), or write to a new file with --out"
+        )),
+        None => usage(format!(
+            "{p} has a different header than gpubench's CSV schema v{SCHEMA_VERSION}; write to a new file with \
+             --out (rows are never mixed across schemas)"
+        )),
+    }
+}
+
+/// The schema an earlier gpubench wrote `header` in: every column known to
+/// this one, `schema_version` first, but not today's header.
+fn earlier_schema(header: &str) -> Option<u32> {
+    let ours = Row::header();
+    let known: Vec<&str> = ours.split(',').collect();
+    let cols: Vec<&str> = header.split(',').collect();
+    let earlier = header != ours && cols.first() == Some(&"schema_version") && cols.iter().all(|c| known.contains(c));
+    // Schema 1 is the only earlier one; a later bump names its own here.
+    earlier.then_some(1)
+}
+
+/// What `upgrade` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upgrade {
+    /// The file already has this gpubench's header.
+    Current,
+    /// Rewritten; the old file kept at this path.
+    Done { rows: usize, kept: std::path::PathBuf },
+}
+
+/// `gpubench upgrade FILE`: rewrites a results file of an earlier schema
+/// with this schema's header, every row read by column name (columns added
+/// since are empty), so that new rows can be appended to it. Atomic: the new
+/// file is written beside it and renamed into place, under the lock that
+/// appends take; the old file is kept as FILE.schema<N>.csv, which must not
+/// exist yet (nothing is ever silently overwritten).
+pub fn upgrade(path: &Path) -> Result<Upgrade> {
+    let p = path.display();
+    let f = OpenOptions::new().read(true).open(path).map_err(|e| usage(format!("cannot read {p}: {e}")))?;
+    f.lock().with_context(|| format!("cannot lock {p}"))?;
+    let header = first_line(path)?;
+    if header == Row::header() {
+        return Ok(Upgrade::Current);
+    }
+    let Some(v) = earlier_schema(&header) else {
+        // Not ours, or a later gpubench's: the reader says which, with the line.
+        read_rows_with_lines(path)?;
+        return Err(usage(format!("{p}: not a results file of an earlier gpubench schema; nothing to upgrade")));
+    };
+    let rows = read_rows(path)?;
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let kept = path.with_file_name(format!("{stem}.schema{v}.csv"));
+    let tmp = path.with_file_name(format!(".{stem}.upgrade-{}.tmp", std::process::id()));
+    let mut text = Row::header() + "\n";
+    for r in &rows {
+        text.push_str(&Row { schema_version: SCHEMA_VERSION, ..r.clone() }.to_record());
+    }
+    let write = || -> Result<()> {
+        let mut t = File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        t.write_all(text.as_bytes()).with_context(|| format!("cannot write {}", tmp.display()))?;
+        t.sync_all().with_context(|| format!("cannot flush {}", tmp.display()))?;
+        std::fs::hard_link(path, &kept).map_err(|e| {
+            usage(format!("cannot keep the old file as {} ({e}); move that file away first", kept.display()))
+        })?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {p}"))
+    };
+    let done = write();
+    let _ = std::fs::remove_file(&tmp);
+    done?;
+    Ok(Upgrade::Done { rows: rows.len(), kept })
 }
 
 /// The directory a new file at `path` would go in; a usage error naming
@@ -294,6 +369,12 @@ pub(crate) fn append_locked(path: &Path, header: &str, body: &str, mismatch: fn(
         .open(path)
         .with_context(|| format!("cannot open {} for appending", path.display()))?;
     f.lock().with_context(|| format!("cannot lock {}", path.display()))?;
+    // A file renamed over this one while we waited for the lock (`upgrade`)
+    // is the one to append to, not the old one we hold open.
+    if !same_file(&f, path) {
+        drop(f);
+        return append_locked(path, header, body, mismatch);
+    }
     let len = f.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
     let mut buf = String::new();
     if len == 0 {
@@ -306,6 +387,15 @@ pub(crate) fn append_locked(path: &Path, header: &str, body: &str, mismatch: fn(
     f.write_all(buf.as_bytes()).with_context(|| format!("cannot write to {}", path.display()))?;
     f.sync_data().with_context(|| format!("cannot flush {}", path.display()))?;
     Ok(())
+}
+
+/// Whether the open file `f` is still the one at `path`.
+fn same_file(f: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (f.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+        _ => false,
+    }
 }
 
 /// Reads every row of a results file written by gpubench.
@@ -383,9 +473,9 @@ pub fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
                 _ => usage(format!("{p}:{line}: {e}")),
             }
         })?;
-        if row.schema_version != SCHEMA_VERSION {
+        if row.schema_version == 0 || row.schema_version > SCHEMA_VERSION {
             return Err(usage(format!(
-                "{p}:{line}: schema_version is {}, but this gpubench reads schema v{SCHEMA_VERSION} only",
+                "{p}:{line}: schema_version is {}, but this gpubench reads schemas v1 to v{SCHEMA_VERSION}",
                 row.schema_version
             )));
         }
@@ -429,15 +519,15 @@ fn check_header(path: &Path, headers: &csv::StringRecord, rdr: &mut csv::Reader<
         .records()
         .next()
         .and_then(|r| r.ok())
-        .and_then(|r| r.get(0).map(str::to_string))
-        .filter(|v| v.as_str() != SCHEMA_VERSION.to_string());
+        .and_then(|r| r.get(0).and_then(|v| v.parse::<u32>().ok()))
+        .filter(|&v| v > SCHEMA_VERSION);
     let i = unknown.unwrap_or(0);
     let diff = format!("column {} `{}` is unknown to this gpubench", i + 1, &headers[i]);
     let from = match version {
         Some(v) => format!("written by gpubench CSV schema v{v}"),
         None => "from a newer gpubench".to_string(),
     };
-    Err(usage(format!("{p}:1: header is {from} ({diff}); this gpubench reads schema v{SCHEMA_VERSION} only")))
+    Err(usage(format!("{p}:1: header is {from} ({diff}); this gpubench reads schemas v1 to v{SCHEMA_VERSION}")))
 }
 
 #[cfg(test)]
@@ -531,11 +621,11 @@ mod tests {
             "o.csv:1: not a gpubench results file (header starts `model,batch,img_s`; \
              expected `schema_version,run_id,timestamp,gpubench_version`)"
         );
-        let v2 = Row::header().replace(",n_devices,", ",world_size,n_devices,");
+        let v9 = Row::header().replace(",n_devices,", ",world_size,n_devices,");
         assert_eq!(
-            read_err("v2.csv", &format!("{v2}\n2,x\n")),
-            "v2.csv:1: header is written by gpubench CSV schema v2 (column 13 `world_size` is unknown to this \
-             gpubench); this gpubench reads schema v1 only"
+            read_err("v9.csv", &format!("{v9}\n9,x\n")),
+            "v9.csv:1: header is written by gpubench CSV schema v9 (column 13 `world_size` is unknown to this \
+             gpubench); this gpubench reads schemas v1 to v2"
         );
         let text = file_of(&[sample(), sample()]).replace(",123.5,", ",fast,");
         assert_eq!(read_err("t.csv", &text), "t.csv:2: column `throughput_img_s`: `fast` is not a number");
@@ -547,7 +637,42 @@ mod tests {
         let n = Row::header().split(',').count();
         assert_eq!(read_err("s.csv", &short), format!("s.csv:3: 2 columns, expected {n}"));
         let text = file_of(&[Row { schema_version: 7, ..sample() }]);
-        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schema v1 only");
+        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schemas v1 to v2");
+    }
+
+    #[test]
+    fn an_earlier_schema_is_refused_for_appends_and_upgraded_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.csv");
+        let old = "schema_version,strategy,throughput_img_s,status,n_devices\n1,ddp,812.5,ok,4\n";
+        std::fs::write(&p, old).unwrap();
+        // Appending names the fix and leaves the file as it was.
+        for e in [check_writable(&p).unwrap_err(), append_rows(&p, &[sample()]).unwrap_err()] {
+            let m = e.to_string();
+            assert!(m.contains("schema v1") && m.contains(&format!("gpubench upgrade {}", p.display())), "{m}");
+        }
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), old);
+        // upgrade: today's header, the rows by name, the old file beside it.
+        let kept = dir.path().join("old.schema1.csv");
+        assert_eq!(upgrade(&p).unwrap(), Upgrade::Done { rows: 1, kept: kept.clone() });
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), old);
+        assert_eq!(first_line(&p).unwrap(), Row::header());
+        let rows = read_rows(&p).unwrap();
+        assert_eq!(
+            (rows[0].schema_version, rows[0].throughput_img_s, rows[0].n_devices),
+            (SCHEMA_VERSION, Some(812.5), 4)
+        );
+        append_rows(&p, &[sample()]).unwrap();
+        assert_eq!(read_rows(&p).unwrap().len(), 2);
+        assert_eq!(upgrade(&p).unwrap(), Upgrade::Current);
+        // A second upgrade never overwrites the kept file.
+        std::fs::write(&p, old).unwrap();
+        let e = upgrade(&p).unwrap_err().to_string();
+        assert!(e.contains("move that file away first"), "{e}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), old);
+        // Not a results file: nothing to upgrade, and said why.
+        std::fs::write(&p, "a,b\n1,2\n").unwrap();
+        assert!(upgrade(&p).unwrap_err().to_string().contains("not a gpubench results file"));
     }
 
     #[test]

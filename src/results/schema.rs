@@ -11,11 +11,16 @@ pub struct ColumnDoc {
     pub meaning: &'static str,
 }
 
-/// The results file (`--out`, CSV schema v1): one row per run, columns in the
+/// The results file (`--out`, CSV schema v2): one row per run, columns in the
 /// order of `Row`'s fields, which is the header order.
 pub const RESULTS: &[ColumnDoc] = &[
     // run identity
-    ColumnDoc { name: "schema_version", unit: "", meaning: "Version of the CSV schema; 1." },
+    ColumnDoc {
+        name: "schema_version",
+        unit: "",
+        meaning: "Version of the CSV schema; 2. Files of schema 1 are read by column name; `gpubench upgrade FILE` \
+                  rewrites one to schema 2 so that rows can be appended to it.",
+    },
     ColumnDoc {
         name: "run_id",
         unit: "",
@@ -126,6 +131,16 @@ pub const RESULTS: &[ColumnDoc] = &[
         unit: "",
         meaning: "libtorch intra-op threads of the (master) process: dp's one process, ddp's rank 0, the PyTorch \
                   process of a pytorch row.",
+    },
+    ColumnDoc {
+        name: "variant",
+        unit: "",
+        meaning: "The run options that change what is measured and have no column of their own, where they differ \
+                  from run's defaults, as option=value words: num-classes, lr, momentum, weight-decay, seed, threads \
+                  and workers (as asked), ddp's bucket-cap-mb, gradient-as-bucket-view, find-unused-parameters and \
+                  no-broadcast-buffers, breakdown, profile, nvtx, init-from (the file's name). Rows that differ in it \
+                  are different configurations in report, compare, check and a sweep's --resume; empty for serving, \
+                  all-reduce and published rows.",
     },
     // results
     ColumnDoc {

@@ -1,5 +1,6 @@
 //! The matrix of a sweep: which cells run, in which order, each with its
-//! `gpubench run` arguments and validated configuration.
+//! `gpubench run` arguments and validated configuration, and the key that
+//! tells its rows from every other cell's.
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -91,19 +92,27 @@ pub fn default_counts(n: usize) -> Vec<usize> {
 }
 
 /// Identity of a cell in the results file: a row with the same key is a run
-/// of that cell (repeats share it).
+/// of that cell (repeats share it). Every column that a run option sets is
+/// in it (the `variant` column holds the options without one), so a sweep
+/// that varies any option never takes one variant's row for another's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CellKey {
     pub host: String,
     pub implementation: String,
     pub label: String,
     pub strategy: String,
+    pub backend: String,
+    pub comm_hook: String,
     pub devices: String,
     pub model: String,
     pub image_size: u32,
     pub precision: String,
+    pub channels_last: Option<bool>,
+    pub cudnn_benchmark: Option<bool>,
+    pub deterministic: Option<bool>,
     pub batch_per_device: u32,
     pub data: String,
+    pub variant: String,
 }
 
 impl CellKey {
@@ -116,13 +125,40 @@ impl CellKey {
             implementation: r.implementation.clone(),
             label: r.label.clone(),
             strategy: r.strategy.clone(),
+            backend: r.backend.clone(),
+            comm_hook: r.comm_hook.clone(),
             devices: r.devices.clone(),
             model: r.model.clone(),
             image_size: r.image_size?,
             precision: r.precision.clone(),
+            channels_last: r.channels_last,
+            cudnn_benchmark: r.cudnn_benchmark,
+            deterministic: r.deterministic,
             batch_per_device: r.batch_per_device?,
             data: r.data.clone(),
+            variant: r.variant.clone(),
         })
+    }
+}
+
+/// `--vary OPTION=V1,V2,…`: an axis over any run option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vary {
+    /// The option's long name, without dashes.
+    pub option: String,
+    pub values: Vec<String>,
+    /// A flag (no value): varied as `on` (given) and `off` (not given).
+    pub flag: bool,
+}
+
+impl Vary {
+    /// The run arguments for one of the values.
+    pub fn args(&self, value: &str) -> Vec<String> {
+        match (self.flag, value) {
+            (true, "on") => vec![format!("--{}", self.option)],
+            (true, _) => vec![],
+            (false, v) => vec![format!("--{}={v}", self.option)],
+        }
     }
 }
 
@@ -136,14 +172,29 @@ pub struct Matrix {
     pub batches: Vec<i64>,
     pub models: Vec<ModelKind>,
     pub impls: Vec<Impl>,
+    /// `--vary` axes, in the order given.
+    pub vary: Vec<Vary>,
     pub repeat: u32,
+}
+
+/// Every combination of the `--vary` axes' values, the first axis outermost:
+/// one (option index, value) list per combination.
+fn combinations(vary: &[Vary]) -> Vec<Vec<(usize, String)>> {
+    let mut all: Vec<Vec<(usize, String)>> = vec![vec![]];
+    for (i, v) in vary.iter().enumerate() {
+        all = all
+            .into_iter()
+            .flat_map(|c| v.values.iter().map(move |x| [c.clone(), vec![(i, x.clone())]].concat()))
+            .collect();
+    }
+    all
 }
 
 impl Matrix {
     /// The cells in order (repeat → model → batch → device count → strategy
-    /// → implementation), `single` only at one device, and the notes that
-    /// say what was left out.
-    pub fn cells(&self, common: &[String], host: &str, validate: &Validate) -> Result<(Vec<Cell>, Vec<String>)> {
+    /// → `--vary` values → implementation), `single` only at one device, and
+    /// the notes that say what was left out.
+    pub fn cells(&self, common: &[String], validate: &Validate) -> Result<(Vec<Cell>, Vec<String>)> {
         let (pool, strategies, counts, impls) = (&self.pool, &self.strategies, &self.counts, &self.impls);
         let (models, batches, repeat) = (&self.models, &self.batches, self.repeat);
         let mut notes = vec![];
@@ -167,12 +218,18 @@ impl Matrix {
                             if strategy == StrategyKind::Single && n != 1 {
                                 continue;
                             }
-                            // Implementations innermost: the runs to compare follow each other.
-                            for &imp in impls {
-                                if imp == Impl::Pytorch && strategy == StrategyKind::Dp && pytorch_dp_skipped {
-                                    continue;
+                            // Variants and implementations innermost: the runs to
+                            // compare follow each other.
+                            for combo in combinations(&self.vary) {
+                                for &imp in impls {
+                                    if imp == Impl::Pytorch && strategy == StrategyKind::Dp && pytorch_dp_skipped {
+                                        continue;
+                                    }
+                                    let vary = combo.iter().map(|(i, v)| (self.vary[*i].clone(), v.clone())).collect();
+                                    let spec =
+                                        CellSpec { implementation: imp, strategy, n, model, batch, vary, repeat: r };
+                                    cells.push(Cell::new(spec, pool, common, validate)?);
                                 }
-                                cells.push(Cell::new(imp, strategy, n, model, batch, r, pool, common, host, validate)?);
                             }
                         }
                     }
@@ -240,6 +297,9 @@ impl Plan {
             batches,
             models
         );
+        for v in &m.vary {
+            s += &format!(" × {} {}", v.option, v.values.join(","));
+        }
         if m.impls != [Impl::Gpubench] {
             s += &format!(" × impl {}", m.impls.iter().map(|i| i.name()).collect::<Vec<_>>().join(","));
         }
@@ -254,6 +314,20 @@ impl Plan {
     }
 }
 
+/// Where one cell sits in the matrix.
+#[derive(Debug, Clone)]
+pub struct CellSpec {
+    pub implementation: Impl,
+    pub strategy: StrategyKind,
+    /// Devices: the first `n` of the pool.
+    pub n: usize,
+    pub model: ModelKind,
+    pub batch: i64,
+    /// The `--vary` axes' values for this cell.
+    pub vary: Vec<(Vary, String)>,
+    pub repeat: u32,
+}
+
 /// One run of the matrix.
 #[derive(Debug, Clone)]
 pub struct Cell {
@@ -263,6 +337,8 @@ pub struct Cell {
     pub model: ModelKind,
     pub batch: i64,
     pub repeat: u32,
+    /// `option=value` for each `--vary` axis.
+    pub varied: Vec<String>,
     /// `gpubench run` arguments, without --out and --quiet.
     pub args: Vec<String>,
     pub cfg: RunConfig,
@@ -270,21 +346,12 @@ pub struct Cell {
 }
 
 impl Cell {
-    /// Builds a cell's `run` arguments and validates them as `run` would
-    /// (through `validate`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        implementation: Impl,
-        strategy: StrategyKind,
-        n: usize,
-        model: ModelKind,
-        batch: i64,
-        repeat: u32,
-        pool: &Pool,
-        common: &[String],
-        host: &str,
-        validate: &Validate,
-    ) -> Result<Cell> {
+    /// Builds a cell's `run` arguments (its place in the matrix, then the
+    /// options common to every cell, then its `--vary` values) and validates
+    /// them as `run` would (through `validate`). Its key is that of the row
+    /// its configuration makes, so it matches the rows the cell writes.
+    pub fn new(spec: CellSpec, pool: &Pool, common: &[String], validate: &Validate) -> Result<Cell> {
+        let CellSpec { implementation, strategy, n, model, batch, vary, repeat } = spec;
         let mut args: Vec<String> =
             vec!["--strategy".into(), strategy.name().into(), "--model".into(), model.name().into()];
         if implementation == Impl::Pytorch {
@@ -293,27 +360,22 @@ impl Cell {
         args.extend(pool.args(n));
         args.extend(["--batch-size".to_string(), batch.to_string()]);
         args.extend(common.iter().cloned());
+        for (v, value) in &vary {
+            args.extend(v.args(value));
+        }
         let cfg = validate(&args, pool.devices(n))?;
-        let key = CellKey {
-            host: host.to_string(),
-            implementation: implementation.name().into(),
-            label: cfg.label.clone(),
-            strategy: strategy.name().into(),
-            devices: cfg.devices.describe(),
-            model: model.name().into(),
-            image_size: cfg.image_size as u32,
-            precision: cfg.precision.name().to_string(),
-            batch_per_device: batch as u32,
-            data: cfg.data.clone(),
-        };
-        Ok(Cell { implementation, strategy, n, model, batch, repeat, args, cfg, key })
+        let key = CellKey::of_row(&crate::bench::row::base_row(&cfg)).expect("a gpubench or pytorch row");
+        let varied = vary.iter().map(|(v, value)| format!("{}={value}", v.option)).collect();
+        Ok(Cell { implementation, strategy, n, model, batch, repeat, varied, args, cfg, key })
     }
 
-    /// e.g. `ddp ×2 resnet50 224px b64`, with ` (pytorch)` for PyTorch's own.
+    /// e.g. `ddp ×2 resnet50 224px b64 comm-hook=fp16`, with ` (pytorch)`
+    /// for PyTorch's own.
     pub fn describe(&self) -> String {
         let which = if self.implementation == Impl::Pytorch { " (pytorch)" } else { "" };
         let (s, n, m) = (self.strategy.name(), self.n, self.model.name());
-        format!("{s} ×{n} {m} {}px b{}{which}", self.cfg.image_size, self.batch)
+        let varied: String = self.varied.iter().map(|v| format!(" {v}")).collect();
+        format!("{s} ×{n} {m} {}px b{}{varied}{which}", self.cfg.image_size, self.batch)
     }
 }
 

@@ -2,8 +2,9 @@
 //! fixtures in tests/fixtures/report (run from that directory, so paths in
 //! messages are short and stable) and on results/reference.
 //!
-//! v100.csv has today's header; k80.csv and the check fixtures have the
-//! shorter header of an earlier gpubench, as committed baselines will.
+//! v100.csv has schema 1's full header (no `variant` column); k80.csv and
+//! the check fixtures have the shorter header of an even earlier gpubench:
+//! committed baselines stay readable as the schema grows.
 use super::common::{gpubench, Gpubench, Out};
 use std::path::{Path, PathBuf};
 
@@ -342,7 +343,7 @@ fn bad_inputs_give_one_line_with_file_and_line_and_exit_2() {
         ("bad/empty.csv", "error: bad/empty.csv: the file is empty"),
         ("bad/header_only.csv", "error: bad/header_only.csv: has a header but no result rows"),
         ("bad/other_tool.csv", "error: bad/other_tool.csv:1: not a gpubench results file"),
-        ("bad/schema_v2.csv", "error: bad/schema_v2.csv:1: header is written by gpubench CSV schema v2"),
+        ("bad/schema_v9.csv", "error: bad/schema_v9.csv:1: header is written by gpubench CSV schema v9"),
         ("bad/wrong_type.csv", "error: bad/wrong_type.csv:3: column `throughput_img_s`: `fast` is not a number"),
         ("bad/truncated.csv", "error: bad/truncated.csv:3: the last line is truncated"),
         ("no-such-file.csv", "error: cannot read no-such-file.csv: no such file"),

@@ -301,3 +301,33 @@ fn a_measured_row_reaches_report_with_its_own_interval() {
     assert!(r.stdout.lines().any(|l| l.contains(" ±") && l.contains('*')), "{}", r.stdout);
     assert!(r.stdout.contains("* = one run's own 95 % interval"), "{}", r.stdout);
 }
+
+/// `--cudnn-benchmark on`, `off` and the bare flag (on) mean the same in
+/// every command that takes it, run's options after `--` included.
+#[test]
+fn cudnn_benchmark_is_said_one_way_in_every_command() {
+    use gpubench::app::{configure_from, Job};
+    let tiny = "--image-size 16 --num-classes 10";
+    for (form, want) in
+        [("--cudnn-benchmark", true), ("--cudnn-benchmark on", true), ("--cudnn-benchmark off", false), ("", false)]
+    {
+        let lines = [
+            format!("run --cpu --model tinycnn {tiny} {form}"),
+            format!("infer --cpu --model tinycnn {tiny} {form}"),
+            format!("sweep --cpu 1 --strategies single --models tinycnn --out /tmp/x.csv -- {tiny} {form}"),
+            format!("max-batch --cpu --model tinycnn -- {tiny} {form}"),
+        ];
+        for line in lines {
+            let argv = std::iter::once("gpubench".to_string()).chain(args(&line));
+            let got = match configure_from(argv).unwrap_or_else(|e| panic!("{line}: {e}")) {
+                Job::Run(_, cfg) => cfg.cudnn_benchmark,
+                Job::Infer(cfg) => cfg.cudnn_benchmark,
+                Job::Sweep(plan) => plan.cells[0].cfg.cudnn_benchmark,
+                Job::MaxBatch(plan) => plan.first.cfg.cudnn_benchmark,
+                _ => unreachable!("{line}"),
+            };
+            assert_eq!(got, want, "{line}");
+        }
+    }
+    assert_usage_error(&format!("run --cpu {tiny} --cudnn-benchmark maybe"), "maybe");
+}

@@ -11,11 +11,12 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// The small model for every cell, and few threads.
-const TINY_CELLS: &str = "--models tinycnn --image-size 16 --num-classes 10 --threads 2";
+/// The small model's run options for every cell, and few threads.
+const TINY_CELLS: &str = "--image-size 16 --num-classes 10 --threads 2";
 
-/// `gpubench sweep ARGS` with the small model's options.
-fn tiny(args: &str) -> String {
-    format!("sweep {args} {TINY_CELLS}")
+/// `gpubench sweep SWEEP --models tinycnn -- RUN` with the small model's options.
+fn tiny(sweep: &str, run: &str) -> String {
+    format!("sweep {sweep} --models tinycnn -- {TINY_CELLS} {run}")
 }
 
 /// gpubench with `args`, in `dir`.
@@ -76,9 +77,7 @@ fn processes_with(needle: &str) -> Vec<String> {
 fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
     let dir = tempfile::tempdir().unwrap();
     let args = tiny(
-        "--cpu 2 --strategies dp,ddp --device-counts 1,2 --batch-sizes 16 --steps 2 --warmup 1 --out r.csv \
-         --charts charts --html sweep.html",
-    );
+        "--cpu 2 --strategies dp,ddp --device-counts 1,2 --batch-sizes 16 --out r.csv --charts charts --html sweep.html", "--steps 2 --warmup 1");
     let o = run_in(dir.path(), &args);
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
@@ -118,7 +117,7 @@ fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
 fn a_sweep_html_path_in_a_missing_directory_is_refused_before_any_cell() {
     let dir = tempfile::tempdir().unwrap();
     let args =
-        tiny("--cpu 2 --strategies ddp --device-counts 1 --batch-sizes 16 --steps 2 --out r.csv --html no/s.html");
+        tiny("--cpu 2 --strategies ddp --device-counts 1 --batch-sizes 16 --out r.csv --html no/s.html", "--steps 2");
     let o = run_in(dir.path(), &args);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(
@@ -132,8 +131,8 @@ fn a_sweep_html_path_in_a_missing_directory_is_refused_before_any_cell() {
 fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
     let dir = tempfile::tempdir().unwrap();
     let args = tiny(
-        "--cpu 2 --impl gpubench,pytorch --strategies single,dp --device-counts 1,2 --batch-sizes 8 \
-         --steps 2 --warmup 1 --out r.csv",
+        "--cpu 2 --impl gpubench,pytorch --strategies single,dp --device-counts 1,2 --batch-sizes 8 --out r.csv",
+        "--steps 2 --warmup 1",
     );
     let o = run_in(dir.path(), &args);
     let (out, err) = (stdout(&o), stderr(&o));
@@ -153,7 +152,7 @@ fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
     assert_eq!(got, want, "{out}");
     assert!(rows.iter().all(|r| r.status == "ok"), "{out}");
     // --resume knows the two implementations apart: nothing is left to run.
-    let o = run_in(dir.path(), &format!("{args} --resume"));
+    let o = run_in(dir.path(), &args.replace(" -- ", " --resume -- "));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(results_csv::read_rows(&dir.path().join("r.csv")).unwrap().len(), 4);
 }
@@ -163,7 +162,8 @@ fn out_of_memory_under_a_cap_gives_oom_rows_and_the_sweep_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     // 262144 images of 16 px need 0.8 GB for the input alone; 16 fit easily.
     let args = tiny(
-        "--cpu 1 --strategies single,dp,ddp --batch-sizes 262144,16 --steps 2 --warmup 1 --mem-limit 1G --out r.csv",
+        "--cpu 1 --strategies single,dp,ddp --batch-sizes 262144,16 --mem-limit 1G --out r.csv",
+        "--steps 2 --warmup 1",
     );
     let o = run_in(dir.path(), &args);
     let out = stdout(&o);
@@ -207,7 +207,7 @@ fn a_cell_that_dies_without_a_row_gets_one_from_the_sweep() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let args = tiny("--cpu 1 --strategies single --batch-sizes 3,5,4 --steps 1 --warmup 0 --out r.csv");
+    let args = tiny("--cpu 1 --strategies single --batch-sizes 3,5,4 --out r.csv", "--steps 1 --warmup 0");
     let o = sweep_in(dir.path(), &args)
         .env("GPUBENCH_SWEEP_CHILD", &script)
         .env("GPUBENCH_REAL", env!("CARGO_BIN_EXE_gpubench"))
@@ -240,8 +240,8 @@ fn a_cell_that_dies_without_a_row_gets_one_from_the_sweep() {
 fn kill_9_mid_sweep_then_resume_gives_every_cell_once() {
     let dir = tempfile::tempdir().unwrap();
     let args = tiny(
-        "--cpu 2 --strategies single,dp,ddp --device-counts 1,2 --batch-sizes 16 --steps 3 --warmup 1 \
-         --label kill9-test --out r.csv",
+        "--cpu 2 --strategies single,dp,ddp --device-counts 1,2 --batch-sizes 16 --out r.csv",
+        "--steps 3 --warmup 1 --label kill9-test",
     );
     let out = dir.path().join("r.csv");
     let mut sweep = sweep_in(dir.path(), &args).spawn_with(Stdio::null(), Stdio::null());
@@ -252,7 +252,7 @@ fn kill_9_mid_sweep_then_resume_gives_every_cell_once() {
     let before = results_csv::read_rows(&out).unwrap();
     assert!(!before.is_empty() && before.len() < 5, "{} rows", before.len());
 
-    let o = run_in(dir.path(), &format!("{args} --resume"));
+    let o = run_in(dir.path(), &args.replace(" -- ", " --resume -- "));
     let text = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{text}\n{}", stderr(&o));
     // (a ddp worker of the killed cell may still have finished its row: resume
@@ -292,8 +292,8 @@ fn ctrl_c_stops_the_cell_and_its_processes_and_says_how_to_resume() {
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let args = tiny(
-        "--cpu 2 --strategies ddp --device-counts 2 --batch-sizes 8,16,32 --steps 2 --warmup 1 \
-         --label ctrl-c-test --out r.csv",
+        "--cpu 2 --strategies ddp --device-counts 2 --batch-sizes 8,16,32 --out r.csv",
+        "--steps 2 --warmup 1 --label ctrl-c-test",
     );
     let out = dir.path().join("r.csv");
     let mut sweep = sweep_in(dir.path(), &args)
@@ -319,7 +319,7 @@ fn ctrl_c_stops_the_cell_and_its_processes_and_says_how_to_resume() {
     assert!(t0.elapsed() < Duration::from_secs(50), "Ctrl-C took {:?}", t0.elapsed());
     assert!(err.contains("interrupted: stopped cell 2 (ddp ×2 tinycnn 16px b16)"), "{err}");
     let hint = err.lines().find_map(|l| l.strip_prefix("resume with: ")).unwrap_or_else(|| panic!("{err}"));
-    assert!(hint.ends_with(" --resume") && hint.contains("--label ctrl-c-test"), "{hint}");
+    assert!(hint.contains(" --resume -- ") && hint.contains("--label ctrl-c-test"), "{hint}");
     assert!(processes_with("ctrl-c-test").is_empty(), "left behind: {:?}", processes_with("ctrl-c-test"));
     // the finished row is kept; the interrupted cell has none, the third never ran
     let rows = results_csv::read_rows(&out).unwrap();
@@ -335,7 +335,7 @@ fn a_second_sweep_on_the_same_file_waits_for_the_first() {
     let script = dir.path().join("slow.sh");
     std::fs::write(&script, "#!/bin/sh\nsleep 2\nexec \"$GPUBENCH_REAL\" \"$@\"\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let args = tiny("--cpu 1 --strategies single --batch-sizes 8 --steps 1 --warmup 0 --out r.csv");
+    let args = tiny("--cpu 1 --strategies single --batch-sizes 8 --out r.csv", "--steps 1 --warmup 0");
     let mut first = sweep_in(dir.path(), &args)
         .env("GPUBENCH_SWEEP_CHILD", &script)
         .env("GPUBENCH_REAL", env!("CARGO_BIN_EXE_gpubench"))
@@ -345,7 +345,7 @@ fn a_second_sweep_on_the_same_file_waits_for_the_first() {
         assert!(t.elapsed() < Duration::from_secs(60) && first.try_wait().unwrap().is_none());
         std::thread::sleep(Duration::from_millis(20));
     }
-    let o = run_in(dir.path(), &format!("{args} --resume"));
+    let o = run_in(dir.path(), &args.replace(" -- ", " --resume -- "));
     assert!(first.wait().unwrap().success());
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
@@ -418,10 +418,8 @@ fn max_batch_under_a_memory_cap_finds_a_plausible_batch() {
     let dir = tempfile::tempdir().unwrap();
     let o = run_in(
         dir.path(),
-        &format!(
-            "max-batch --strategy single --cpu {TINY} --threads 2 --steps 1 --warmup 0 --mem-limit 1G --start 1024 \
-             --granularity 1024 --out mb.csv"
-        ),
+        "max-batch --strategy single --cpu --model tinycnn --mem-limit 1G --start 1024 --granularity 1024 \
+         --out mb.csv -- --image-size 16 --num-classes 10 --threads 2 --steps 1 --warmup 0",
     );
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
@@ -460,10 +458,48 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("sweep --cpu 1 --mem-limit lots --out /tmp/x.csv", "--mem-limit");
     assert_usage_error("sweep --cpu 1 --strategies fast --out /tmp/x.csv", "fast");
     assert_usage_error("sweep --cpu 1 --out /nonexistent-gpubench-dir/x.csv", "does not exist");
-    assert_usage_error("sweep --cpu 1 --models tinycnn --image-size 2 --out /tmp/x.csv", "--image-size");
+    assert_usage_error("sweep --cpu 1 --models tinycnn --out /tmp/x.csv -- --image-size 2", "--image-size");
     assert_usage_error("sweep --cpu 1 --impl tensorflow --out /tmp/x.csv", "tensorflow");
-    assert_usage_error("sweep --cpu 1 --impl pytorch --breakdown --out /tmp/x.csv", "--breakdown");
+    assert_usage_error("sweep --cpu 1 --impl pytorch --out /tmp/x.csv -- --breakdown", "--breakdown");
+    // Run options go after --, exactly as run takes them; those the sweep
+    // sets itself are refused there, with where they belong.
+    assert_usage_error("sweep --cpu 1 --out /tmp/x.csv -- --steps many", "--steps");
+    assert_usage_error("sweep --cpu 1 --out /tmp/x.csv -- --frobnicate", "--frobnicate");
+    assert_usage_error("sweep --cpu 1 --out /tmp/x.csv -- --out y.csv", "give --out to the sweep itself");
+    assert_usage_error("sweep --cpu 1 --out /tmp/x.csv -- --gpus 0", "give --gpus to the sweep itself");
+    assert_usage_error("sweep --cpu 1 --out /tmp/x.csv --models tinycnn -- --model resnet18", "--model and --models");
+    assert_usage_error("sweep --cpu 1 --out /tmp/x.csv --vary steps", "OPTION=V1,V2");
+    assert_usage_error("sweep --cpu 1 --out /tmp/x.csv --vary frobs=1,2", "has no option --frobs");
+    assert_usage_error("sweep --cpu 1 --out /tmp/x.csv --vary channels-last=yes", "vary it as on,off");
+    assert_usage_error("sweep --cpu 1 --out /tmp/x.csv --vary lr=0.1 -- --lr 0.2", "give it in one place");
+    assert_usage_error("sweep --cpu 2 --out /tmp/x.csv --vary comm-hook=zip --strategies ddp", "zip");
+    assert_usage_error("max-batch --cpu -- --model resnet18", "max-batch sets it itself");
     assert_usage_error("max-batch --cpu --start 0", "--start");
     assert_usage_error("max-batch --cpu --granularity 0", "--granularity");
     assert_usage_error("max-batch --strategy single --cpu 2", "single");
+}
+
+#[test]
+fn vary_makes_an_axis_of_any_run_option_and_report_keeps_the_variants_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = "sweep --cpu 2 --strategies ddp --device-counts 2 --vary comm-hook=none,fp16 --out r.csv \
+                -- --model tinycnn --image-size 32 --steps 3 --warmup 1";
+    let o = run_in(dir.path(), args);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
+    let got: Vec<(&str, &str)> = rows.iter().map(|r| (r.comm_hook.as_str(), r.status.as_str())).collect();
+    assert_eq!(got, [("none", "ok"), ("fp16", "ok")]);
+    assert!(stdout(&o).contains("ddp ×2 tinycnn 32px b64 comm-hook=fp16"), "{}", stdout(&o));
+    // Two configurations in the report, not two repeats of one.
+    let r = run_in(dir.path(), "report r.csv");
+    let table = stdout(&r);
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    let lines: Vec<&str> = table.lines().filter(|l| l.contains(" ddp ")).collect();
+    assert_eq!(lines.len(), 2, "{table}");
+    assert!(lines.iter().any(|l| l.contains("comm-hook=fp16")), "{table}");
+    // --resume tells the variants apart: nothing is left to run.
+    let o = run_in(dir.path(), &args.replace("--out r.csv", "--out r.csv --resume"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("2 of 2 cells already have an ok row"), "{}", stderr(&o));
+    assert_eq!(results_csv::read_rows(&dir.path().join("r.csv")).unwrap().len(), 2);
 }

@@ -358,7 +358,8 @@ mod tests {
 
     #[test]
     fn slugs_are_file_safe() {
-        let s: ScenarioKey = (Scope::of(&row("ddp", 2, 1.0)), "resnet50".into(), Some(224), "fp32".into(), Some(64));
+        let s: ScenarioKey =
+            (Scope::of(&row("ddp", 2, 1.0)), "resnet50".into(), Some(224), "fp32".into(), Some(64), String::new());
         let mut t = s.clone();
         t.0.hardware = "Tesla K80 (GK210)".into();
         t.3 = "fp16".into();

@@ -16,16 +16,17 @@ use crate::results::long::{DeviceData, DeviceValues};
 
 // ---- the report's charts ----------------------------------------------------
 
-/// What scaling is measured across: one machine set-up and workload.
-pub(super) type ScenarioKey = (Scope, String, Option<u32>, String, Option<u32>);
+/// What scaling is measured across: one machine set-up and workload (with
+/// its set-up words, `summary::setup_of`).
+pub(super) type ScenarioKey = (Scope, String, Option<u32>, String, Option<u32>, String);
 
 pub(super) fn scenario_of(g: &Group) -> ScenarioKey {
-    let (model, img, prec, batch, _) = g.key.workload();
-    (g.scope.clone(), model, img, prec, batch)
+    let (model, img, prec, batch, _, setup) = g.key.workload();
+    (g.scope.clone(), model, img, prec, batch, setup)
 }
 
 pub(super) fn scenario_title(s: &ScenarioKey) -> String {
-    let (scope, model, img, prec, batch) = s;
+    let (scope, model, img, prec, batch, setup) = s;
     let mut parts = vec![scope.hardware.clone()];
     if !scope.label.is_empty() && scope.label != scope.hardware {
         parts.push(scope.label.clone());
@@ -40,12 +41,15 @@ pub(super) fn scenario_title(s: &ScenarioKey) -> String {
         img.map_or("?".into(), |v| v.to_string()),
         batch.map_or("?".into(), |v| v.to_string())
     ));
+    if !setup.is_empty() {
+        parts.push(setup.clone());
+    }
     parts.join("  |  ")
 }
 
 /// The parts of a scenario, for file names.
-pub(super) fn scenario_parts(s: &ScenarioKey) -> [String; 7] {
-    let (scope, model, img, prec, batch) = s;
+pub(super) fn scenario_parts(s: &ScenarioKey) -> [String; 8] {
+    let (scope, model, img, prec, batch, setup) = s;
     [
         scope.hardware.clone(),
         scope.label.clone(),
@@ -54,6 +58,7 @@ pub(super) fn scenario_parts(s: &ScenarioKey) -> [String; 7] {
         img.map_or("x".into(), |v| format!("{v}px")),
         prec.clone(),
         batch.map_or("bx".into(), |v| format!("b{v}")),
+        setup.clone(),
     ]
 }
 
@@ -169,9 +174,11 @@ pub(super) fn scenario_charts(
     notes: &mut Vec<String>,
 ) -> Result<()> {
     let subtitle = scenario_title(s);
+    // A line per strategy, and per communication variant of ddp (dashed).
     let mut by_strategy: BTreeMap<(u8, String), Vec<&Group>> = BTreeMap::new();
     for g in gs {
-        by_strategy.entry((strategy_rank(&g.key.strategy), g.key.strategy.clone())).or_default().push(g);
+        let name = [g.key.strategy.as_str(), g.key.comm.as_str()].join(" ").trim().to_string();
+        by_strategy.entry((strategy_rank(&g.key.strategy), name)).or_default().push(g);
     }
     let mut ns: Vec<u32> = gs.iter().map(|g| g.key.n_devices).collect();
     ns.sort();
@@ -186,8 +193,8 @@ pub(super) fn scenario_charts(
             .iter()
             .map(|((_, name), gs)| Line {
                 name: name.clone(),
-                color: strategy_color(name),
-                dashed: false,
+                color: strategy_color(&gs[0].key.strategy),
+                dashed: !gs[0].key.comm.is_empty(),
                 points: gs.iter().map(|g| (g.key.n_devices as f64, g.throughput.unwrap())).collect(),
                 errors: gs.iter().map(|g| g.throughput_ci.map(|s| (s.ci.lo, s.ci.hi))).collect(),
             })
@@ -228,8 +235,8 @@ pub(super) fn scenario_charts(
                 let errors = with.iter().map(|g| g.efficiency_ci.map(|s| (s.ci.lo * 100.0, s.ci.hi * 100.0))).collect();
                 (!points.is_empty()).then(|| Line {
                     name: name.clone(),
-                    color: strategy_color(name),
-                    dashed: false,
+                    color: strategy_color(&gs[0].key.strategy),
+                    dashed: !gs[0].key.comm.is_empty(),
                     points,
                     errors,
                 })
