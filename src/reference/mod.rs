@@ -24,7 +24,7 @@
 //!
 //! Which Python (`python`): `$GPUBENCH_PYTHON`, else `$GPUBENCH_PYTHON_BIN` (set-up's `env.sh`), else set-up's
 //! venv `torch-2.11.0-py*/bin/python` under `$GPUBENCH_HOME` or `~/.cache/gpubench`, else `python3`: the first
-//! that imports torch. If none does, one line says to run `scripts/setup` or set `GPUBENCH_PYTHON`; another torch
+//! that has torch installed. If none does, one line says to run `scripts/setup` or set `GPUBENCH_PYTHON`; another torch
 //! version is used with a warning.
 //!
 //! Same start: with `--init-from FILE` both implementations start from its weights and data seed, whatever

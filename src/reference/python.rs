@@ -1,4 +1,4 @@
-//! Finding the Python that runs the reference: one that imports torch,
+//! Finding the Python that runs the reference: one that has torch installed,
 //! preferably set-up's venv of the torch version gpubench is built on.
 use anyhow::{anyhow, Context, Result};
 use std::path::{Path, PathBuf};
@@ -7,16 +7,19 @@ use std::process::{Command, Stdio};
 /// The torch version gpubench is built against; the reference should use the same.
 pub const TORCH_VERSION: &str = "2.11.0";
 
-/// A Python interpreter that imports torch, and torch's version.
+/// A Python interpreter with torch installed, and torch's version.
 #[derive(Debug, Clone)]
 pub struct Python {
     pub path: PathBuf,
     pub torch_version: String,
 }
 
+/// torch's installed version, from its package metadata: importing torch to
+/// ask would cost two seconds of every `--impl pytorch` run (the run itself
+/// imports it, and a broken install fails there with torch's own message).
 fn torch_version_of(py: &Path) -> Option<String> {
     let out = Command::new(py)
-        .args(["-W", "ignore", "-c", "import torch; print(torch.__version__)"])
+        .args(["-W", "ignore", "-c", "import importlib.metadata as m; print(m.version('torch'))"])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
@@ -53,7 +56,7 @@ pub fn python_candidates() -> Vec<PathBuf> {
     c
 }
 
-/// The first candidate that imports torch.
+/// The first candidate that has torch installed.
 pub fn find_python() -> Result<Python> {
     let cands = python_candidates();
     for p in &cands {
@@ -63,7 +66,7 @@ pub fn find_python() -> Result<Python> {
     }
     let tried: Vec<String> = cands.iter().map(|p| p.display().to_string()).collect();
     Err(anyhow!(
-        "--impl pytorch needs a Python with torch {TORCH_VERSION}, and none of {} imports torch: run scripts/setup, \
+        "--impl pytorch needs a Python with torch {TORCH_VERSION}, and none of {} has torch installed: run scripts/setup, \
          or set GPUBENCH_PYTHON to such a python",
         tried.join(", ")
     ))

@@ -166,7 +166,7 @@ fn killed_worker_fails_the_run_in_bounded_time_and_leaves_no_process() {
     }
     let r = &read_csv(&out)[0];
     assert_eq!(r["status"], "failed");
-    assert!(r["error"].contains("rank"), "{}", r["error"]);
+    assert!(r["error"].contains("rank") && r["error"].contains("killed by SIGKILL"), "{}", r["error"]);
 }
 
 #[test]

@@ -88,12 +88,17 @@ fn bad_profile_input_is_one_line_and_exit_2() {
 /// temporal breakdown where there are GPU kernels to break down (it has
 /// nothing to say of a CPU-only trace, and says so by failing). Skipped,
 /// saying so, when the HolisticTraceAnalysis package is not installed in the
-/// torch venv (`pip install HolisticTraceAnalysis`).
+/// torch venv (`pip install HolisticTraceAnalysis`); scripts/test installs it
+/// and sets GPUBENCH_REQUIRE_HTA=1, and then a missing package fails.
 #[test]
 fn holistic_trace_analysis_reads_the_traces() {
     let py = std::env::var("GPUBENCH_PYTHON_BIN").unwrap_or_else(|_| "python3".into());
     let has = std::process::Command::new(&py).args(["-c", "import hta"]).output().is_ok_and(|o| o.status.success());
     if !has {
+        assert!(
+            !std::env::var("GPUBENCH_REQUIRE_HTA").is_ok_and(|v| v == "1"),
+            "GPUBENCH_REQUIRE_HTA=1 but `import hta` fails for {py}: pip install HolisticTraceAnalysis"
+        );
         eprintln!("skipped: HolisticTraceAnalysis is not installed for {py} (pip install HolisticTraceAnalysis)");
         return;
     }

@@ -17,6 +17,10 @@ use crate::results::{csv as results_csv, Status};
 /// stopped (they are usually blocked in a collective by then).
 pub const GRACE: Duration = Duration::from_secs(10);
 
+/// The grace after a worker died by a signal: long enough for the others to
+/// print why they failed (a reset connection, within milliseconds).
+const SIGNALLED_GRACE: Duration = Duration::from_secs(1);
+
 /// "<what> rank R failed (how): its last line", for a rank that ended badly.
 pub fn rank_failure(what: &str, rank: usize, e: &Ended) -> String {
     let last = e.tail.last().cloned().unwrap_or_default();
@@ -118,10 +122,12 @@ fn rows_in(cfg: &RunConfig) -> usize {
 }
 
 /// Waits for every worker. Once one has failed, the others get `grace` to
-/// end by themselves and are then killed (their exit: `TimedOut`). Returns
+/// end by themselves and are then killed (their exit: `TimedOut`); when it
+/// died by a signal they get at most `SIGNALLED_GRACE`, since it can never
+/// send the result they would wait for, and the row is ours to write. Returns
 /// (rank, how it ended) for each, in start order except that the first
 /// worker to fail comes first.
-pub fn wait_all(mut workers: Vec<(usize, Watched)>, grace: Duration) -> Vec<(usize, Ended)> {
+pub fn wait_all(mut workers: Vec<(usize, Watched)>, mut grace: Duration) -> Vec<(usize, Ended)> {
     let mut exits: Vec<Option<Exit>> = vec![None; workers.len()];
     let mut first_failure: Option<(usize, Instant)> = None;
     loop {
@@ -131,6 +137,9 @@ pub fn wait_all(mut workers: Vec<(usize, Watched)>, grace: Duration) -> Vec<(usi
                     exits[i] = Some(x);
                     if !x.success() && first_failure.is_none() {
                         first_failure = Some((i, Instant::now()));
+                        if matches!(x, Exit::Signal(_)) {
+                            grace = grace.min(SIGNALLED_GRACE);
+                        }
                     }
                 }
             }
