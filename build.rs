@@ -33,6 +33,11 @@ fn main() {
         println!("cargo:rerun-if-env-changed={v}");
     }
     println!("cargo::rustc-check-cfg=cfg(gpubench_cuda)");
+    // The torch-free build (--no-default-features): no libtorch to link, no
+    // C++ shim to compile.
+    if env::var_os("CARGO_FEATURE_TORCH").is_none() {
+        return;
+    }
 
     // torch-sys (links = "tch") exports the lib dir it linked against.
     let lib = PathBuf::from(env::var("DEP_TCH_LIBTORCH_LIB").unwrap_or_else(|_| {

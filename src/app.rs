@@ -11,11 +11,12 @@ use clap::Parser;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::bench::ddp::env::DistEnv;
-use crate::bench::Role;
+#[cfg(feature = "torch")]
+use crate::bench::{ddp::env::DistEnv, Role};
 use crate::cli::{Cli, Command};
 use crate::commands;
 use crate::commands::report::Outputs;
+#[cfg(feature = "torch")]
 use crate::config::{AllreduceConfig, InferConfig, PredictConfig, RunConfig};
 use crate::error::usage;
 
@@ -26,11 +27,15 @@ pub enum Job {
     Info {
         json: bool,
     },
+    #[cfg(feature = "torch")]
     /// `run`, or one rank of a ddp job, in the role this process has.
     Run(Role, Box<RunConfig>),
+    #[cfg(feature = "torch")]
     /// The `write-init` child: the run's initial weights to a file.
     WriteInit(Box<RunConfig>, PathBuf),
+    #[cfg(feature = "torch")]
     Infer(Box<InferConfig>),
+    #[cfg(feature = "torch")]
     /// The `infer-worker` child: worker `k` of `p`, its load in `dir`.
     InferWorker {
         cfg: Box<InferConfig>,
@@ -38,13 +43,18 @@ pub enum Job {
         p: u32,
         dir: PathBuf,
     },
+    #[cfg(feature = "torch")]
     Allreduce(Option<DistEnv>, Box<AllreduceConfig>),
+    #[cfg(feature = "torch")]
     Predict(Box<PredictConfig>),
     Report(crate::cli::report::ReportArgs),
     Compare(crate::cli::report::CompareArgs),
     Check(crate::cli::report::CheckArgs),
+    #[cfg(feature = "torch")]
     Sweep(Box<crate::sweep::plan::Plan>),
+    #[cfg(feature = "torch")]
     MaxBatch(Box<crate::sweep::plan::MaxBatchPlan>),
+    #[cfg(feature = "torch")]
     DataBench(Box<crate::data::bench::DataBenchSpec>, bool),
     Schema(crate::report::export::Format),
     Upgrade(PathBuf),
@@ -81,6 +91,7 @@ where
 }
 
 /// A wrapped command line (`rank run …`) parsed as gpubench's own.
+#[cfg(feature = "torch")]
 fn parse_wrapped(line: &[OsString]) -> Result<Command> {
     let argv = std::iter::once(OsString::from("gpubench")).chain(line.iter().cloned());
     match Cli::try_parse_from(argv) {
@@ -96,21 +107,28 @@ fn parse_wrapped(line: &[OsString]) -> Result<Command> {
 pub fn configure(command: Command) -> Result<Job> {
     Ok(match command {
         Command::Info(a) => Job::Info { json: a.json },
+        #[cfg(feature = "torch")]
         Command::Run(a) => {
             let (role, cfg) = crate::cli::run::job(*a, false)?;
             Job::Run(role, Box::new(cfg))
         }
+        #[cfg(feature = "torch")]
         Command::Infer(a) => Job::Infer(Box::new(a.into_config(false)?)),
+        #[cfg(feature = "torch")]
         Command::Allreduce(a) => {
             let (env, cfg) = a.job(false)?;
             Job::Allreduce(env, Box::new(cfg))
         }
+        #[cfg(feature = "torch")]
         Command::Predict(a) => Job::Predict(Box::new(a.into_config()?)),
         Command::Report(a) => Job::Report(a),
         Command::Compare(a) => Job::Compare(a),
         Command::Check(a) => Job::Check(a),
+        #[cfg(feature = "torch")]
         Command::Sweep(a) => Job::Sweep(Box::new(crate::cli::sweep::plan(*a)?)),
+        #[cfg(feature = "torch")]
         Command::MaxBatch(a) => Job::MaxBatch(Box::new(crate::cli::sweep::max_batch_plan(*a)?)),
+        #[cfg(feature = "torch")]
         Command::DataBench(a) => {
             let (spec, json) = a.into_spec()?;
             Job::DataBench(Box::new(spec), json)
@@ -118,6 +136,15 @@ pub fn configure(command: Command) -> Result<Job> {
         Command::Schema(a) => Job::Schema(a.format),
         Command::Upgrade(a) => Job::Upgrade(a.file),
         Command::TraceSummary(a) => Job::TraceSummary { dir: a.dir, json: a.json },
+        #[cfg(not(feature = "torch"))]
+        Command::Run(_)
+        | Command::Infer(_)
+        | Command::Allreduce(_)
+        | Command::Predict(_)
+        | Command::Sweep(_)
+        | Command::MaxBatch(_)
+        | Command::DataBench(_) => return Err(without_torch(&command)),
+        #[cfg(feature = "torch")]
         Command::Rank(w) => match parse_wrapped(&w.line)? {
             Command::Run(a) => {
                 let (role, cfg) = crate::cli::run::job(*a, true)?;
@@ -129,6 +156,7 @@ pub fn configure(command: Command) -> Result<Job> {
             }
             _ => return Err(usage("`gpubench rank` serves `run` or `allreduce` (it is started by gpubench itself)")),
         },
+        #[cfg(feature = "torch")]
         Command::WriteInit(w) => match parse_wrapped(&w.line)? {
             Command::Run(a) => {
                 let (_, cfg) = crate::cli::run::job(*a, false)?;
@@ -136,8 +164,11 @@ pub fn configure(command: Command) -> Result<Job> {
             }
             _ => return Err(usage("`gpubench write-init` serves `run` (it is started by gpubench itself)")),
         },
+        #[cfg(feature = "torch")]
         Command::InferWorker(w) => match parse_wrapped(&w.line)? {
-            Command::Infer(a) => {
+            Command::Infer(a) =>
+            {
+                #[cfg(feature = "torch")]
                 Job::InferWorker { cfg: Box::new(a.into_config(true)?), k: w.index, p: w.of, dir: w.dir }
             }
             _ => return Err(usage("`gpubench infer-worker` serves `infer` (it is started by gpubench itself)")),
@@ -154,11 +185,17 @@ pub fn execute(job: Job) -> Result<i32> {
             Ok(if missing { 2 } else { 0 })
         }
         Job::Info { json } => commands::info::run(json),
+        #[cfg(feature = "torch")]
         Job::Run(role, cfg) => commands::run::run(role, *cfg),
+        #[cfg(feature = "torch")]
         Job::WriteInit(cfg, path) => commands::run::write_init_only(&cfg, &path),
+        #[cfg(feature = "torch")]
         Job::Infer(cfg) => commands::infer::run(*cfg),
+        #[cfg(feature = "torch")]
         Job::InferWorker { cfg, k, p, dir } => commands::infer::worker(*cfg, k, p, &dir),
+        #[cfg(feature = "torch")]
         Job::Allreduce(env, cfg) => commands::allreduce::run(env, *cfg),
+        #[cfg(feature = "torch")]
         Job::Predict(cfg) => commands::predict::run(*cfg),
         Job::Report(a) => {
             let out = Outputs { format: a.format, charts: a.charts.as_deref(), html: a.html.as_deref() };
@@ -172,13 +209,36 @@ pub fn execute(job: Job) -> Result<i32> {
             let (opts, format) = a.options();
             commands::report::run_check(&a.baseline, &a.current, &opts, format, a.html.as_deref())
         }
+        #[cfg(feature = "torch")]
         Job::Sweep(plan) => commands::sweep::run(*plan),
+        #[cfg(feature = "torch")]
         Job::MaxBatch(plan) => commands::max_batch::run(*plan),
+        #[cfg(feature = "torch")]
         Job::DataBench(spec, json) => commands::data_bench::run(&spec, json),
         Job::Schema(format) => commands::schema::run(format),
         Job::Upgrade(file) => commands::upgrade::run(&file),
         Job::TraceSummary { dir, json } => commands::report::run_trace_summary(&dir, json),
     }
+}
+
+/// The one line a torch-only subcommand gives in the torch-free build.
+#[cfg(not(feature = "torch"))]
+fn without_torch(command: &Command) -> anyhow::Error {
+    let name = match command {
+        Command::Run(_) => "run",
+        Command::Infer(_) => "infer",
+        Command::Allreduce(_) => "allreduce",
+        Command::Predict(_) => "predict",
+        Command::Sweep(_) => "sweep",
+        Command::MaxBatch(_) => "max-batch",
+        Command::DataBench(_) => "data-bench",
+        _ => "this command",
+    };
+    usage(format!(
+        "`gpubench {name}` needs libtorch, and this gpubench was built without it (--no-default-features: \
+         report, compare, check, schema, upgrade and trace-summary only); for the full build run scripts/setup, \
+         then cargo build --release"
+    ))
 }
 
 /// Clap's help and version become a job that prints them (exit 0, or 2

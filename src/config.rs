@@ -5,11 +5,12 @@
 //! the ddp launcher and workers, the PyTorch reference and each sweep cell.
 //! Nothing here parses flags, reads files or touches a device.
 use serde::Serialize;
+use std::fmt;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
-use crate::device::Devices;
-pub use crate::dist::{Backend, CommHook};
+use crate::device::{DeviceKind, Devices};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -690,6 +691,77 @@ impl PredictConfig {
                 self.precision,
                 self.seed,
             )
+        }
+    }
+}
+
+/// The collective backend of a ddp run's process group (`dist::ProcessGroup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// CPU (and CUDA, where libtorch's gloo has CUDA support) over TCP.
+    Gloo,
+    /// CUDA tensors over NCCL; needs a GPU and a CUDA build of gpubench.
+    Nccl,
+}
+
+impl Backend {
+    pub const ALL: [Self; 2] = [Backend::Gloo, Backend::Nccl];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Gloo => "gloo",
+            Backend::Nccl => "nccl",
+        }
+    }
+
+    /// What DDP uses unless told otherwise: NCCL on CUDA, Gloo on the CPU.
+    pub fn default_for(kind: DeviceKind) -> Backend {
+        match kind {
+            DeviceKind::Cuda => Backend::Nccl,
+            DeviceKind::Cpu => Backend::Gloo,
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "gloo" => Ok(Backend::Gloo),
+            "nccl" => Ok(Backend::Nccl),
+            _ => anyhow::bail!("unknown backend {s:?} (expected gloo or nccl)"),
+        }
+    }
+}
+
+/// DDP's communication hooks that gpubench registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommHook {
+    /// The Reducer's own all-reduce of fp32 gradients.
+    #[default]
+    None,
+    /// libtorch's builtin FP16_COMPRESS: gradients all-reduced in float16.
+    Fp16,
+    /// The same in bfloat16 (PyTorch's bf16_compress_hook's contract).
+    Bf16,
+}
+
+impl CommHook {
+    pub const ALL: [Self; 3] = [Self::None, Self::Fp16, Self::Bf16];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Fp16 => "fp16",
+            Self::Bf16 => "bf16",
         }
     }
 }

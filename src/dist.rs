@@ -16,17 +16,14 @@
 //! With `gradient_as_bucket_view`, zero gradients in place (see
 //! [`zero_grads_in_place`]): tch's `zero_grad` detaches them, which fails on
 //! bucket views ("Can't detach views in-place").
+pub use crate::config::{Backend, CommHook};
 use crate::ffi::cstring;
 use anyhow::{anyhow, bail, Result};
 use std::ffi::{c_char, c_int, CStr};
-use std::fmt;
 use std::ptr::NonNull;
-use std::str::FromStr;
 use std::time::Duration;
 use tch::Tensor;
 use torch_sys::C_tensor;
-
-use crate::device::DeviceKind;
 
 #[repr(C)]
 struct GbStore {
@@ -140,52 +137,6 @@ fn ptrs(ts: &[Tensor]) -> Vec<*mut C_tensor> {
     // The shim copies the at::Tensor handles (refcounted), so the pointers
     // only need to live for the call.
     ts.iter().map(|t| t.as_ptr() as *mut C_tensor).collect()
-}
-
-/// The collective backend of a [`ProcessGroup`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// CPU (and CUDA, where libtorch's gloo has CUDA support) over TCP.
-    Gloo,
-    /// CUDA tensors over NCCL; needs a GPU and a CUDA build of gpubench.
-    Nccl,
-}
-
-impl Backend {
-    pub const ALL: [Self; 2] = [Backend::Gloo, Backend::Nccl];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Gloo => "gloo",
-            Backend::Nccl => "nccl",
-        }
-    }
-
-    /// What DDP uses unless told otherwise: NCCL on CUDA, Gloo on the CPU.
-    pub fn default_for(kind: DeviceKind) -> Backend {
-        match kind {
-            DeviceKind::Cuda => Backend::Nccl,
-            DeviceKind::Cpu => Backend::Gloo,
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Backend {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "gloo" => Ok(Backend::Gloo),
-            "nccl" => Ok(Backend::Nccl),
-            _ => bail!("unknown backend {s:?} (expected gloo or nccl)"),
-        }
-    }
 }
 
 /// A port that was free a moment ago on 127.0.0.1, for a single-node
@@ -404,31 +355,6 @@ pub struct ReducerOptions {
     pub stats_sample_rate: Option<u32>,
     /// Gradient compression before the all-reduce (DDP's comm hook).
     pub comm_hook: CommHook,
-}
-
-/// DDP's communication hooks that gpubench registers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CommHook {
-    /// The Reducer's own all-reduce of fp32 gradients.
-    #[default]
-    None,
-    /// libtorch's builtin FP16_COMPRESS: gradients all-reduced in float16.
-    Fp16,
-    /// The same in bfloat16 (PyTorch's bf16_compress_hook's contract).
-    Bf16,
-}
-
-impl CommHook {
-    pub const ALL: [Self; 3] = [Self::None, Self::Fp16, Self::Bf16];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Fp16 => "fp16",
-            Self::Bf16 => "bf16",
-        }
-    }
 }
 
 impl Default for ReducerOptions {

@@ -15,25 +15,41 @@
 //! checked once) → `commands::run` → `bench::session::run` (single, dp, a
 //! ddp rank) or `bench::ddp::launcher` or `reference`, which write rows
 //! through `bench::sinks` in `results`' formats.
+//!
+//! The modules under `#[cfg(feature = "torch")]` (the default feature) need
+//! libtorch; the rest is the torch-free core that `--no-default-features`
+//! builds alone (results, reports, charts, the CI gate), and imports none of
+//! them (also checked by `.ci/check-layers`).
 pub mod app;
+#[cfg(feature = "torch")]
 pub mod bench;
 pub mod cli;
+#[cfg(feature = "torch")]
 pub mod comm;
 pub mod commands;
 pub mod config;
+#[cfg(feature = "torch")]
 pub mod data;
 pub mod device;
+#[cfg(feature = "torch")]
 pub mod dist;
 pub mod error;
+#[cfg(feature = "torch")]
 pub mod ffi;
+#[cfg(feature = "torch")]
 pub mod init;
 pub mod internal;
 pub mod metrics;
+#[cfg(feature = "torch")]
 pub mod model;
 pub mod proc;
+#[cfg(feature = "torch")]
 pub mod reference;
 pub mod report;
 pub mod results;
+#[cfg(feature = "torch")]
 pub mod serve;
+#[cfg(feature = "torch")]
 pub mod strategy;
+#[cfg(feature = "torch")]
 pub mod sweep;

@@ -7,6 +7,7 @@ fn main() -> ExitCode {
     // errors (see `gpubench::error::guarded`), so the default hook's backtrace noise is
     // never what the user should see.
     std::panic::set_hook(Box::new(|_| {}));
+    #[cfg(feature = "torch")]
     gpubench::ffi::init_logging();
     let code = match std::panic::catch_unwind(gpubench::app::run) {
         Ok(Ok(code)) => code,

@@ -1,15 +1,23 @@
 //! The command line: clap's types, and the one conversion of each
 //! subcommand's arguments into the plain configuration the layers below take
 //! (`run::job`, `sweep::plan`, …). Nothing below this layer names clap.
+#[cfg(feature = "torch")]
 pub mod allreduce;
+#[cfg(feature = "torch")]
 pub mod data_bench;
+#[cfg(feature = "torch")]
 pub mod infer;
+#[cfg(feature = "torch")]
 pub mod internal;
 pub mod parse;
+#[cfg(feature = "torch")]
 pub mod predict;
 pub mod report;
+#[cfg(feature = "torch")]
 pub mod run;
+#[cfg(feature = "torch")]
 pub mod run_line;
+#[cfg(feature = "torch")]
 pub mod sweep;
 
 use clap::builder::PossibleValue;
@@ -38,16 +46,16 @@ pub enum Command {
     /// Print versions, CUDA devices, CPU and which process groups work here.
     Info(InfoArgs),
     /// Run the ResNet training loop under one strategy and record its speed.
-    Run(Box<run::RunArgs>),
+    Run(#[cfg(feature = "torch")] Box<run::RunArgs>, #[cfg(not(feature = "torch"))] NoTorch),
     /// Serve camera frames or requests with the model and record how many are
     /// answered within a latency bound (replicas, processes or dp).
-    Infer(Box<infer::InferArgs>),
+    Infer(#[cfg(feature = "torch")] Box<infer::InferArgs>, #[cfg(not(feature = "torch"))] NoTorch),
     /// Time c10d's all-reduce per message size, as nccl-tests does (algbw,
     /// busbw, correctness), one process per device.
-    Allreduce(Box<allreduce::AllreduceArgs>),
+    Allreduce(#[cfg(feature = "torch")] Box<allreduce::AllreduceArgs>, #[cfg(not(feature = "torch"))] NoTorch),
     /// Predict DDP's step time and scaling on N devices from one device's
     /// profile and an all-reduce curve (measured or published).
-    Predict(Box<predict::PredictArgs>),
+    Predict(#[cfg(feature = "torch")] Box<predict::PredictArgs>, #[cfg(not(feature = "torch"))] NoTorch),
     // report subcommands
     /// Summarize result files: a table by hardware and config, and charts.
     Report(report::ReportArgs),
@@ -57,12 +65,12 @@ pub enum Command {
     Check(report::CheckArgs),
     /// Run a matrix of strategies × device counts × batch sizes × models, each
     /// cell in its own process; out-of-memory cells become `oom` rows.
-    Sweep(Box<sweep::SweepArgs>),
+    Sweep(#[cfg(feature = "torch")] Box<sweep::SweepArgs>, #[cfg(not(feature = "torch"))] NoTorch),
     /// Find the largest per-device batch that fits in memory (doubling, then
     /// binary search; each probe a few steps in its own process).
-    MaxBatch(Box<sweep::MaxBatchArgs>),
+    MaxBatch(#[cfg(feature = "torch")] Box<sweep::MaxBatchArgs>, #[cfg(not(feature = "torch"))] NoTorch),
     /// Measure the input pipeline alone (decode, crop, resize, flip) in images/s, no model.
-    DataBench(data_bench::DataBenchArgs),
+    DataBench(#[cfg(feature = "torch")] data_bench::DataBenchArgs, #[cfg(not(feature = "torch"))] NoTorch),
     /// Print the columns of gpubench's CSV files: name, unit and meaning.
     Schema(SchemaArgs),
     /// Rewrite a results file of an earlier CSV schema for this gpubench, so
@@ -72,12 +80,24 @@ pub enum Command {
     /// communication, data wait, idle, and how much communication overlapped compute.
     TraceSummary(TraceSummaryArgs),
     // gpubench's own child processes (`crate::internal`), hidden from --help.
+    #[cfg(feature = "torch")]
     #[command(name = crate::internal::Role::Rank.subcommand(), hide = true)]
     Rank(internal::Wrapped),
+    #[cfg(feature = "torch")]
     #[command(name = crate::internal::Role::InferWorker.subcommand(), hide = true)]
     InferWorker(internal::InferWorkerArgs),
+    #[cfg(feature = "torch")]
     #[command(name = crate::internal::Role::WriteInit.subcommand(), hide = true)]
     WriteInit(internal::WriteInitArgs),
+}
+
+/// A subcommand of the full build, in the torch-free one: whatever follows
+/// it is taken as given, and the command says that it needs libtorch.
+#[cfg(not(feature = "torch"))]
+#[derive(Args, Debug)]
+pub struct NoTorch {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args, Debug)]

@@ -1,13 +1,28 @@
-//! `gpubench info`: what this machine offers a benchmark. Works with no GPU.
+//! `gpubench info`: what this machine offers a benchmark, and which build
+//! this is. Works with no GPU, and in the torch-free build (which says so).
 use anyhow::Result;
 use serde::Serialize;
 
 use crate::device;
+#[cfg(feature = "torch")]
 use crate::ffi::{self, DeviceProps};
 
+/// The full build, over libtorch.
+#[cfg(feature = "torch")]
+const BUILD: &str = "full";
+/// What the torch-free build is, as `info` says it.
+#[cfg(not(feature = "torch"))]
+const BUILD: &str = "torch-free";
+#[cfg(not(feature = "torch"))]
+const TORCH_FREE: &str = "no libtorch: report, compare, check, schema, upgrade and trace-summary only \
+                          (for the benchmarks: scripts/setup, then cargo build --release)";
+
+#[cfg(feature = "torch")]
 #[derive(Debug, Serialize)]
 pub struct Info {
     pub gpubench_version: String,
+    /// "full", or "torch-free" (`--no-default-features`).
+    pub build: String,
     pub libtorch_version: String,
     pub cuda_version: String,
     pub cudnn_version: String,
@@ -23,6 +38,7 @@ pub struct Info {
     pub process_groups: Vec<(String, String)>,
 }
 
+#[cfg(feature = "torch")]
 pub fn collect() -> Info {
     let v = ffi::cuda_versions();
     let n = device::cuda_device_count();
@@ -36,6 +52,7 @@ pub fn collect() -> Info {
         .collect();
     Info {
         gpubench_version: env!("CARGO_PKG_VERSION").into(),
+        build: BUILD.into(),
         libtorch_version: ffi::libtorch_version(),
         cuda_version: ffi::format_cuda_version(v.cudart),
         cudnn_version: ffi::format_cudnn_version(v.cudnn),
@@ -54,6 +71,7 @@ pub fn collect() -> Info {
 /// Creates a one-rank process group of `backend` on a loopback store and runs
 /// a one-element all-reduce over it, which is what a ddp run needs first; the
 /// error says why it cannot be.
+#[cfg(feature = "torch")]
 pub fn probe_backend(backend: &str, cuda: bool) -> Result<()> {
     use crate::dist::{Backend, ProcessGroup, Store};
     let be: Backend = backend.parse()?;
@@ -73,13 +91,14 @@ pub fn probe_backend(backend: &str, cuda: bool) -> Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "torch")]
 pub fn run(json: bool) -> Result<i32> {
     let i = collect();
     if json {
         println!("{}", serde_json::to_string_pretty(&i)?);
         return Ok(0);
     }
-    println!("gpubench         {}", i.gpubench_version);
+    println!("gpubench         {} ({} build)", i.gpubench_version, i.build);
     println!("libtorch         {}", i.libtorch_version);
     println!("CUDA runtime     {}", i.cuda_version);
     println!("cuDNN            {}", i.cudnn_version);
@@ -101,5 +120,41 @@ pub fn run(json: bool) -> Result<i32> {
     for (b, r) in &i.process_groups {
         println!("process group    {b}: {r}");
     }
+    Ok(0)
+}
+
+/// What the torch-free build knows of this machine.
+#[cfg(not(feature = "torch"))]
+#[derive(Debug, Serialize)]
+pub struct Info {
+    pub gpubench_version: String,
+    pub build: String,
+    /// Always None: this build has no libtorch.
+    pub libtorch_version: Option<String>,
+    pub note: String,
+    pub driver_version: String,
+    pub cpu_model: String,
+    pub cpu_cores: usize,
+}
+
+#[cfg(not(feature = "torch"))]
+pub fn run(json: bool) -> Result<i32> {
+    let i = Info {
+        gpubench_version: env!("CARGO_PKG_VERSION").into(),
+        build: BUILD.into(),
+        libtorch_version: None,
+        note: TORCH_FREE.into(),
+        driver_version: device::driver_version().unwrap_or_else(|| "n/a".into()),
+        cpu_model: device::cpu_model(),
+        cpu_cores: device::cpu_cores(),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&i)?);
+        return Ok(0);
+    }
+    println!("gpubench         {} ({} build)", i.gpubench_version, i.build);
+    println!("libtorch         none: {}", i.note);
+    println!("NVIDIA driver    {}", i.driver_version);
+    println!("CPU              {} ({} cores)", i.cpu_model, i.cpu_cores);
     Ok(0)
 }

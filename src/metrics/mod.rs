@@ -38,9 +38,12 @@
 //! covers: `strategy::Phase`). ddp reports rank 0's. `ddp_forward_compute_ms`, `ddp_backward_compute_ms`,
 //! `ddp_backward_comm_ms`, `ddp_overlap_ms` (communication while backward still computed) and `ddp_buckets` are
 //! rank 0's Reducer averages, as DDP's logging reads them: iterations 1–10, then every 100th (`dist`).
+#[cfg(feature = "torch")]
 pub mod collect;
 pub mod devices;
 pub mod interference;
 pub mod interval;
+#[cfg(feature = "torch")]
+pub mod nvml;
 pub mod sampler;
 pub mod stats;

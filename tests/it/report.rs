@@ -392,10 +392,14 @@ fn every_reference_csv_reads_and_is_marked_published() {
             // unknown columns are left empty, not made up
             assert_eq!((r.step_ms_p50, r.loss_first, r.host.as_str()), (None, None, ""), "{f:?} {}", r.run_id);
         }
-        let o = fx(&format!("report {}", f.display())).run();
-        assert_eq!(o.code, 0, "{f:?}: {}", o.stderr);
-        assert!(o.stdout.contains("published"));
     }
+    // All of them in one report: each reads, and its rows are marked published.
+    let all: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let o = fx(&format!("report {}", all.join(" "))).run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("published"));
+    let n: usize = files.iter().map(|f| gpubench::results::csv::read_rows(f).unwrap().len()).sum();
+    assert!(o.stdout.contains(&format!("{n} ok runs from {} files", files.len())), "{}", o.stdout);
     // The published scaling figures come back out of the rows.
     let o = fx(&format!("report {} --format csv", reference().join("nvidia_dle_rn50.csv").display())).run();
     let v100_fp32_8 = o.stdout.lines().find(|l| l.contains("V100") && l.contains(",fp32,ddp,8,")).unwrap();

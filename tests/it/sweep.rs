@@ -240,7 +240,7 @@ fn a_cell_that_dies_without_a_row_gets_one_from_the_sweep() {
 fn kill_9_mid_sweep_then_resume_gives_every_cell_once() {
     let dir = tempfile::tempdir().unwrap();
     let args = tiny(
-        "--cpu 2 --strategies single,dp,ddp --device-counts 1,2 --batch-sizes 16 --out r.csv",
+        "--cpu 2 --strategies single,ddp --device-counts 1,2 --batch-sizes 16 --out r.csv",
         "--steps 3 --warmup 1 --label kill9-test",
     );
     let out = dir.path().join("r.csv");
@@ -250,7 +250,7 @@ fn kill_9_mid_sweep_then_resume_gives_every_cell_once() {
     sweep.kill().unwrap(); // SIGKILL
     sweep.wait().unwrap();
     let before = results_csv::read_rows(&out).unwrap();
-    assert!(!before.is_empty() && before.len() < 5, "{} rows", before.len());
+    assert!(!before.is_empty() && before.len() < 3, "{} rows", before.len());
 
     let o = run_in(dir.path(), &args.replace(" -- ", " --resume -- "));
     let text = stdout(&o);
@@ -265,15 +265,15 @@ fn kill_9_mid_sweep_then_resume_gives_every_cell_once() {
         .and_then(|l| l.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no resume line in {err}"));
-    assert!(done >= before.len() && done < 5, "{err}");
-    assert!(err.contains(&format!("resume: {done} of 5 cells already have an ok row")), "{err}");
+    assert!(done >= before.len() && done < 3, "{err}");
+    assert!(err.contains(&format!("resume: {done} of 3 cells already have an ok row")), "{err}");
     let rows = results_csv::read_rows(&out).unwrap();
-    assert_eq!(rows.len(), 5, "complete, and no cell twice: {rows:#?}");
+    assert_eq!(rows.len(), 3, "complete, and no cell twice: {rows:#?}");
     let cells = by_cell(&rows);
-    assert_eq!(cells.len(), 5);
+    assert_eq!(cells.len(), 3);
     assert!(rows.iter().all(|r| r.status == "ok"), "{rows:#?}");
     let ids: std::collections::HashSet<&str> = rows.iter().map(|r| r.run_id.as_str()).collect();
-    assert_eq!(ids.len(), 5);
+    assert_eq!(ids.len(), 3);
     assert!(processes_with("kill9-test").is_empty(), "{:?}", processes_with("kill9-test"));
 }
 
@@ -418,7 +418,7 @@ fn max_batch_under_a_memory_cap_finds_a_plausible_batch() {
     let dir = tempfile::tempdir().unwrap();
     let o = run_in(
         dir.path(),
-        "max-batch --strategy single --cpu --model tinycnn --mem-limit 1G --start 2048 --granularity 2048 \
+        "max-batch --strategy single --cpu --model tinycnn --mem-limit 1G --start 4096 --granularity 4096 \
          --out mb.csv -- --image-size 16 --num-classes 10 --threads 2 --steps 1 --warmup 0",
     );
     let out = stdout(&o);

@@ -1,0 +1,163 @@
+//! Which devices a run uses, resolved from `--gpus` / `--cpu` and checked
+//! against what this machine has. What needs no libtorch is here, so that
+//! the torch-free build's configurations and rows name devices too; asking
+//! libtorch and CUDA (resolving, checking, synchronizing) is `torch`'s.
+#[cfg(feature = "torch")]
+mod torch;
+use anyhow::Result;
+use serde::Serialize;
+#[cfg(feature = "torch")]
+pub use torch::*;
+
+use crate::error::usage;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    Cpu,
+    Cuda,
+}
+
+/// The devices of a run, in order; the first is dp's master and ddp's rank 0
+/// (on this node). On the CPU every replica or rank is `Device::Cpu`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Devices {
+    pub kind: DeviceKind,
+    /// CUDA ordinals, or 0..n for CPU replicas.
+    pub ordinals: Vec<usize>,
+}
+
+impl Devices {
+    pub fn cpu(n: usize) -> Self {
+        Devices { kind: DeviceKind::Cpu, ordinals: (0..n).collect() }
+    }
+
+    pub fn cuda(ordinals: Vec<usize>) -> Self {
+        Devices { kind: DeviceKind::Cuda, ordinals }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ordinals.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ordinals.is_empty()
+    }
+
+    /// As written in the `devices` column: "cuda:0,1" or "cpu×2".
+    pub fn describe(&self) -> String {
+        match self.kind {
+            DeviceKind::Cpu => format!("cpu×{}", self.len()),
+            DeviceKind::Cuda => {
+                let l: Vec<String> = self.ordinals.iter().map(|o| o.to_string()).collect();
+                format!("cuda:{}", l.join(","))
+            }
+        }
+    }
+}
+
+/// Parses a `--gpus` list such as "0,1,2,3" (syntax only).
+pub fn parse_gpu_list(s: &str) -> Result<Vec<usize>> {
+    parse_gpu_list_with(s, false)
+}
+
+/// `parse_gpu_list`; `repeats` allows a device more than once (dp's test
+/// mode: several replicas on one GPU).
+pub fn parse_gpu_list_with(s: &str, repeats: bool) -> Result<Vec<usize>> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(usage("--gpus is empty; list CUDA device ordinals such as --gpus 0,1"));
+    }
+    let mut out = vec![];
+    for part in s.split(',') {
+        let p = part.trim();
+        let o: usize = p.parse().map_err(|_| {
+            usage(format!(
+                "--gpus {s:?}: {p:?} is not a device ordinal; write a comma-separated list such as --gpus 0,1,2,3"
+            ))
+        })?;
+        if out.contains(&o) && !repeats {
+            return Err(usage(format!(
+                "--gpus {s:?} lists device {o} twice; list each device once (only --strategy dp takes a device \
+                 twice, as a test mode)"
+            )));
+        }
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// The CUDA_VISIBLE_DEVICES a child process needs to see `ordinals` (this
+/// process's numbering) as its devices 0..n: the entries of our own
+/// CUDA_VISIBLE_DEVICES at those positions (UUIDs and MIG ids kept), or the
+/// ordinals themselves when it is unset.
+pub fn visible_ids(ordinals: &[usize], cvd: Option<&str>) -> String {
+    let entries: Vec<&str> = cvd.map(|v| v.split(',').map(str::trim).collect()).unwrap_or_default();
+    let id = |o: usize| match cvd {
+        Some(_) => entries.get(o).map(|e| e.to_string()).unwrap_or_else(|| o.to_string()),
+        None => o.to_string(),
+    };
+    ordinals.iter().map(|&o| id(o)).collect::<Vec<_>>().join(",")
+}
+
+/// The CPU's model name, from /proc/cpuinfo.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+pub fn cpu_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// The NVIDIA driver's version, from the kernel module, if one is loaded.
+pub fn driver_version() -> Option<String> {
+    let t = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun ..."
+    let line = t.lines().next()?;
+    line.split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
+        .map(str::to_string)
+}
+
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_lists() {
+        assert_eq!(parse_gpu_list("0,1, 2,3").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_gpu_list("3").unwrap(), vec![3]);
+        assert_eq!(parse_gpu_list_with("0,0", true).unwrap(), vec![0, 0]);
+        for bad in ["", " ", "0,,1", "a", "0,-1", "1,1"] {
+            let e = parse_gpu_list(bad).unwrap_err();
+            assert_eq!(crate::error::exit_code(&e), 2, "{bad}");
+        }
+    }
+
+    #[test]
+    fn child_processes_see_the_same_gpus() {
+        assert_eq!(visible_ids(&[1, 0], None), "1,0");
+        assert_eq!(visible_ids(&[0, 1], Some("4,5,6,7")), "4,5");
+        assert_eq!(visible_ids(&[1], Some("GPU-aaaa, MIG-bbbb")), "MIG-bbbb");
+    }
+
+    #[test]
+    fn describe_devices() {
+        assert_eq!(Devices::cuda(vec![0, 2]).describe(), "cuda:0,2");
+        assert_eq!(Devices::cpu(2).describe(), "cpu×2");
+    }
+}

@@ -1,0 +1,74 @@
+//! The torch-free build (`cargo test --no-default-features`): the result
+//! commands work on files made elsewhere exactly as in the full build, and
+//! every command that needs libtorch says so in one line, exit 2. The full
+//! build's tests are tests/it (they need libtorch to link).
+#![cfg(not(feature = "torch"))]
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report")
+}
+
+fn gpubench(args: &str, dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpubench")).args(args.split_whitespace()).current_dir(dir).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn info_says_which_build_this_is() {
+    let o = gpubench("info --json", &fixtures());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((j["build"].as_str(), j["libtorch_version"].is_null()), (Some("torch-free"), true), "{j}");
+    let o = gpubench("info", &fixtures());
+    assert!(text(&o.stdout).contains("torch-free build"), "{}", text(&o.stdout));
+}
+
+#[test]
+fn every_command_that_needs_libtorch_says_so_in_one_line() {
+    for cmd in [
+        "run --cpu",
+        "infer --cpu",
+        "allreduce --cpu 2",
+        "predict --profile p.json",
+        "sweep --preset demo",
+        "max-batch --cpu -- --model tinycnn",
+        "data-bench --data x",
+    ] {
+        let o = gpubench(cmd, &fixtures());
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
+        assert!(o.stdout.is_empty(), "{cmd}: {}", text(&o.stdout));
+        assert_eq!(err.lines().count(), 1, "{cmd}: {err}");
+        let name = cmd.split_whitespace().next().unwrap();
+        assert!(err.contains(&format!("`gpubench {name}` needs libtorch")) && err.contains("cargo build"), "{err}");
+    }
+}
+
+#[test]
+fn report_compare_and_check_work_on_files_made_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let (charts, html) = (dir.path().join("charts"), dir.path().join("r.html"));
+    let o = gpubench(&format!("report v100.csv --charts {} --html {}", charts.display(), html.display()), &fixtures());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("Tesla V100-SXM2-16GB"), "{}", text(&o.stdout));
+    let svg = std::fs::read_to_string(charts.join("throughput.svg")).unwrap();
+    assert!(svg.contains("<svg"));
+    assert!(std::fs::read_to_string(&html).unwrap().contains(svg.trim()), "the page embeds the chart");
+
+    let o = gpubench("compare v100.csv k80.csv", &fixtures());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+
+    // The CI gate: a regression fails (exit 1), noise passes.
+    let o = gpubench("check --baseline baseline.csv --current current_regressed.csv", &fixtures());
+    assert_eq!(o.status.code(), Some(1), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    let o = gpubench("check --baseline baseline.csv --current current_noise.csv", &fixtures());
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
+
+    let o = gpubench("schema --format markdown", &fixtures());
+    assert!(o.status.success() && text(&o.stdout).contains("throughput_img_s"));
+}
