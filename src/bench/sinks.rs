@@ -160,6 +160,8 @@ pub fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
                 i.lo,
                 i.hi
             );
+        } else if r.steps.is_some_and(|n| (n as usize) < crate::metrics::interval::MIN_STEPS) {
+            s += &format!(" (no interval: fewer than {} timed steps)", crate::metrics::interval::MIN_STEPS);
         }
         s.push('\n');
         let t = &f.step_ms;

@@ -15,6 +15,8 @@ fn tiny_cnn_run_writes_a_sane_row() {
     .output();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("4 per device × 1 device(s) = 4 global"), "{}", stdout(&o));
+    // 6 timed steps are too few for an interval, and the summary says so.
+    assert!(stdout(&o).contains("(no interval: fewer than 10 timed steps)"), "{}", stdout(&o));
     let rows = read_csv(&out);
     assert_eq!(rows.len(), 1);
     let r = &rows[0];
