@@ -3,7 +3,7 @@
 //! that on the user's machine, appending PyTorch's row to the same `--out` with `impl=pytorch`, so `report` and
 //! `compare` show the two side by side (`sweep --impl gpubench,pytorch` runs every cell under both).
 //!
-//! `pytorch_bench.py` (beside this file) is compiled into the binary and written to a temporary directory at run
+//! `pytorch_bench.py` and `pytorch_common.py` (beside this file) are compiled into the binary and written to a temporary directory at run
 //! time, so an installed binary needs no source tree. It is the same training loop in PyTorch Python:
 //! torchvision's ResNet layout (written out; torchvision is not needed) and `tinycnn`, with gpubench's parameter
 //! names; the same synthetic data; SGD with the same hyperparameters (the learning rate passed resolved);
@@ -58,6 +58,9 @@ use python::{find_python, TempDir, TORCH_VERSION};
 
 /// The reference script, embedded so that an installed binary needs no source tree.
 pub const SCRIPT: &str = include_str!("pytorch_bench.py");
+/// What the training and the serving scripts share (models, settings,
+/// helpers); written beside either.
+pub const COMMON: &str = include_str!("pytorch_common.py");
 
 /// What the script reports (rank 0 for ddp).
 #[derive(Debug, Deserialize)]
@@ -195,6 +198,8 @@ pub fn run(cfg: &RunConfig) -> Result<i32> {
     let tmp = TempDir::new()?;
     let script = tmp.0.join("pytorch_bench.py");
     std::fs::write(&script, SCRIPT).with_context(|| format!("writing {}", script.display()))?;
+    let common = tmp.0.join("pytorch_common.py");
+    std::fs::write(&common, COMMON).with_context(|| format!("writing {}", common.display()))?;
     let json_out = tmp.0.join("summary.json");
 
     // The start: the given init file, or gpubench's own weights for --seed.

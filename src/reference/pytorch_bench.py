@@ -36,6 +36,7 @@ With --init FILE (a safetensors file written by `gpubench run --save-init`)
 the model starts from gpubench's weights and the file's data seed, so both
 implementations start identical.
 """
+
 import argparse
 import contextlib
 import json
@@ -53,6 +54,19 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+# Written beside this file by gpubench; run by hand, it is beside it too.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pytorch_common import (  # noqa: E402
+    AMP_DTYPES,
+    MODELS,
+    apply_globals,
+    build_model,
+    device_name,
+    is_oom,
+    make_sync,
+    one_line,
+)
+
 # The oldest torch this runs on is 1.12 (Python 3.8): the legacy route for
 # GPUs that torch 2.11 has no kernels for (K80). Newer APIs are guarded.
 TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
@@ -60,136 +74,6 @@ TORCH = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
 DISTINCT_BATCHES = 4
 RANK_SEED_STRIDE = 7919
 U64 = 1 << 64
-# torchvision's ResNet uses in-place ReLU and residual add; tch's (gpubench's)
-# uses out-of-place ones. Same values; --out-of-place mirrors tch, to tell
-# a difference in speed due to that from one due to the framework.
-INPLACE = True
-
-
-# ---------------------------------------------------------------- models
-
-
-def conv3x3(c_in, c_out, stride=1):
-    return nn.Conv2d(c_in, c_out, kernel_size=3, stride=stride, padding=1, bias=False)
-
-
-def conv1x1(c_in, c_out, stride=1):
-    return nn.Conv2d(c_in, c_out, kernel_size=1, stride=stride, bias=False)
-
-
-class BasicBlock(nn.Module):
-    expansion = 1
-
-    def __init__(self, c_in, width, stride):
-        super().__init__()
-        c_out = width * self.expansion
-        self.conv1 = conv3x3(c_in, width, stride)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.relu = nn.ReLU(inplace=INPLACE)
-        self.conv2 = conv3x3(width, c_out)
-        self.bn2 = nn.BatchNorm2d(c_out)
-        self.downsample = None
-        if stride != 1 or c_in != c_out:
-            self.downsample = nn.Sequential(conv1x1(c_in, c_out, stride), nn.BatchNorm2d(c_out))
-
-    def forward(self, x):
-        shortcut = x if self.downsample is None else self.downsample(x)
-        y = self.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        y = y.add_(shortcut) if INPLACE else y + shortcut
-        return self.relu(y)
-
-
-class Bottleneck(nn.Module):
-    expansion = 4
-
-    def __init__(self, c_in, width, stride):
-        super().__init__()
-        c_out = width * self.expansion
-        self.conv1 = conv1x1(c_in, width)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.conv2 = conv3x3(width, width, stride)
-        self.bn2 = nn.BatchNorm2d(width)
-        self.conv3 = conv1x1(width, c_out)
-        self.bn3 = nn.BatchNorm2d(c_out)
-        self.relu = nn.ReLU(inplace=INPLACE)
-        self.downsample = None
-        if stride != 1 or c_in != c_out:
-            self.downsample = nn.Sequential(conv1x1(c_in, c_out, stride), nn.BatchNorm2d(c_out))
-
-    def forward(self, x):
-        shortcut = x if self.downsample is None else self.downsample(x)
-        y = self.relu(self.bn1(self.conv1(x)))
-        y = self.relu(self.bn2(self.conv2(y)))
-        y = self.bn3(self.conv3(y))
-        y = y.add_(shortcut) if INPLACE else y + shortcut
-        return self.relu(y)
-
-
-class ResNet(nn.Module):
-    def __init__(self, block, counts, num_classes):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=INPLACE)
-        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-        c_in = 64
-        stages = []
-        for i, (width, n) in enumerate(zip((64, 128, 256, 512), counts)):
-            blocks = []
-            for j in range(n):
-                stride = 2 if (i > 0 and j == 0) else 1
-                blocks.append(block(c_in, width, stride))
-                c_in = width * block.expansion
-            stages.append(nn.Sequential(*blocks))
-        self.layer1, self.layer2, self.layer3, self.layer4 = stages
-        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(512 * block.expansion, num_classes)
-        # torchvision's initialisation (used only without --init).
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-
-    def forward(self, x):
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
-
-
-class TinyCNN(nn.Module):
-    """gpubench's BatchNorm-free test model (src/model.rs)."""
-
-    def __init__(self, num_classes):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 16, kernel_size=3, stride=2, padding=1)
-        self.conv2 = nn.Conv2d(16, 32, kernel_size=3, stride=2, padding=1)
-        self.fc = nn.Linear(32, num_classes)
-
-    def forward(self, x):
-        x = F.relu(self.conv2(F.relu(self.conv1(x))))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
-
-
-RESNETS = {
-    "resnet18": (BasicBlock, (2, 2, 2, 2)),
-    "resnet34": (BasicBlock, (3, 4, 6, 3)),
-    "resnet50": (Bottleneck, (3, 4, 6, 3)),
-    "resnet101": (Bottleneck, (3, 4, 23, 3)),
-    "resnet152": (Bottleneck, (3, 8, 36, 3)),
-}
-MODELS = sorted(RESNETS) + ["tinycnn"]
-
-
-def build_model(name, num_classes):
-    if name == "tinycnn":
-        return TinyCNN(num_classes)
-    block, counts = RESNETS[name]
-    return ResNet(block, counts, num_classes)
-
-
 # ------------------------------------------------------- gpubench's init file
 
 SAFETENSORS_DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}
@@ -252,16 +136,6 @@ class Synthetic:
         b = self.batches[self.next]
         self.next = (self.next + 1) % len(self.batches)
         return b
-
-
-def is_oom(msg):
-    m = msg.lower()
-    return "out of memory" in m or "can't allocate memory" in m or "cannot allocate memory" in m
-
-
-def one_line(e):
-    s = str(e).strip().splitlines()
-    return s[0].strip() if s else type(e).__name__
 
 
 def rust_float(v):
@@ -331,31 +205,10 @@ def default_threads():
         return os.cpu_count() or 1
 
 
-def make_sync(device):
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return lambda: None
-
-
-def device_name(device):
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.machine()
-
-
 def build(args, device):
     """The model (on `device`, from --init when given) and its optimizer."""
     torch.manual_seed(args.seed % U64)
-    model = build_model(args.model, args.num_classes)
+    model = build_model(args.model, args.num_classes, inplace=not args.out_of_place)
     if args.init_tensors is not None:
         load_init(model, args.init_tensors, args.init)
     model = model.to(device)
@@ -373,20 +226,7 @@ def build(args, device):
     return model, opt
 
 
-AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 INIT_SCALE = 2.0**16
-
-
-def apply_globals(args):
-    """gpubench's process-wide settings (src/strategy/precision.rs)."""
-    tf32 = args.precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = args.cudnn_benchmark and not args.deterministic
-    if args.deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.backends.cudnn.deterministic = True
-        torch.use_deterministic_algorithms(True)
 
 
 def make_step(model, opt, args, device):
@@ -629,8 +469,6 @@ def parse_args(argv=None):
     p.add_argument("--json-out", default=None, help="write the summary here (default: stdout)")
     p.add_argument("--out-of-place", action="store_true", help="out-of-place ReLU and residual add, as tch's ResNet")
     args = p.parse_args(argv)
-    global INPLACE
-    INPLACE = not args.out_of_place
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     args.gpu_ids = [int(g) for g in args.gpus.split(",")] if args.gpus else None

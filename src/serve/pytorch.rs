@@ -51,7 +51,7 @@ fn run_script(cfg: &InferConfig, arrivals: &[Arrival], out: &mut ServeOutcome) -
         std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
         Ok(p)
     };
-    write("pytorch_bench.py", crate::reference::SCRIPT)?;
+    write("pytorch_common.py", crate::reference::COMMON)?;
     let script = write("pytorch_serve.py", SCRIPT)?;
     let sched = write("schedule.txt", &schedule::to_text(arrivals))?;
     let rec = dir.0.join("records.csv");

@@ -3,7 +3,7 @@
 
 The Rust side writes a job JSON (and, for scenario "arrivals", a schedule of
 `id offset_s worker` lines), runs `python pytorch_serve.py --job JOB.json`
-next to pytorch_bench.py, and computes every statistic from the per-request
+next to pytorch_common.py, and computes every statistic from the per-request
 records CSV written here: this script only serves and timestamps. It follows
 gpubench's Rust server exactly:
 
@@ -28,6 +28,7 @@ from GPUBENCH_SERVE_CRASH=K, see gpubench's src/internal.rs) makes worker K die
 just after t0 (os._exit(3) under "processes", an exception under "threads"),
 to check that a dead worker fails the run instead of hanging it.
 """
+
 import argparse
 import contextlib
 import json
@@ -43,12 +44,22 @@ import types
 import warnings
 
 warnings.filterwarnings("ignore", message=".*NumPy.*")
-# The Rust side writes this file next to pytorch_bench.py: reuse its models and helpers.
+# gpubench writes this file beside pytorch_common.py, the models and helpers
+# it shares with pytorch_bench.py.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from pytorch_bench import AMP_DTYPES, MODELS, apply_globals, build_model, device_name, is_oom, make_sync, one_line  # noqa: E402
+from pytorch_common import (  # noqa: E402
+    AMP_DTYPES,
+    MODELS,
+    apply_globals,
+    build_model,
+    device_name,
+    is_oom,
+    make_sync,
+    one_line,
+)
 
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
