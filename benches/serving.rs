@@ -88,7 +88,7 @@ fn main() -> anyhow::Result<()> {
     for r in 0..rounds {
         let serve = || {
             let m = measure(&cfg);
-            assert_eq!(m.row.status, "ok", "{}", m.row.error);
+            assert_eq!(m.row.status.name(), "ok", "{}", m.row.error);
             m.row.achieved_rate.unwrap_or(0.0)
         };
         let (b, o) = if r % 2 == 0 {

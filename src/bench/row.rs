@@ -88,7 +88,7 @@ pub fn fill_row(row: &mut Row, m: &Measurement, fig: Option<&Figures>) {
     row.interference = m.interference.join("; ");
     row.loss_first = m.loss_first;
     row.loss_last = m.losses.last().copied();
-    row.status = m.status.unwrap_or(Status::Failed).name().into();
+    row.status = m.status.unwrap_or(Status::Failed);
     row.error = m.error.clone();
 }
 

@@ -80,7 +80,7 @@ impl Sinks {
                 println!("row appended to {}", out.display());
             }
         }
-        Ok(if Status::of(&o.row.status) == Status::Ok { 0 } else { 1 })
+        Ok(if o.row.status == Status::Ok { 0 } else { 1 })
     }
 }
 

@@ -186,7 +186,7 @@ pub fn curve(
                 .iter()
                 .filter(|r| {
                     r.is_allreduce()
-                        && crate::results::Status::of(&r.status) == crate::results::Status::Ok
+                        && r.status == crate::results::Status::Ok
                         && r.in_place == Some(true)
                         && r.n_devices as usize == n
                         && r.backend == backend.name()
@@ -598,7 +598,7 @@ mod tests {
     fn a_files_dtypes_are_never_pooled_and_the_wire_dtype_wins() {
         let point = |dtype: &str, ms: f64| crate::results::csv::Row {
             mode: "allreduce".into(),
-            status: "ok".into(),
+            status: crate::results::Status::Ok,
             in_place: Some(true),
             n_devices: 2,
             backend: "gloo".into(),

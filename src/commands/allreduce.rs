@@ -89,7 +89,7 @@ pub fn rows(cfg: &AllreduceConfig, world: usize, results: &[SizeResult]) -> Vec<
         precision: cfg.dtype.name().into(),
         steps: Some(cfg.iters as u32),
         warmup: Some(cfg.warmup as u32),
-        status: Status::Ok.name().into(),
+        status: Status::Ok,
         note: "op sum; out-of-place = a copy into the output buffer + c10d's in-place all_reduce".into(),
         ..identity_row(&cfg.node_devices, &cfg.label, "gpubench")
     };
@@ -112,7 +112,7 @@ fn fill(base: &Row, bytes: u64, in_place: bool, t: &Timing) -> Row {
         algbw_gbs: Some(t.alg_bw),
         busbw_gbs: Some(t.bus_bw),
         nwrong: Some(t.nwrong),
-        status: if t.nwrong == 0 { Status::Ok } else { Status::Failed }.name().into(),
+        status: if t.nwrong == 0 { Status::Ok } else { Status::Failed },
         error: if t.nwrong == 0 { String::new() } else { format!("{} wrong elements", t.nwrong) },
         ..base.clone()
     }

@@ -50,7 +50,7 @@ pub fn run(cfg: InferConfig) -> Result<i32> {
             } else if !cfg.quiet {
                 print!("{}", summary(&m.row));
             }
-            Ok(if Status::of(&m.row.status) == Status::Ok { 0 } else { 1 })
+            Ok(if m.row.status == Status::Ok { 0 } else { 1 })
         }
         Some(s) => search(&cfg, &s),
     }
@@ -93,7 +93,7 @@ fn write(cfg: &InferConfig, m: &Measured) -> Result<()> {
 pub fn summary(r: &Row) -> String {
     let mut t = String::new();
     let opt = |v: Option<f64>| v.map(fmt_ms).unwrap_or_else(|| "n/a".into());
-    if Status::of(&r.status) != Status::Ok {
+    if r.status != Status::Ok {
         t += &format!("status {}: {}\n", r.status, r.error);
         if r.requests.unwrap_or(0) == 0 {
             return t;
@@ -185,7 +185,7 @@ fn search(cfg: &InferConfig, s: &crate::config::CapacitySearch) -> Result<i32> {
                 m.row.dropped.unwrap_or(0)
             );
         }
-        if matches!(Status::of(&m.row.status), Status::Failed) {
+        if matches!(m.row.status, Status::Failed) {
             return Err(anyhow::anyhow!("probe {i} failed: {}", m.row.error));
         }
         rows.push(m.row);

@@ -18,11 +18,11 @@ use crate::sweep::search::{search, Fit, Search};
 
 fn probe_line(i: usize, b: i64, global: i64, o: &CellOutcome) -> String {
     let r = &o.row;
-    let what = match Status::of(&r.status) {
+    let what = match r.status {
         Status::Ok => "fits".to_string(),
         Status::Diverged => "fits (loss diverged)".to_string(),
         Status::Oom => "out of memory".to_string(),
-        Status::Failed => r.status.clone(),
+        Status::Failed => "failed".to_string(),
     };
     let mut s = format!("probe {i:>2}: batch {b:>6} per device ({global} global) {what}");
     if let Some(t) = r.throughput_img_s {
@@ -32,7 +32,7 @@ fn probe_line(i: usize, b: i64, global: i64, o: &CellOutcome) -> String {
         s += &format!(" · peak {} {k}", fmt_mib(m));
     }
     s += &format!(" · {:.1}s", o.secs);
-    if Status::of(&r.status) == Status::Oom && !r.error.is_empty() {
+    if r.status == Status::Oom && !r.error.is_empty() {
         s += &format!(" · {}", short_error(&r.error, 140));
     }
     s
@@ -72,7 +72,7 @@ pub fn run(a: MaxBatchPlan) -> Result<i32> {
             let cell = (a.cell)(b)?;
             let o = runner.run(&cell)?;
             println!("{}", probe_line(outcomes.len() + 1, b, b * n as i64, &o));
-            let fit = match Status::of(&o.row.status) {
+            let fit = match o.row.status {
                 Status::Ok | Status::Diverged => Fit::Fits,
                 Status::Oom => Fit::Oom,
                 Status::Failed => {
@@ -141,7 +141,7 @@ fn final_report(
                 if let (Some(thr), Some(per)) = (r.throughput_img_s, r.throughput_per_device_img_s) {
                     t += &format!("throughput at {best}: {} img/s ({} per device)\n", fmt_rate(thr), fmt_rate(per));
                 }
-                if Status::of(&r.status) == Status::Diverged {
+                if r.status == Status::Diverged {
                     t += "(its loss diverged, but it trained without running out of memory)\n";
                 }
                 let (devices, _) = long::load_devices(&[out.to_path_buf()]);

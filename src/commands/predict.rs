@@ -100,7 +100,7 @@ fn row(cfg: &PredictConfig, p: &Profile, x: &Prediction, curve: &str) -> Row {
     r.ddp_buckets = Some(p.buckets.len() as u32);
     r.steps = Some(p.samples.len() as u32);
     r.warmup = Some(cfg.warmup as u32);
-    r.status = Status::Ok.name().into();
+    r.status = Status::Ok;
     r.note = format!(
         "predicted from a 1-device profile and an all-reduce curve; exposed communication {} ms; waiting for the \
          slowest rank {} ms; buffer broadcast {} ms; scaling {}",

@@ -94,7 +94,7 @@ pub fn run(plan: Plan) -> Result<i32> {
     if plan.resume {
         let mut done: HashMap<CellKey, usize> = HashMap::new();
         for r in read_rows_if_any(&plan.out)? {
-            if Status::of(&r.status) == Status::Ok {
+            if r.status == Status::Ok {
                 if let Some(k) = CellKey::of_row(&r) {
                     *done.entry(k).or_default() += 1;
                 }
@@ -170,7 +170,7 @@ pub fn run(plan: Plan) -> Result<i32> {
                 return Err(e.context(format!("cell {}", c.describe())));
             }
         };
-        *counts.entry(o.row.status.clone()).or_default() += 1;
+        *counts.entry(o.row.status.name().to_string()).or_default() += 1;
         say(&pb, &cell_line(i + 1, total, &c.describe(), &o));
         pb.inc(1);
     }

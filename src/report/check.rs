@@ -600,7 +600,7 @@ mod tests {
     fn failed_current_runs_are_missing_not_zero() {
         let b = side(&[("single", 1, 100.0), ("dp", 2, 150.0)]);
         let mut c = side(&[("single", 1, 100.0), ("dp", 2, 0.0)]);
-        c[1].row.status = "oom".into();
+        c[1].row.status = crate::results::Status::Oom;
         c[1].row.throughput_img_s = None;
         let r = check(&b, &c, &opts()).unwrap();
         let dp = r.findings.iter().find(|f| f.key.strategy == "dp").unwrap();

@@ -35,7 +35,7 @@ pub struct Run {
 
 impl Run {
     pub fn is_ok(&self) -> bool {
-        self.row.status == "ok"
+        self.row.status == crate::results::Status::Ok
     }
     /// `file:line`, for messages about this row.
     pub fn place(&self) -> String {
@@ -589,8 +589,7 @@ pub fn disturbed_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Ve
 pub fn status_counts(runs: &[Run], idx: &[usize]) -> String {
     let mut c: BTreeMap<&str, usize> = BTreeMap::new();
     for &i in idx {
-        let s = runs[i].row.status.as_str();
-        *c.entry(if s.is_empty() { "no status" } else { s }).or_default() += 1;
+        *c.entry(runs[i].row.status.name()).or_default() += 1;
     }
     c.iter().map(|(s, n)| format!("{n} {s}")).collect::<Vec<_>>().join(", ")
 }
@@ -602,12 +601,7 @@ pub fn excluded_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Vec
             let r = &runs[i];
             let err = r.row.error.lines().next().unwrap_or("").trim();
             let why = if err.is_empty() { String::new() } else { format!(": {err}") };
-            format!(
-                "excluded {} ({}): status {}{why}",
-                r.place(),
-                ConfigKey::of(&r.row).describe(),
-                if r.row.status.is_empty() { "empty" } else { &r.row.status }
-            )
+            format!("excluded {} ({}): status {}{why}", r.place(), ConfigKey::of(&r.row).describe(), r.row.status)
         })
         .collect()
 }
@@ -752,7 +746,7 @@ pub(crate) mod tests {
             throughput_per_device_img_s: Some(thr / n as f64),
             step_ms_p50: Some(100.0),
             step_ms_p90: Some(110.0),
-            status: "ok".into(),
+            status: crate::results::Status::Ok,
             ..Default::default()
         }
     }
@@ -827,7 +821,7 @@ pub(crate) mod tests {
     #[test]
     fn failed_rows_are_kept_apart_and_never_count_as_zero() {
         let mut oom = row("dp", 4, 0.0);
-        oom.status = "oom".into();
+        oom.status = crate::results::Status::Oom;
         oom.throughput_img_s = None;
         oom.error = "CUDA out of memory\nmore".into();
         let runs = runs_of(vec![row("dp", 4, 200.0), oom]);

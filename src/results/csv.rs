@@ -143,7 +143,7 @@ pub struct Row {
     /// What disturbed the run (metrics::interference), "; "-separated; empty when clean.
     pub interference: String,
     // outcome
-    pub status: String,
+    pub status: super::Status,
     pub error: String,
     pub note: String,
     /// Citation for published reference rows; empty for measured rows.
@@ -543,7 +543,7 @@ mod tests {
             label: "V100, \"box\"".into(),
             throughput_img_s: Some(123.5),
             loss_first: Some(6.9),
-            status: "ok".into(),
+            status: crate::results::Status::Ok,
             ..Default::default()
         }
     }
@@ -730,7 +730,7 @@ mod tests {
             schema_version: SCHEMA_VERSION,
             label: "=HYPERLINK(\"http://x\")".into(),
             note: "@evil".into(),
-            status: "ok".into(),
+            status: crate::results::Status::Ok,
             ..Default::default()
         };
         append_rows(&p, std::slice::from_ref(&row)).unwrap();

@@ -25,14 +25,24 @@ pub fn append_run(out: &Path, row: &csv::Row, devs: &[DeviceMetrics]) -> Result<
     long::append_devices(&long::devices_path(out), &key, devs)
 }
 
-/// How a run ended, as in the `status` column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// How a run ended, as in the `status` column. Reading a row, any value
+/// it does not know (a hand edit, a later gpubench's) is `Failed`: a row
+/// that does not say it is ok is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Ok,
     Diverged,
+    #[default]
     Failed,
     Oom,
+}
+
+impl<'de> serde::Deserialize<'de> for Status {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Status, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        Ok(Status::of(&s))
+    }
 }
 
 impl Status {
@@ -79,5 +89,12 @@ mod tests {
         }
         assert!("fine".parse::<Status>().is_err());
         assert_eq!(Status::of("fine"), Status::Failed);
+        #[derive(serde::Deserialize)]
+        struct R {
+            status: Status,
+        }
+        let mut r = ::csv::Reader::from_reader("status\nok\noom\nfine\n\n".as_bytes());
+        let got: Vec<Status> = r.deserialize::<R>().map(|x| x.unwrap().status).collect();
+        assert_eq!(got, [Status::Ok, Status::Oom, Status::Failed]);
     }
 }

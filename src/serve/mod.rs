@@ -77,8 +77,8 @@ pub fn measure(cfg: &InferConfig) -> Measured {
         row.note = format!("{}; torch {} on Python {}", row.note, row.libtorch_version, a.python_version);
     }
     let lost = records::accounting_errors(&out.records, 0..expected);
-    if !lost.is_empty() && row.status == Status::Ok.name() {
-        row.status = Status::Failed.name().into();
+    if !lost.is_empty() && row.status == Status::Ok {
+        row.status = Status::Failed;
         row.error =
             format!("requests lost or doubled: {}", lost.iter().take(3).cloned().collect::<Vec<_>>().join("; "));
     }
@@ -171,10 +171,10 @@ fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, 
     row.note = notes.join("; ");
     row.interference = interference.join("; ");
     match &out.error {
-        None => row.status = Status::Ok.name().into(),
+        None => row.status = Status::Ok,
         Some(e) => {
             let (s, msg) = failure(e);
-            row.status = s.name().into();
+            row.status = s;
             row.error = msg;
         }
     }

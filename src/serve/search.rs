@@ -17,7 +17,7 @@ const MAX_DOUBLINGS: u32 = 20;
 
 /// Whether a probe's row meets the bound; the reason when it does not.
 pub fn verdict(row: &Row, s: &CapacitySearch) -> Result<(), String> {
-    match Status::of(&row.status) {
+    match row.status {
         Status::Ok => {}
         Status::Oom => return Err("does not fit (out of memory)".into()),
         _ => return Err(format!("status {}", row.status)),
@@ -146,7 +146,7 @@ mod tests {
             min_requests: 10,
         };
         let row = |p99: f64, dropped: u64| Row {
-            status: "ok".into(),
+            status: crate::results::Status::Ok,
             latency_ms_p99: Some(p99),
             requests: Some(1000),
             dropped: Some(dropped),
@@ -155,6 +155,8 @@ mod tests {
         assert!(verdict(&row(90.0, 10), &s).is_ok());
         assert!(verdict(&row(110.0, 0), &s).unwrap_err().contains("p99"));
         assert!(verdict(&row(50.0, 11), &s).unwrap_err().contains("dropped"));
-        assert!(verdict(&Row { status: "oom".into(), ..row(1.0, 0) }, &s).unwrap_err().contains("does not fit"));
+        assert!(verdict(&Row { status: crate::results::Status::Oom, ..row(1.0, 0) }, &s)
+            .unwrap_err()
+            .contains("does not fit"));
     }
 }

@@ -78,7 +78,7 @@ pub fn missing_row(c: &Cell, r: &child::ChildResult, mem_limited: bool) -> Row {
     // The cell's, not this process's.
     row.threads = cfg.threads.map(|t| t as u32);
     let (status, error) = child::classify_missing_row(r, mem_limited);
-    row.status = status.name().into();
+    row.status = status;
     row.error = error;
     row.peak_rss_mb = r.peak_rss_mb;
     row.note = "row written by gpubench sweep: the cell's process ended without one; \

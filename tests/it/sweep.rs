@@ -87,7 +87,7 @@ fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
     for k in [key("dp", 1, 16), key("dp", 2, 16), key("ddp", 1, 16), key("ddp", 2, 16)] {
         let r = &cells[&k];
         assert_eq!(r.len(), 1, "{k:?}");
-        assert_eq!(r[0].status, "ok", "{k:?}: {}", r[0].error);
+        assert_eq!(r[0].status.name(), "ok", "{k:?}: {}", r[0].error);
         assert_eq!((r[0].model.as_str(), r[0].image_size, r[0].steps), ("tinycnn", Some(16), Some(2)));
         assert!(r[0].throughput_img_s.unwrap() > 0.0);
     }
@@ -150,7 +150,7 @@ fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
             .map(|&(i, s, n)| (i.to_string(), s.to_string(), n))
             .collect();
     assert_eq!(got, want, "{out}");
-    assert!(rows.iter().all(|r| r.status == "ok"), "{out}");
+    assert!(rows.iter().all(|r| r.status.name() == "ok"), "{out}");
     // --resume knows the two implementations apart: nothing is left to run.
     let o = run_in(dir.path(), &args.replace(" -- ", " --resume -- "));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -174,7 +174,7 @@ fn out_of_memory_under_a_cap_gives_oom_rows_and_the_sweep_goes_on() {
     for (i, s) in ["single", "dp", "ddp"].iter().enumerate() {
         let big = &rows[i];
         assert_eq!((big.strategy.as_str(), big.batch_per_device), (*s, Some(262144)));
-        assert_eq!(big.status, "oom", "{s}: {}", big.error);
+        assert_eq!(big.status.name(), "oom", "{s}: {}", big.error);
         assert!(big.error.contains("allocate memory"), "{s}: {}", big.error);
         assert!(!big.error.contains("frame #"), "{s}: the libtorch backtrace was kept: {}", big.error);
         if *s != "ddp" {
@@ -183,7 +183,7 @@ fn out_of_memory_under_a_cap_gives_oom_rows_and_the_sweep_goes_on() {
             assert!(big.peak_rss_mb.unwrap() > 10.0, "{s}: memory in use is known");
         }
         let small = &rows[3 + i];
-        assert_eq!((small.strategy.as_str(), small.status.as_str()), (*s, "ok"), "{}", small.error);
+        assert_eq!((small.strategy.as_str(), small.status.name()), (*s, "ok"), "{}", small.error);
     }
     // ddp names the rank that ran out
     assert!(rows[2].error.contains("rank 0"), "{}", rows[2].error);
@@ -216,17 +216,17 @@ fn a_cell_that_dies_without_a_row_gets_one_from_the_sweep() {
     // a failed cell makes the sweep exit 1, after running every cell
     assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
     let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
-    let b: Vec<(Option<u32>, &str)> = rows.iter().map(|r| (r.batch_per_device, r.status.as_str())).collect();
+    let b: Vec<(Option<u32>, &str)> = rows.iter().map(|r| (r.batch_per_device, r.status.name())).collect();
     assert_eq!(b[0], (Some(3), "oom"));
     assert_eq!(b[1].0, Some(5));
     assert_eq!(b[2], (Some(4), "ok"), "{}", rows[2].error);
     assert!(rows[0].error.contains("SIGABRT") && rows[0].error.contains("memory allocation"), "{}", rows[0].error);
     assert!(rows[1].error.contains("SIGKILL"), "{}", rows[1].error);
-    if rows[1].status == "oom" {
+    if rows[1].status.name() == "oom" {
         // the kernel's OOM killer happened to fire (somewhere) meanwhile
         assert!(rows[1].error.contains("killed by the kernel's out-of-memory killer"), "{}", rows[1].error);
     } else {
-        assert_eq!(rows[1].status, "failed");
+        assert_eq!(rows[1].status.name(), "failed");
     }
     for r in &rows[..2] {
         assert!(r.note.contains("written by gpubench sweep"), "{}", r.note);
@@ -271,7 +271,7 @@ fn kill_9_mid_sweep_then_resume_gives_every_cell_once() {
     assert_eq!(rows.len(), 3, "complete, and no cell twice: {rows:#?}");
     let cells = by_cell(&rows);
     assert_eq!(cells.len(), 3);
-    assert!(rows.iter().all(|r| r.status == "ok"), "{rows:#?}");
+    assert!(rows.iter().all(|r| r.status.name() == "ok"), "{rows:#?}");
     let ids: std::collections::HashSet<&str> = rows.iter().map(|r| r.run_id.as_str()).collect();
     assert_eq!(ids.len(), 3);
     assert!(processes_with("kill9-test").is_empty(), "{:?}", processes_with("kill9-test"));
@@ -324,7 +324,7 @@ fn ctrl_c_stops_the_cell_and_its_processes_and_says_how_to_resume() {
     // the finished row is kept; the interrupted cell has none, the third never ran
     let rows = results_csv::read_rows(&out).unwrap();
     assert_eq!(rows.len(), 1);
-    assert_eq!((rows[0].batch_per_device, rows[0].status.as_str()), (Some(8), "ok"));
+    assert_eq!((rows[0].batch_per_device, rows[0].status.name()), (Some(8), "ok"));
     assert!(stdout(&o).contains("[1/3] ddp ×2 tinycnn 16px b8"), "{}", stdout(&o));
 }
 
@@ -369,7 +369,7 @@ fn concurrent_appends_do_not_interleave() {
                         schema_version: results_csv::SCHEMA_VERSION,
                         run_id: format!("{t}-{i}"),
                         label,
-                        status: "ok".into(),
+                        status: gpubench::results::Status::Ok,
                         ..Default::default()
                     };
                     results_csv::append_rows(&out, &[row]).unwrap();
@@ -436,15 +436,15 @@ fn max_batch_under_a_memory_cap_finds_a_plausible_batch() {
     let rows = results_csv::read_rows(&dir.path().join("mb.csv")).unwrap();
     let probes = out.lines().filter(|l| l.starts_with("probe ")).count();
     assert_eq!(rows.len(), probes);
-    assert!(rows.iter().any(|r| r.status == "oom"), "{out}");
+    assert!(rows.iter().any(|r| r.status.name() == "oom"), "{out}");
     for r in &rows {
         let b = r.batch_per_device.unwrap();
-        assert_eq!(r.status == "ok", b <= best, "batch {b}: {} ({})", r.status, r.error);
-        if r.status == "ok" {
+        assert_eq!(r.status.name() == "ok", b <= best, "batch {b}: {} ({})", r.status, r.error);
+        if r.status.name() == "ok" {
             assert_eq!((r.steps, r.warmup), (Some(1), Some(0)));
         }
     }
-    assert!(rows.iter().any(|r| r.batch_per_device == Some(best) && r.status == "ok"));
+    assert!(rows.iter().any(|r| r.batch_per_device == Some(best) && r.status.name() == "ok"));
 }
 
 #[test]
@@ -487,7 +487,7 @@ fn vary_makes_an_axis_of_any_run_option_and_report_keeps_the_variants_apart() {
     let o = run_in(dir.path(), args);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
-    let got: Vec<(&str, &str)> = rows.iter().map(|r| (r.comm_hook.as_str(), r.status.as_str())).collect();
+    let got: Vec<(&str, &str)> = rows.iter().map(|r| (r.comm_hook.as_str(), r.status.name())).collect();
     assert_eq!(got, [("none", "ok"), ("fp16", "ok")]);
     assert!(stdout(&o).contains("ddp ×2 tinycnn 32px b64 comm-hook=fp16"), "{}", stdout(&o));
     // Two configurations in the report, not two repeats of one.

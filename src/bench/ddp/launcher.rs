@@ -73,7 +73,7 @@ pub fn launch(cfg: &RunConfig) -> Result<i32> {
     // the measurement): record the failure, naming the rank, rather than lose it.
     if let (Some(out), 0) = (&cfg.out, d.node_rank) {
         let mut row = base_row(cfg);
-        row.status = if e.looks_oom() { Status::Oom } else { Status::Failed }.name().into();
+        row.status = if e.looks_oom() { Status::Oom } else { Status::Failed };
         row.error = msg.clone();
         results_csv::append_rows(out, &[row])?;
     }

@@ -145,7 +145,7 @@ impl Session for Rank {
             losses: m.losses,
             warmup_steps: m.warmup_steps,
             loss_first: m.loss_first,
-            status: status.name().into(),
+            status,
             error: m.error,
             reducer,
             data_wait_secs: m.data_wait_secs,
@@ -303,7 +303,7 @@ pub struct RankReport {
     pub losses: Vec<f64>,
     pub warmup_steps: u64,
     pub loss_first: Option<f64>,
-    pub status: String,
+    pub status: Status,
     pub error: String,
     pub reducer: Option<ReducerStatsLite>,
     pub data_wait_secs: Vec<f64>,
@@ -373,11 +373,11 @@ pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>
     let r0 = &reports[0];
     let first_failure = reports
         .iter()
-        .filter(|r| r.status != Status::Ok.name())
+        .filter(|r| r.status != Status::Ok)
         .min_by(|a, b| a.failed_at.unwrap_or(f64::MAX).total_cmp(&b.failed_at.unwrap_or(f64::MAX)));
     let (status, error) = match first_failure {
         None => (Status::Ok, String::new()),
-        Some(b) => (Status::of(&b.status), format!("rank {}: {}", b.rank, b.error)),
+        Some(b) => (b.status, format!("rank {}: {}", b.rank, b.error)),
     };
     let m = Measurement {
         step_secs,
@@ -418,7 +418,7 @@ mod tests {
             losses: vec![],
             warmup_steps: 0,
             loss_first: None,
-            status: "ok".into(),
+            status: crate::results::Status::Ok,
             error: String::new(),
             reducer: None,
             data_wait_secs: vec![],
@@ -448,11 +448,11 @@ mod tests {
         a.step_secs = vec![1.0, 2.0, 3.0];
         let mut b = report(1, None);
         b.step_secs = vec![1.5, 1.0];
-        b.status = "oom".into();
+        b.status = crate::results::Status::Oom;
         b.error = "CUDA out of memory".into();
         b.failed_at = Some(100.0);
         // Rank 0 failed later, because rank 1 left the collective.
-        a.status = "failed".into();
+        a.status = crate::results::Status::Failed;
         a.error = "Connection closed by peer".into();
         a.failed_at = Some(101.5);
         let (m, _, _) = combine(&[a, b]);
