@@ -8,7 +8,7 @@ use crate::config::{RunConfig, StrategyKind};
 use crate::device::{self, DeviceKind, Devices};
 use crate::metrics::devices::DeviceMetrics;
 use crate::results::csv::{Row, SCHEMA_VERSION};
-use crate::results::Status;
+use crate::results::{Implementation, Status};
 
 /// A run id unique across hosts and processes: start time and process id.
 pub fn new_run_id(nanos: u128) -> String {
@@ -18,7 +18,7 @@ pub fn new_run_id(nanos: u128) -> String {
 /// A new row's identity and machine: run id, time, versions, host, label,
 /// and the devices' kind and name (the first of `devices`). Every kind of
 /// row (training, serving, all-reduce) starts from it.
-pub fn identity_row(devices: &Devices, label: &str, implementation: &str) -> Row {
+pub fn identity_row(devices: &Devices, label: &str, implementation: Implementation) -> Row {
     let now = std::time::SystemTime::now();
     let nanos = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let cuda = devices.kind == DeviceKind::Cuda;
@@ -30,7 +30,7 @@ pub fn identity_row(devices: &Devices, label: &str, implementation: &str) -> Row
         gpubench_version: env!("CARGO_PKG_VERSION").into(),
         host: device::hostname(),
         label: label.into(),
-        implementation: implementation.into(),
+        implementation,
         device_kind: if cuda { "cuda" } else { "cpu" }.into(),
         device_name: if cuda { device::device_name(devices.ordinals[0]) } else { device::cpu_model() },
         driver_version: device::driver_version().unwrap_or_default(),
@@ -62,7 +62,7 @@ pub fn base_row(cfg: &RunConfig) -> Row {
         threads: Some(tch::get_num_threads() as u32),
         variant: cfg.variant.clone(),
         data: crate::data::column_name(&cfg.data),
-        ..identity_row(&cfg.devices, &cfg.label, cfg.implementation.name())
+        ..identity_row(&cfg.devices, &cfg.label, cfg.implementation.into())
     }
 }
 

@@ -88,7 +88,7 @@ impl CheckArgs {
             max_drop: self.max_drop,
             alpha: self.alpha,
             strict: self.strict,
-            implementation: self.implementation.name().into(),
+            implementation: self.implementation.into(),
         };
         let format = match self.format {
             CheckFormat::Table => Format::Table,

@@ -91,7 +91,7 @@ pub fn rows(cfg: &AllreduceConfig, world: usize, results: &[SizeResult]) -> Vec<
         warmup: Some(cfg.warmup as u32),
         status: Status::Ok,
         note: "op sum; out-of-place = a copy into the output buffer + c10d's in-place all_reduce".into(),
-        ..identity_row(&cfg.node_devices, &cfg.label, "gpubench")
+        ..identity_row(&cfg.node_devices, &cfg.label, crate::results::Implementation::Gpubench)
     };
     let mut v = vec![];
     for r in results {

@@ -82,7 +82,7 @@ fn row(cfg: &PredictConfig, p: &Profile, x: &Prediction, curve: &str) -> Row {
     if let Some(s) = cfg.scale_to {
         r.device_name = format!("scaled to {} img/s/device", s.throughput);
     }
-    r.implementation = "predicted".into();
+    r.implementation = crate::results::Implementation::Predicted;
     r.devices = format!("predicted ×{}", x.n);
     // The profile's threads (a CPU rank's share), not whatever the process last set.
     if let Some(t) = p.threads {

@@ -31,6 +31,7 @@ use crate::report::summary::{
     baseline_of, disturbed_notes, excluded_notes, status_counts, summarize, ConfigKey, Group, Run, Scope,
 };
 use crate::results::long::DeviceData;
+use crate::results::Implementation;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Metric {
@@ -196,7 +197,7 @@ pub struct CheckOptions {
     pub strict: bool,
     /// Only rows of this implementation are judged (`gpubench` or `pytorch`):
     /// the two are different workloads and must not pool as repeats.
-    pub implementation: String,
+    pub implementation: Implementation,
 }
 
 pub struct CheckReport {
@@ -463,7 +464,7 @@ mod tests {
             max_drop: 0.05,
             alpha: 0.05,
             strict: false,
-            implementation: "gpubench".into(),
+            implementation: Implementation::Gpubench,
         }
     }
 
@@ -555,13 +556,13 @@ mod tests {
         let b = side(&[("single", 1, 100.0)]);
         // Same config, but one row is PyTorch's own run at half the speed.
         let mut rows: Vec<_> = [100.0, 50.0].iter().map(|&t| row("single", 1, t)).collect();
-        rows[1].implementation = "pytorch".into();
+        rows[1].implementation = Implementation::Pytorch;
         let c = runs_of(rows);
         let r = check(&b, &c, &opts()).unwrap();
         assert_eq!(verdicts(&r), [("single img/s".to_string(), "unchanged")]);
         assert!(r.notes.iter().any(|n| n.contains("1 row(s) of other implementations left out")), "{:?}", r.notes);
         // Judging PyTorch's rows: the baseline has none.
-        let o = CheckOptions { implementation: "pytorch".into(), ..opts() };
+        let o = CheckOptions { implementation: Implementation::Pytorch, ..opts() };
         let e = check(&b, &c, &o).err().unwrap().to_string();
         assert!(e.contains("no row of impl pytorch"), "{e}");
     }

@@ -15,6 +15,7 @@ use crate::report::summary::{
     Run, Scope, Spread, INTERVAL_NOTE, PUBLISHED, PUBLISHED_NOTE, SCALING_NOTE,
 };
 use crate::results::long::DeviceData;
+use crate::results::Implementation;
 
 /// The rows of one file that share a name.
 #[derive(Debug, Clone)]
@@ -40,8 +41,8 @@ pub fn partition_sets(runs: &[Run]) -> Vec<Set> {
         };
         // PyTorch's own runs of a machine are a set of their own, beside
         // gpubench's, never repeats of them.
-        let base = match r.row.implementation.as_str() {
-            "gpubench" | PUBLISHED => base,
+        let base = match r.row.implementation {
+            Implementation::Gpubench | Implementation::Published => base,
             other => format!("{base} [{other}]"),
         };
         match sets.iter_mut().find(|(f, n, _)| *f == r.file && *n == base) {
@@ -277,7 +278,7 @@ mod tests {
     #[test]
     fn published_sets_are_marked() {
         let mut p = row("single", 1, 51.9);
-        p.implementation = PUBLISHED.into();
+        p.implementation = PUBLISHED;
         let runs = vec![run("ref.csv", p, "tf_cnn_benchmarks K80"), run("mine.csv", row("single", 1, 60.0), "")];
         let names: Vec<String> = partition_sets(&runs).into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["tf_cnn_benchmarks K80 [published]", "Tesla V100"]);
@@ -286,7 +287,7 @@ mod tests {
     #[test]
     fn pytorch_runs_of_a_machine_are_their_own_set() {
         let mut p = row("single", 1, 30.0);
-        p.implementation = "pytorch".into();
+        p.implementation = Implementation::Pytorch;
         let runs = vec![run("sweep.csv", row("single", 1, 31.0), ""), run("sweep.csv", p, "")];
         let sets = partition_sets(&runs);
         let names: Vec<&str> = sets.iter().map(|s| s.name.as_str()).collect();
@@ -342,7 +343,7 @@ mod tests {
     #[test]
     fn long_set_names_become_letters_in_headers() {
         let mut p = row("single", 1, 51.9);
-        p.implementation = PUBLISHED.into();
+        p.implementation = PUBLISHED;
         let runs =
             vec![run("ref.csv", p, "tf_cnn_benchmarks GCE K80 synthetic"), run("k.csv", row("single", 1, 50.0), "")];
         let t = compare(&runs, &DeviceData::default()).unwrap().table(&runs);

@@ -159,7 +159,8 @@ fn table_html(t: &Table, id: &str) -> String {
     h.push_str("</tr></thead>\n<tbody>\n");
     let impl_col = t.columns.iter().position(|c| c.key == "impl");
     for row in &t.rows {
-        let published = impl_col.is_some_and(|i| row.get(i).map(Cell::display) == Some(super::summary::PUBLISHED));
+        let published =
+            impl_col.is_some_and(|i| row.get(i).map(Cell::display) == Some(super::summary::PUBLISHED.name()));
         h.push_str(if published { "<tr class=\"published\">" } else { "<tr>" });
         for (cell, col) in row.iter().zip(&t.columns) {
             let mut class: Vec<String> = vec![];

@@ -20,7 +20,7 @@ fn drop_share(r: &Row) -> Option<f64> {
 
 pub fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table {
     let any_label = groups.iter().any(|g| !g.scope.label.is_empty());
-    let any_impl = groups.iter().any(|g| g.scope.implementation != "gpubench");
+    let any_impl = groups.iter().any(|g| g.scope.implementation != crate::results::Implementation::Gpubench);
     let any_excluded = groups.iter().any(|g| !g.excluded.is_empty());
     let mut columns = vec![Column::text("hardware", "hardware")];
     if any_label {
@@ -60,7 +60,7 @@ pub fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table
                 row.push(Cell::text(&g.scope.label));
             }
             if any_impl {
-                row.push(Cell::text(&g.scope.implementation));
+                row.push(Cell::text(g.scope.implementation.name()));
             }
             row.extend(g.key.cells(true, any_variant));
             row.push(int_cell(Some(g.ok.len() as u32)));

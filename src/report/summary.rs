@@ -24,6 +24,7 @@ use crate::report::export::{Cell, Column, Table};
 use crate::report::format::{fmt_half_width, fmt_ms, fmt_pct, fmt_rate, fmt_ratio};
 use crate::results::csv::{read_rows_with_lines, Row};
 use crate::results::long::DeviceData;
+use crate::results::Implementation;
 
 /// One row and where it came from.
 #[derive(Debug, Clone)]
@@ -47,7 +48,7 @@ impl Run {
 }
 
 /// The `impl` of reference rows: other people's figures, never measured here.
-pub const PUBLISHED: &str = "published";
+pub const PUBLISHED: Implementation = Implementation::Published;
 
 /// Reads every file; a file with a header but no rows is an error, since a
 /// report or a gate over nothing is almost certainly the wrong file.
@@ -309,7 +310,7 @@ pub fn opt_or<T: ToString>(v: Option<T>, none: &str) -> String {
 pub struct Scope {
     pub hardware: String,
     pub label: String,
-    pub implementation: String,
+    pub implementation: Implementation,
 }
 
 impl Scope {
@@ -317,7 +318,7 @@ impl Scope {
         Scope {
             hardware: if row.device_name.is_empty() { "unknown".into() } else { row.device_name.clone() },
             label: row.label.clone(),
-            implementation: row.implementation.clone(),
+            implementation: row.implementation,
         }
     }
 }
@@ -615,7 +616,7 @@ pub const PUBLISHED_NOTE: &str = "impl 'published' rows are other people's figur
 /// The `report` table: one line per (hardware, label, impl, config).
 pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table {
     let any_label = groups.iter().any(|g| !g.scope.label.is_empty());
-    let any_impl = groups.iter().any(|g| g.scope.implementation != "gpubench");
+    let any_impl = groups.iter().any(|g| g.scope.implementation != Implementation::Gpubench);
     let any_excluded = groups.iter().any(|g| !g.excluded.is_empty());
     let any_disturbed = groups.iter().any(|g| !g.disturbed.is_empty());
     let any_spread = groups.iter().any(|g| g.throughput_ci.is_some());
@@ -658,7 +659,7 @@ pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table 
                 row.push(Cell::text(&g.scope.label));
             }
             if any_impl {
-                row.push(Cell::text(&g.scope.implementation));
+                row.push(Cell::text(g.scope.implementation.name()));
             }
             row.extend(g.key.cells(false, any_variant));
             row.push(int_cell(Some(g.ok.len() as u32)));
@@ -734,7 +735,7 @@ pub(crate) mod tests {
         Row {
             schema_version: 1,
             run_id: format!("{strategy}-{n}-{thr}"),
-            implementation: "gpubench".into(),
+            implementation: Implementation::Gpubench,
             strategy: strategy.into(),
             n_devices: n,
             device_name: "Tesla V100".into(),

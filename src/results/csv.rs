@@ -30,7 +30,7 @@ pub struct Row {
     pub label: String,
     // set-up
     #[serde(rename = "impl")]
-    pub implementation: String,
+    pub implementation: super::Implementation,
     /// What was measured: train (`run`), infer (`infer`); empty in files
     /// written before the column existed, which are all training rows.
     pub mode: String,

@@ -77,6 +77,65 @@ impl std::str::FromStr for Status {
     }
 }
 
+/// Who produced a row, as in the `impl` column: gpubench itself, PyTorch's
+/// own implementation of the same run, a published figure, or `predict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Implementation {
+    /// Also what a file from before the column existed holds.
+    #[default]
+    Gpubench,
+    Pytorch,
+    Published,
+    Predicted,
+}
+
+impl Implementation {
+    pub const ALL: [Implementation; 4] =
+        [Implementation::Gpubench, Implementation::Pytorch, Implementation::Published, Implementation::Predicted];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Gpubench => "gpubench",
+            Self::Pytorch => "pytorch",
+            Self::Published => "published",
+            Self::Predicted => "predicted",
+        }
+    }
+
+    /// Measured here (by gpubench or by PyTorch), not cited or predicted.
+    pub fn is_measured(self) -> bool {
+        matches!(self, Self::Gpubench | Self::Pytorch)
+    }
+}
+
+impl std::fmt::Display for Implementation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<crate::config::Impl> for Implementation {
+    fn from(i: crate::config::Impl) -> Self {
+        match i {
+            crate::config::Impl::Gpubench => Self::Gpubench,
+            crate::config::Impl::Pytorch => Self::Pytorch,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Implementation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Implementation, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        if s.is_empty() {
+            return Ok(Implementation::Gpubench);
+        }
+        Implementation::ALL.into_iter().find(|i| i.name() == s).ok_or_else(|| {
+            serde::de::Error::custom(format!("impl {s:?} is not one of gpubench, pytorch, published, predicted"))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +155,22 @@ mod tests {
         let mut r = ::csv::Reader::from_reader("status\nok\noom\nfine\n\n".as_bytes());
         let got: Vec<Status> = r.deserialize::<R>().map(|x| x.unwrap().status).collect();
         assert_eq!(got, [Status::Ok, Status::Oom, Status::Failed]);
+    }
+
+    #[test]
+    fn implementations_read_back_and_an_empty_one_is_gpubench() {
+        #[derive(Debug, serde::Deserialize)]
+        struct R {
+            #[serde(rename = "impl")]
+            i: Implementation,
+        }
+        let text = "impl\ngpubench\npytorch\npublished\npredicted\n\"\"\n";
+        let mut r = ::csv::Reader::from_reader(text.as_bytes());
+        let got: Vec<Implementation> = r.deserialize::<R>().map(|x| x.unwrap().i).collect();
+        assert_eq!(got[..4], Implementation::ALL);
+        assert_eq!(got[4], Implementation::Gpubench);
+        let mut r = ::csv::Reader::from_reader("impl\ntensorflow\n".as_bytes());
+        let e = r.deserialize::<R>().next().unwrap().unwrap_err().to_string();
+        assert!(e.contains("\"tensorflow\" is not one of"), "{e}");
     }
 }

@@ -9,6 +9,7 @@ use crate::config::{Impl, ModelKind, RunConfig, StrategyKind};
 use crate::device::{self, Devices};
 use crate::error::usage;
 use crate::results::csv::Row;
+use crate::results::Implementation;
 
 /// Makes (and validates) a cell's configuration from its `gpubench run`
 /// arguments on `devices`, exactly as `gpubench run` would; a bad cell is a
@@ -98,7 +99,7 @@ pub fn default_counts(n: usize) -> Vec<usize> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CellKey {
     pub host: String,
-    pub implementation: String,
+    pub implementation: Implementation,
     pub label: String,
     pub strategy: String,
     pub backend: String,
@@ -117,12 +118,12 @@ pub struct CellKey {
 
 impl CellKey {
     pub fn of_row(r: &Row) -> Option<CellKey> {
-        if r.implementation != "gpubench" && r.implementation != "pytorch" {
+        if !r.implementation.is_measured() {
             return None;
         }
         Some(CellKey {
             host: r.host.clone(),
-            implementation: r.implementation.clone(),
+            implementation: r.implementation,
             label: r.label.clone(),
             strategy: r.strategy.clone(),
             backend: r.backend.clone(),

@@ -387,7 +387,7 @@ fn every_reference_csv_reads_and_is_marked_published() {
         let rows = gpubench::results::csv::read_rows(f).unwrap_or_else(|e| panic!("{e:#}"));
         assert!(!rows.is_empty(), "{f:?}");
         for r in rows {
-            assert_eq!((r.implementation.as_str(), r.status.name()), ("published", "ok"), "{f:?} {}", r.run_id);
+            assert_eq!((r.implementation.name(), r.status.name()), ("published", "ok"), "{f:?} {}", r.run_id);
             assert!(!r.source.is_empty() && r.throughput_img_s.is_some(), "{f:?} {}", r.run_id);
             // unknown columns are left empty, not made up
             assert_eq!((r.step_ms_p50, r.loss_first, r.host.as_str()), (None, None, ""), "{f:?} {}", r.run_id);

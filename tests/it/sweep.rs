@@ -141,7 +141,7 @@ fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
     assert!(err.contains("note: no PyTorch dp cells on the CPU"), "{err}");
     let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
     let mut got: Vec<(String, String, u32)> =
-        rows.iter().map(|r| (r.implementation.clone(), r.strategy.clone(), r.n_devices)).collect();
+        rows.iter().map(|r| (r.implementation.name().to_string(), r.strategy.clone(), r.n_devices)).collect();
     got.sort();
     // (PyTorch's ddp against gpubench's is the fidelity tests' subject.)
     let want: Vec<(String, String, u32)> =
@@ -230,7 +230,7 @@ fn a_cell_that_dies_without_a_row_gets_one_from_the_sweep() {
     }
     for r in &rows[..2] {
         assert!(r.note.contains("written by gpubench sweep"), "{}", r.note);
-        let what = (r.strategy.as_str(), r.model.as_str(), r.implementation.as_str(), r.devices.as_str());
+        let what = (r.strategy.as_str(), r.model.as_str(), r.implementation.name(), r.devices.as_str());
         assert_eq!(what, ("single", "tinycnn", "gpubench", "cpu×1"));
     }
     assert!(out.contains("(row written by the sweep)"), "{out}");

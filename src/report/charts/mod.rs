@@ -366,7 +366,7 @@ mod tests {
         assert_eq!(slug(&s, &[&s, &t]), "tesla-v100-fp32");
         assert_eq!(slug(&t, &[&s, &t]), "tesla-k80-gk210-fp16");
         let mut u = s.clone();
-        u.0.implementation = "pytorch".into();
+        u.0.implementation = crate::results::Implementation::Pytorch;
         assert_eq!((slug(&s, &[&s, &u]), slug(&u, &[&s, &u])), ("gpubench".into(), "pytorch".into()));
     }
 
@@ -375,10 +375,11 @@ mod tests {
         // gpubench and PyTorch rows of one sweep, and two labels that fold
         // to the same file name: every scenario keeps its own files.
         let mut rows = vec![];
-        for (imp, label) in [("gpubench", ""), ("pytorch", ""), ("gpubench", "A b"), ("gpubench", "a-B")] {
+        use crate::results::Implementation::{Gpubench, Pytorch};
+        for (imp, label) in [(Gpubench, ""), (Pytorch, ""), (Gpubench, "A b"), (Gpubench, "a-B")] {
             for (s, n, t) in [("single", 1, 100.0), ("ddp", 2, 180.0)] {
                 let mut r = row(s, n, t);
-                r.implementation = imp.into();
+                r.implementation = imp;
                 r.label = label.into();
                 rows.push(r);
             }

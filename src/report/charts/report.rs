@@ -33,7 +33,7 @@ pub(super) fn scenario_title(s: &ScenarioKey) -> String {
     }
     if scope.implementation == crate::report::summary::PUBLISHED {
         parts.push("published figures".into());
-    } else if scope.implementation != "gpubench" {
+    } else if scope.implementation != crate::results::Implementation::Gpubench {
         parts.push(format!("impl {}", scope.implementation));
     }
     parts.push(format!(
@@ -53,7 +53,7 @@ pub(super) fn scenario_parts(s: &ScenarioKey) -> [String; 8] {
     [
         scope.hardware.clone(),
         scope.label.clone(),
-        scope.implementation.clone(),
+        scope.implementation.name().to_string(),
         model.clone(),
         img.map_or("x".into(), |v| format!("{v}px")),
         prec.clone(),

@@ -113,15 +113,19 @@ pub fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]) -> Re
             img.map_or("?".into(), |v| v.to_string()),
             batch.map_or("?".into(), |v| v.to_string())
         );
-        let mut by: BTreeMap<(String, u32, String), Vec<&Group>> = BTreeMap::new();
+        let mut by: BTreeMap<(String, u32, crate::results::Implementation), Vec<&Group>> = BTreeMap::new();
         for g in gs {
-            by.entry((g.key.strategy.clone(), g.key.n_devices, g.scope.implementation.clone())).or_default().push(g);
+            by.entry((g.key.strategy.clone(), g.key.n_devices, g.scope.implementation)).or_default().push(g);
         }
         // gpubench's lines in their strategy's colour, PyTorch's beside them in others.
-        let line = |(s, n, imp): &(String, u32, String), pts: Vec<(f64, f64)>| XyLine {
-            name: if imp == "gpubench" { format!("{s} x{n}") } else { format!("{s} x{n} ({imp})") },
-            color: match (imp.as_str(), s.as_str()) {
-                ("gpubench", _) => strategy_color(s),
+        let line = |(s, n, imp): &(String, u32, crate::results::Implementation), pts: Vec<(f64, f64)>| XyLine {
+            name: if *imp == crate::results::Implementation::Gpubench {
+                format!("{s} x{n}")
+            } else {
+                format!("{s} x{n} ({imp})")
+            },
+            color: match (imp, s.as_str()) {
+                (crate::results::Implementation::Gpubench, _) => strategy_color(s),
                 (_, "replicas") => TAB10[8],
                 _ => TAB10[9],
             },
