@@ -1,4 +1,5 @@
-//! A run's configuration: plain types, complete and already validated.
+//! The configurations of `run`, `infer`, `allreduce` and `predict`: plain
+//! types, complete and already validated.
 //!
 //! `RunConfig` is built once per process by the command line's one conversion
 //! (`cli::run`) and read by everything below it: the session, the strategies,

@@ -5,8 +5,8 @@
 //!
 //! | layer    | modules | what |
 //! |----------|---------|------|
-//! | entry    | `app`, `cli` | parse the command line; the one conversion to configurations |
-//! | commands | `commands` | one module per subcommand: glue, printing, exit codes |
+//! | entry    | `app` | parse the command line, configure, dispatch |
+//! | cli, commands | `cli`, `commands` (siblings, never importing each other) | clap's types and the one conversion to configurations; one module per subcommand: glue, printing, exit codes |
 //! | engines  | `bench`, `reference`, `serve`, `comm`, `sweep`, `report` | a measured run; PyTorch's run; inference serving; all-reduce; a matrix of runs; analysis of rows |
 //! | parts    | `strategy`, `data`, `metrics`, `model`, `init`, `results` | parallelism, input, telemetry, models, start files, file formats |
 //! | base     | `config`, `device`, `dist`, `ffi`, `error`, `proc`, `internal` | configuration types, devices, c10d, C++ shims, errors, child processes, process roles and test hooks |

@@ -2,7 +2,7 @@
 //! over a required part): `run` owns the steps every run takes — process-wide
 //! knobs, a guarded build, telemetry, the measurement, the row and its
 //! outputs — and a [`Session`] supplies what differs between a local run
-//! (single, dp: [`Local`]) and a ddp rank (`bench::ddp::worker::Rank`): how
+//! (single, dp: [`LocalRun`]) and a ddp rank (`bench::ddp::worker::Rank`): how
 //! the strategy and its input are made, the devices' roles, and how the
 //! job's measurements are gathered into one row.
 use anyhow::Result;

@@ -1,5 +1,5 @@
 //! Image decoding to packed RGB8. JPEG goes through zune-jpeg (pure Rust,
-//! SIMD; the fastest of the decoders measured, see README "Real data"), PNG
+//! SIMD; the fastest of the decoders measured, see results/README.md "Real data"), PNG
 //! through the png crate. The format is told by the file's first bytes, not
 //! its name: ImageNet has PNGs and CMYK JPEGs named `.JPEG`.
 use anyhow::{anyhow, bail, Result};

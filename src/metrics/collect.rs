@@ -7,7 +7,7 @@ use super::devices::{apply_samples, DeviceMetrics};
 use super::sampler::{peak_rss_mb, DeviceSample, NvmlSource, ProcessSource, Sampler, MB};
 use crate::device::{DeviceKind, Devices};
 
-/// The timed window, as the runner saw it.
+/// The timed window, as `bench::measure` saw it.
 #[derive(Debug, Clone, Copy)]
 pub struct Window {
     pub start: Instant,

@@ -31,7 +31,7 @@
 //! `--seed` says; without it, the reference starts from the weights gpubench builds for `--seed` (written to a
 //! temporary init file; gpubench's initialisers are tch's, not torchvision's). The synthetic batches match
 //! because tch and torch share libtorch's generators: `torch.manual_seed(s)` then `randn`, `randint` in the same
-//! order reproduce `data::synthetic` (data seed `--seed ^ 0x5eed`, plus 7919 × rank under ddp). `tests/fidelity.rs`
+//! order reproduce `data::synthetic` (data seed `--seed ^ 0x5eed`, plus 7919 × rank under ddp). `tests/it/fidelity.rs`
 //! checks per-step losses within 1e-4 relative for single `tinycnn`, single `resnet18` and ddp gloo (2 ranks).
 //!
 //! Speed: `scripts/fidelity` runs both implementations interleaved (A B, then B A, so slow drift cancels) and

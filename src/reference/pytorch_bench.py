@@ -8,7 +8,7 @@ row of gpubench's CSV schema with impl=pytorch. It can also be run by hand:
     python pytorch_bench.py --model resnet18 --image-size 64 --batch-size 8 --steps 5
     python -m torch.distributed.run --standalone --nproc-per-node 2 pytorch_bench.py --strategy ddp ...
 
-Everything here mirrors gpubench (src/runner.rs, src/strategy, src/data):
+Everything here mirrors gpubench (src/bench/measure.rs, src/strategy, src/data):
 
 - models: torchvision's ResNet-18/34/50/101/152 layout (v1.5: the stride of a
   bottleneck sits on its 3x3 convolution) and gpubench's BatchNorm-free
@@ -144,7 +144,7 @@ def rust_float(v):
 
 
 def measure(args, step, agree, data, sync):
-    """Warm-up then timed steps, as gpubench's runner::measure."""
+    """Warm-up then timed steps, as gpubench's bench::measure."""
     m = {"step_secs": [], "losses": [], "warmup_steps": 0, "loss_first": None, "status": None, "error": ""}
     try:
         t_warm = time.perf_counter()

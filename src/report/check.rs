@@ -1,6 +1,6 @@
 //! `check`: the CI gate. For every configuration of one implementation (`--impl`, default gpubench; other rows
 //! are left out with a note, never pooled as repeats, since they are different workloads) each chosen metric
-//! (`--metric throughput,scaling,step-p50,step-p90`; default throughput and scaling) gets a verdict: regressed,
+//! (`--metric throughput,scaling,step-p50,step-p90,latency-p99`; default throughput and scaling) gets a verdict: regressed,
 //! improved, unchanged, or missing from the current results.
 //!
 //! Like criterion, a change must clear two bars to count: the medians differ by more than `--max-drop` (default

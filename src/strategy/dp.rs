@@ -31,7 +31,7 @@
 //!   not split. The row's `note` names the master and the split (`bench::session`), and the one process gets
 //!   one per-device row, role `process`.
 //!
-//! Tests (`tests/strategies.rs`) check on the CPU that dp with 1, 2 and 4 replicas matches `single` on the
+//! Tests (`tests/it/strategies.rs`) check on the CPU that dp with 1, 2 and 4 replicas matches `single` on the
 //! global batch with `tinycnn`, which has no BatchNorm, so splitting a batch gives exactly the full-batch
 //! gradient. What has run on GPUs is in `results/README.md`.
 use anyhow::{anyhow, Result};

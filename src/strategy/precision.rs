@@ -19,7 +19,7 @@
 //! - `--cudnn-benchmark on|off` (default off): cuDNN autotuning.
 //! - `--deterministic`: deterministic algorithms and cuDNN, autotuning forced off, and
 //!   `CUBLAS_WORKSPACE_CONFIG=:4096:8` unless already set; with the same `--seed`, two runs give bit-identical
-//!   losses (`tests/run_cli.rs` checks it on the CPU).
+//!   losses (`tests/it/run.rs` checks it on the CPU).
 //!
 //! Autocast is entered per thread, as `torch.autocast` is thread-local: dp's replica threads each enter it for
 //! their forward, and leave it even when the forward fails (tch panics on libtorch errors).
