@@ -104,7 +104,7 @@ fn parse_wrapped(line: &[OsString]) -> Result<Command> {
 }
 
 /// Every check that needs no device work, once per process.
-pub fn configure(command: Command) -> Result<Job> {
+pub(crate) fn configure(command: Command) -> Result<Job> {
     Ok(match command {
         Command::Info(a) => Job::Info { json: a.json },
         #[cfg(feature = "torch")]
@@ -177,7 +177,7 @@ pub fn configure(command: Command) -> Result<Job> {
 }
 
 /// Runs a configured job; returns the exit code.
-pub fn execute(job: Job) -> Result<i32> {
+pub(crate) fn execute(job: Job) -> Result<i32> {
     match job {
         Job::Print(e) => {
             let _ = e.print();

@@ -25,9 +25,9 @@ pub enum StrategyKind {
 }
 
 impl StrategyKind {
-    pub const ALL: [Self; 3] = [Self::Single, Self::Dp, Self::Ddp];
+    pub(crate) const ALL: [Self; 3] = [Self::Single, Self::Dp, Self::Ddp];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Single => "single",
             Self::Dp => "dp",
@@ -49,7 +49,7 @@ pub enum ModelKind {
 }
 
 impl ModelKind {
-    pub const ALL: [Self; 6] =
+    pub(crate) const ALL: [Self; 6] =
         [Self::Resnet18, Self::Resnet34, Self::Resnet50, Self::Resnet101, Self::Resnet152, Self::Tinycnn];
 
     pub fn name(self) -> &'static str {
@@ -64,7 +64,7 @@ impl ModelKind {
     }
 
     /// Smallest square input the model accepts: ResNets downsample by 32.
-    pub fn min_image_size(self) -> i64 {
+    pub(crate) fn min_image_size(self) -> i64 {
         match self {
             Self::Tinycnn => 8,
             _ => 32,
@@ -87,7 +87,7 @@ pub enum Precision {
 }
 
 impl Precision {
-    pub const ALL: [Self; 4] = [Self::Fp32, Self::Tf32, Self::Fp16, Self::Bf16];
+    pub(crate) const ALL: [Self; 4] = [Self::Fp32, Self::Tf32, Self::Fp16, Self::Bf16];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -111,10 +111,10 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Self; 2] = [Self::Gpubench, Self::Pytorch];
+    pub(crate) const ALL: [Self; 2] = [Self::Gpubench, Self::Pytorch];
 
     /// As in the `impl` column and on the command line.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Impl::Gpubench => "gpubench",
             Impl::Pytorch => "pytorch",
@@ -133,7 +133,7 @@ pub enum Length {
 }
 
 mod humantime_serde_secs {
-    pub fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(d.as_secs_f64())
     }
 }
@@ -179,7 +179,7 @@ pub struct ProfileSpec {
 
 impl ProfileSpec {
     /// One trace per process: `DIR/rank<R>.pt.trace.json`.
-    pub fn trace_path(&self) -> PathBuf {
+    pub(crate) fn trace_path(&self) -> PathBuf {
         self.dir.join(format!("rank{}.pt.trace.json", self.rank))
     }
 }
@@ -280,7 +280,7 @@ impl RunConfig {
     /// A configuration that builds `model` on `devices` and runs nothing by
     /// itself: what serving and the scaling model start from (their
     /// configurations set what they use on top).
-    pub fn for_model(
+    pub(crate) fn for_model(
         model: ModelKind,
         num_classes: i64,
         image_size: i64,
@@ -334,18 +334,18 @@ impl RunConfig {
     }
 
     /// Whether this run reads real files (`--data PATH`).
-    pub fn reads_files(&self) -> bool {
+    pub(crate) fn reads_files(&self) -> bool {
         self.data != "synthetic"
     }
 
     /// Human output (progress bar, summary, notes) is shown.
-    pub fn talks(&self) -> bool {
+    pub(crate) fn talks(&self) -> bool {
         !self.quiet && !self.json
     }
 
     /// As written in the `devices` column: this node's devices, and the node
     /// count of a multi-node ddp job.
-    pub fn devices_column(&self) -> String {
+    pub(crate) fn devices_column(&self) -> String {
         let d = self.node_devices.describe();
         if self.strategy == StrategyKind::Ddp && self.ddp.nnodes > 1 {
             format!("{d} ×{} nodes", self.ddp.nnodes)
@@ -369,9 +369,9 @@ pub enum ServeStrategy {
 }
 
 impl ServeStrategy {
-    pub const ALL: [Self; 3] = [Self::Replicas, Self::Processes, Self::Dp];
+    pub(crate) const ALL: [Self; 3] = [Self::Replicas, Self::Processes, Self::Dp];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Replicas => "replicas",
             Self::Processes => "processes",
@@ -395,7 +395,7 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Scenario::Offline => "offline",
             Scenario::Server { .. } => "server",
@@ -405,7 +405,7 @@ impl Scenario {
     }
 
     /// Requests per second the generator offers (None: as fast as served).
-    pub fn offered_rate(&self) -> Option<f64> {
+    pub(crate) fn offered_rate(&self) -> Option<f64> {
         match *self {
             Scenario::Server { rate } => Some(rate),
             Scenario::Streams { streams, fps } => Some(streams as f64 * fps),
@@ -426,9 +426,9 @@ pub enum Preprocess {
 }
 
 impl Preprocess {
-    pub const ALL: [Self; 2] = [Self::Device, Self::Cpu];
+    pub(crate) const ALL: [Self; 2] = [Self::Device, Self::Cpu];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Preprocess::Device => "device",
             Preprocess::Cpu => "cpu",
@@ -490,13 +490,13 @@ pub struct InferConfig {
 }
 
 impl InferConfig {
-    pub fn talks(&self) -> bool {
+    pub(crate) fn talks(&self) -> bool {
         !self.quiet && !self.json
     }
 
     /// Intra-op threads each worker uses on the CPU, so that workers do not
     /// oversubscribe the cores; None on CUDA.
-    pub fn threads_per_worker(&self) -> Option<usize> {
+    pub(crate) fn threads_per_worker(&self) -> Option<usize> {
         (self.devices.kind == crate::device::DeviceKind::Cpu).then(|| {
             let total = self.threads.unwrap_or_else(crate::device::cpu_cores);
             (total / self.devices.len()).max(1)
@@ -540,9 +540,9 @@ pub enum CommDtype {
 }
 
 impl CommDtype {
-    pub const ALL: [Self; 3] = [Self::Fp32, Self::Fp16, Self::Bf16];
+    pub(crate) const ALL: [Self; 3] = [Self::Fp32, Self::Fp16, Self::Bf16];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Fp32 => "fp32",
             Self::Fp16 => "fp16",
@@ -551,7 +551,7 @@ impl CommDtype {
     }
 
     /// As nccl-tests names it (`type` in its output).
-    pub fn nccl_name(self) -> &'static str {
+    pub(crate) fn nccl_name(self) -> &'static str {
         match self {
             Self::Fp32 => "float",
             Self::Fp16 => "half",
@@ -559,7 +559,7 @@ impl CommDtype {
         }
     }
 
-    pub fn bytes(self) -> u64 {
+    pub(crate) fn bytes(self) -> u64 {
         match self {
             Self::Fp32 => 4,
             Self::Fp16 | Self::Bf16 => 2,
@@ -596,7 +596,7 @@ pub struct AllreduceConfig {
 impl AllreduceConfig {
     /// The sizes measured, in bytes: min, min × factor, … up to max, each a
     /// whole number of elements (at least one).
-    pub fn sizes(&self) -> Vec<u64> {
+    pub(crate) fn sizes(&self) -> Vec<u64> {
         let e = self.dtype.bytes();
         let mut v = vec![];
         let mut b = self.min_bytes;
@@ -662,13 +662,13 @@ pub struct ScaleTo {
 
 impl PredictConfig {
     /// Images per device and image size of the step being predicted.
-    pub fn target(&self) -> (i64, i64) {
+    pub(crate) fn target(&self) -> (i64, i64) {
         self.scale_to.map_or((self.batch_per_device, self.image_size), |s| (s.batch, s.image_size))
     }
 
     /// The training configuration of the profiled device, with `threads`
     /// intra-op threads (CPU: a rank's share of the cores).
-    pub fn run_config(&self, threads: Option<usize>) -> RunConfig {
+    pub(crate) fn run_config(&self, threads: Option<usize>) -> RunConfig {
         RunConfig {
             strategy: StrategyKind::Ddp,
             timed: Length::Steps(self.steps),
@@ -707,9 +707,9 @@ pub enum Backend {
 }
 
 impl Backend {
-    pub const ALL: [Self; 2] = [Backend::Gloo, Backend::Nccl];
+    pub(crate) const ALL: [Self; 2] = [Backend::Gloo, Backend::Nccl];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Backend::Gloo => "gloo",
             Backend::Nccl => "nccl",
@@ -717,7 +717,7 @@ impl Backend {
     }
 
     /// What DDP uses unless told otherwise: NCCL on CUDA, Gloo on the CPU.
-    pub fn default_for(kind: DeviceKind) -> Backend {
+    pub(crate) fn default_for(kind: DeviceKind) -> Backend {
         match kind {
             DeviceKind::Cuda => Backend::Nccl,
             DeviceKind::Cpu => Backend::Gloo,
@@ -756,9 +756,9 @@ pub enum CommHook {
 }
 
 impl CommHook {
-    pub const ALL: [Self; 3] = [Self::None, Self::Fp16, Self::Bf16];
+    pub(crate) const ALL: [Self; 3] = [Self::None, Self::Fp16, Self::Bf16];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::None => "none",
             Self::Fp16 => "fp16",

@@ -73,6 +73,7 @@ extern "C" {
     fn gb_store_free(s: *mut GbStore);
     fn gb_store_set(s: *mut GbStore, key: *const c_char, data: *const u8, len: usize) -> *mut c_char;
     fn gb_store_get(s: *mut GbStore, key: *const c_char, data: *mut *mut u8, len: *mut usize) -> *mut c_char;
+    #[cfg(test)]
     fn gb_store_add(s: *mut GbStore, key: *const c_char, delta: i64, out: *mut i64) -> *mut c_char;
     fn gb_store_check(s: *mut GbStore, key: *const c_char, exists: *mut c_int) -> *mut c_char;
     fn gb_free_bytes(p: *mut u8);
@@ -89,6 +90,7 @@ extern "C" {
     fn gb_pg_free(p: *mut GbPg);
     fn gb_pg_barrier(p: *mut GbPg) -> *mut c_char;
     fn gb_pg_allreduce_sum(p: *mut GbPg, t: *mut C_tensor) -> *mut c_char;
+    #[cfg(test)]
     fn gb_pg_broadcast(p: *mut GbPg, ts: *const *mut C_tensor, n: usize, root: c_int) -> *mut c_char;
 
     fn gb_reducer_new(
@@ -183,14 +185,14 @@ impl Store {
         Ok(Store { ptr: NonNull::new(out).ok_or_else(|| anyhow!("gb_store_new returned null"))? })
     }
 
-    pub fn set(&self, key: &str, value: &[u8]) -> Result<()> {
+    pub(crate) fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         let k = cstring(key, "store key")?;
         check(unsafe { gb_store_set(self.ptr.as_ptr(), k.as_ptr(), value.as_ptr(), value.len()) })
             .map_err(|e| e.context(format!("store set {key:?}")))
     }
 
     /// Waits (up to the store's timeout) until `key` is set, and returns it.
-    pub fn get(&self, key: &str) -> Result<Vec<u8>> {
+    pub(crate) fn get(&self, key: &str) -> Result<Vec<u8>> {
         let k = cstring(key, "store key")?;
         let (mut data, mut len) = (std::ptr::null_mut(), 0usize);
         check(unsafe { gb_store_get(self.ptr.as_ptr(), k.as_ptr(), &mut data, &mut len) })
@@ -205,7 +207,7 @@ impl Store {
     }
 
     /// Whether `key` is set, without waiting.
-    pub fn contains(&self, key: &str) -> Result<bool> {
+    pub(crate) fn contains(&self, key: &str) -> Result<bool> {
         let k = cstring(key, "store key")?;
         let mut v: c_int = 0;
         check(unsafe { gb_store_check(self.ptr.as_ptr(), k.as_ptr(), &mut v) })
@@ -214,7 +216,7 @@ impl Store {
     }
 
     /// `key`'s value if it is set within `wait`, else None.
-    pub fn get_within(&self, key: &str, wait: Duration) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get_within(&self, key: &str, wait: Duration) -> Result<Option<Vec<u8>>> {
         let deadline = std::time::Instant::now() + wait;
         loop {
             if self.contains(key)? {
@@ -229,7 +231,8 @@ impl Store {
 
     /// Atomically adds `delta` to the counter at `key` (0 when absent) and
     /// returns the new value.
-    pub fn add(&self, key: &str, delta: i64) -> Result<i64> {
+    #[cfg(test)]
+    pub(crate) fn add(&self, key: &str, delta: i64) -> Result<i64> {
         let k = cstring(key, "store key")?;
         let mut v = 0i64;
         check(unsafe { gb_store_add(self.ptr.as_ptr(), k.as_ptr(), delta, &mut v) })
@@ -300,28 +303,29 @@ impl ProcessGroup {
         self.backend
     }
 
-    pub fn rank(&self) -> usize {
+    pub(crate) fn rank(&self) -> usize {
         self.rank
     }
 
-    pub fn world(&self) -> usize {
+    pub(crate) fn world(&self) -> usize {
         self.world
     }
 
     /// Returns when every rank has entered the barrier.
-    pub fn barrier(&self) -> Result<()> {
+    pub(crate) fn barrier(&self) -> Result<()> {
         check(unsafe { gb_pg_barrier(self.ptr.as_ptr()) }).map_err(|e| e.context("barrier"))
     }
 
     /// Sums `t` over all ranks, in place, and waits. For CUDA tensors over
     /// NCCL "waits" means the current stream waits, as in torch.
-    pub fn allreduce_sum(&self, t: &mut Tensor) -> Result<()> {
+    pub(crate) fn allreduce_sum(&self, t: &mut Tensor) -> Result<()> {
         check(unsafe { gb_pg_allreduce_sum(self.ptr.as_ptr(), t.as_mut_ptr()) }).map_err(|e| e.context("all_reduce"))
     }
 
     /// Overwrites `ts` on every rank with rank `root`'s values (coalesced
     /// into 250 MiB buckets, as DDP's parameter sync), and waits.
-    pub fn broadcast(&self, ts: &mut [Tensor], root: usize) -> Result<()> {
+    #[cfg(test)]
+    pub(crate) fn broadcast(&self, ts: &mut [Tensor], root: usize) -> Result<()> {
         let p: Vec<*mut C_tensor> = ts.iter_mut().map(|t| t.as_mut_ptr()).collect();
         check(unsafe { gb_pg_broadcast(self.ptr.as_ptr(), p.as_ptr(), p.len(), int(root, "root")?) })
             .map_err(|e| e.context("broadcast"))
@@ -336,7 +340,7 @@ impl Drop for ProcessGroup {
 
 /// DistributedDataParallel's constructor arguments.
 #[derive(Debug, Clone)]
-pub struct ReducerOptions {
+pub(crate) struct ReducerOptions {
     /// `bucket_cap_mb` in bytes. None: DDP's default, 25 MiB with a 1 MiB
     /// first bucket. Some(cap): as an explicit `bucket_cap_mb`, which in
     /// torch 2.11 also caps the first bucket at `cap`.
@@ -417,7 +421,7 @@ fn opt_ms(v: f64) -> Option<f64> {
 /// group (the C++ side keeps it alive), so the [`ProcessGroup`] handle may be
 /// dropped first. The Reducer hooks the parameters' gradient accumulators:
 /// do not drop it while a backward pass over those parameters is running.
-pub struct Reducer {
+pub(crate) struct Reducer {
     ptr: NonNull<GbReducer>,
 }
 
@@ -435,7 +439,12 @@ impl Reducer {
     /// the Reducer and its Logger. `params` must be the model's trainable
     /// leaf tensors, in the same order on every rank; they are updated in
     /// place. Collective: every rank must call it.
-    pub fn new(pg: &ProcessGroup, params: &[Tensor], buffers: &[Tensor], opts: &ReducerOptions) -> Result<Reducer> {
+    pub(crate) fn new(
+        pg: &ProcessGroup,
+        params: &[Tensor],
+        buffers: &[Tensor],
+        opts: &ReducerOptions,
+    ) -> Result<Reducer> {
         if params.is_empty() {
             bail!("Reducer needs at least one parameter");
         }
@@ -475,7 +484,7 @@ impl Reducer {
     }
 
     /// Times the first 10 iterations, then every `rate`-th.
-    pub fn set_sample_rate(&mut self, rate: u32) -> Result<()> {
+    pub(crate) fn set_sample_rate(&mut self, rate: u32) -> Result<()> {
         let rate = c_int::try_from(rate).map_err(|_| anyhow!("sample rate {rate} too large"))?;
         check(unsafe { gb_reducer_set_sample_rate(self.ptr.as_ptr(), rate) })
     }
@@ -484,14 +493,14 @@ impl Reducer {
     /// rebuilds the buckets once (iteration 2; a collective), and broadcasts
     /// the buffers from rank 0 if asked to. Call before every forward pass
     /// whose gradients should be synchronised.
-    pub fn prepare_forward(&mut self) -> Result<()> {
+    pub(crate) fn prepare_forward(&mut self) -> Result<()> {
         check(unsafe { gb_reducer_prepare_forward(self.ptr.as_ptr()) }).map_err(|e| e.context("DDP prepare_forward"))
     }
 
     /// DDP's post-forward: arms the autograd hooks for the next backward.
     /// `outputs` seed the unused-parameter search (only used with
     /// find_unused_parameters, as in DDP).
-    pub fn prepare_backward(&mut self, outputs: &[&Tensor]) -> Result<()> {
+    pub(crate) fn prepare_backward(&mut self, outputs: &[&Tensor]) -> Result<()> {
         let p: Vec<*mut C_tensor> = outputs.iter().map(|t| t.as_ptr() as *mut C_tensor).collect();
         check(unsafe { gb_reducer_prepare_backward(self.ptr.as_ptr(), p.as_ptr(), p.len()) })
             .map_err(|e| e.context("DDP prepare_backward"))
@@ -500,7 +509,7 @@ impl Reducer {
     /// Statistics of the iteration that just finished. Call after
     /// `backward()` returned (before, the iteration's times are lost). For
     /// CUDA parameters this synchronises with the iteration's timing events.
-    pub fn stats(&mut self) -> Result<ReducerStats> {
+    pub(crate) fn stats(&mut self) -> Result<ReducerStats> {
         let mut s = GbReducerStats::default();
         check(unsafe { gb_reducer_stats(self.ptr.as_ptr(), &mut s) }).map_err(|e| e.context("DDP reducer stats"))?;
         Ok(ReducerStats {
@@ -525,7 +534,7 @@ impl Reducer {
     /// Per parameter of `n_params` (the order given to `new`): its bucket's
     /// index, and when its gradient was ready in the last sampled backward,
     /// ns after prepare_backward (None when unknown).
-    pub fn param_layout(&self, n_params: usize) -> Result<Vec<(Option<usize>, Option<i64>)>> {
+    pub(crate) fn param_layout(&self, n_params: usize) -> Result<Vec<(Option<usize>, Option<i64>)>> {
         let (mut bucket, mut ready) = (vec![-1i64; n_params], vec![-1i64; n_params]);
         check(unsafe {
             gb_reducer_param_layout(self.ptr.as_ptr(), bucket.as_mut_ptr(), ready.as_mut_ptr(), n_params)
@@ -534,7 +543,7 @@ impl Reducer {
     }
 
     /// Current bucket sizes in bytes, in reduction order.
-    pub fn bucket_sizes(&self) -> Result<Vec<i64>> {
+    pub(crate) fn bucket_sizes(&self) -> Result<Vec<i64>> {
         let mut n = 0usize;
         check(unsafe { gb_reducer_bucket_sizes(self.ptr.as_ptr(), std::ptr::null_mut(), 0, &mut n) })?;
         let mut v = vec![0i64; n];
@@ -554,7 +563,7 @@ impl Drop for Reducer {
 /// Zeroes defined gradients in place, without detaching them: required with
 /// `gradient_as_bucket_view`, where they are views into the Reducer's
 /// buckets and tch's `zero_grad` fails ("Can't detach views in-place").
-pub fn zero_grads_in_place(params: &[Tensor]) {
+pub(crate) fn zero_grads_in_place(params: &[Tensor]) {
     tch::no_grad(|| {
         for p in params {
             let mut g = p.grad();

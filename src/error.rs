@@ -5,7 +5,7 @@ use std::fmt;
 
 /// A problem with the command line or its inputs. `main` exits with 2 for it.
 #[derive(Debug)]
-pub struct UsageError(pub String);
+pub(crate) struct UsageError(pub String);
 
 impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -16,7 +16,7 @@ impl fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 /// Builds a usage error; the message should name the problem and the fix.
-pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
 }
 
@@ -55,7 +55,7 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Runs `f`, turning a panic from libtorch (tch panics on C++ errors) into an error.
-pub fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+pub(crate) fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => Err(anyhow::anyhow!(panic_message(&*p))),
@@ -65,7 +65,7 @@ pub fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
 /// Out-of-memory errors: the CUDA caching allocator's, the CPU allocator's,
 /// and cuBLAS's or cuDNN's when a handle or workspace cannot be allocated
 /// near the memory limit.
-pub fn is_oom(msg: &str) -> bool {
+pub(crate) fn is_oom(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
     m.contains("out of memory")
         || m.contains("can't allocate memory")
@@ -76,7 +76,7 @@ pub fn is_oom(msg: &str) -> bool {
 
 /// A failed run's error for its row: the chain on one line, without the C++
 /// backtrace that tch's panic messages carry (escaped).
-pub fn failure_message(err: &anyhow::Error) -> String {
+pub(crate) fn failure_message(err: &anyhow::Error) -> String {
     let mut msg = one_line(err);
     if let Some(i) = msg.find("\\nframe #") {
         msg.truncate(i);

@@ -87,18 +87,18 @@ pub fn init_logging() {
     unsafe { gb_init_logging() };
 }
 
-pub fn libtorch_version() -> String {
+pub(crate) fn libtorch_version() -> String {
     let mut buf = [0u8; 64];
     unsafe { gb_libtorch_version(buf.as_mut_ptr().cast(), buf.len()) };
     buf_to_string(&buf)
 }
 
-pub fn built_with_cuda() -> bool {
+pub(crate) fn built_with_cuda() -> bool {
     unsafe { gb_built_with_cuda() != 0 }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CudaVersions {
+pub(crate) struct CudaVersions {
     /// e.g. 13000 for CUDA 13.0; 0 when CUDA is absent.
     pub cudart: i64,
     /// e.g. 91900 for cuDNN 9.19.0.
@@ -109,7 +109,7 @@ pub struct CudaVersions {
 
 // c_long is i64 here but i32 on other targets, hence `from`.
 #[allow(clippy::useless_conversion)]
-pub fn cuda_versions() -> CudaVersions {
+pub(crate) fn cuda_versions() -> CudaVersions {
     let (mut a, mut b, mut c) = (0 as c_long, 0 as c_long, 0u64);
     unsafe { gb_cuda_versions(&mut a, &mut b, &mut c) };
     CudaVersions { cudart: i64::from(a), cudnn: i64::from(b), nccl: c }
@@ -117,7 +117,7 @@ pub fn cuda_versions() -> CudaVersions {
 
 /// How this binary and the libtorch it runs on were built for CUDA.
 #[derive(Debug, Clone, Default)]
-pub struct CudaBuild {
+pub(crate) struct CudaBuild {
     /// CUDA runtime version of the headers the shim was compiled with (0: no CUDA shim).
     pub shim_cudart: i64,
     /// libtorch's CUDA configuration text (empty without libtorch_cuda).
@@ -127,7 +127,7 @@ pub struct CudaBuild {
 /// The kernels of the libtorch this process runs on: from its configuration
 /// text when a driver lets libtorch report it, else from the flags build.rs
 /// found in the libtorch_cuda it built against.
-pub fn libtorch_kernels() -> Kernels {
+pub(crate) fn libtorch_kernels() -> Kernels {
     let k = Kernels::parse(&cuda_build().config);
     if k.sm.is_empty() && k.ptx.is_empty() {
         Kernels::parse(env!("GPUBENCH_TORCH_GENCODE"))
@@ -137,7 +137,7 @@ pub fn libtorch_kernels() -> Kernels {
 }
 
 #[allow(clippy::useless_conversion)]
-pub fn cuda_build() -> CudaBuild {
+pub(crate) fn cuda_build() -> CudaBuild {
     let mut v: c_long = 0;
     let mut buf = vec![0u8; 16384];
     unsafe { gb_cuda_build(&mut v, buf.as_mut_ptr().cast(), buf.len()) };
@@ -147,14 +147,14 @@ pub fn cuda_build() -> CudaBuild {
 /// The GPU code a libtorch carries, from its `-gencode` flags: cubins per
 /// compute capability (`code=sm_XY`) and PTX (`code=compute_XY`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Kernels {
+pub(crate) struct Kernels {
     /// (major, minor) of each cubin.
     pub sm: Vec<(u32, u32)>,
     pub ptx: Vec<(u32, u32)>,
 }
 
 impl Kernels {
-    pub fn parse(config: &str) -> Kernels {
+    pub(crate) fn parse(config: &str) -> Kernels {
         let mut k = Kernels::default();
         let cc = |s: &str| -> Option<(u32, u32)> {
             let digits: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
@@ -179,12 +179,12 @@ impl Kernels {
 
     /// Whether a GPU of compute capability `cc` can run this code: a cubin of
     /// the same major version and no newer minor, or PTX no newer than it.
-    pub fn run_on(&self, cc: (u32, u32)) -> bool {
+    pub(crate) fn run_on(&self, cc: (u32, u32)) -> bool {
         self.sm.iter().any(|&(maj, min)| maj == cc.0 && min <= cc.1) || self.ptx.iter().any(|&p| p <= cc)
     }
 
     /// "7.5, 8.0, 8.6, 9.0 (+PTX 12.0)".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let list = |v: &[(u32, u32)]| v.iter().map(|(a, b)| format!("{a}.{b}")).collect::<Vec<_>>().join(", ");
         let mut s = list(&self.sm);
         if !self.ptx.is_empty() {
@@ -195,7 +195,7 @@ impl Kernels {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct DeviceProps {
+pub(crate) struct DeviceProps {
     pub ordinal: usize,
     pub name: String,
     pub pci_bus_id: String,
@@ -204,7 +204,7 @@ pub struct DeviceProps {
     pub multiprocessors: i32,
 }
 
-pub fn cuda_device_props(dev: usize) -> Result<DeviceProps> {
+pub(crate) fn cuda_device_props(dev: usize) -> Result<DeviceProps> {
     let mut name = [0u8; 256];
     let mut pci = [0u8; 32];
     let (mut mem, mut major, mut minor, mut sms) = (0u64, 0, 0, 0);
@@ -233,14 +233,14 @@ pub fn cuda_device_props(dev: usize) -> Result<DeviceProps> {
 
 /// Caching-allocator bytes on a CUDA device.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct AllocatorStats {
+pub(crate) struct AllocatorStats {
     pub allocated: i64,
     pub peak_allocated: i64,
     pub reserved: i64,
     pub peak_reserved: i64,
 }
 
-pub fn cuda_memory_stats(dev: usize) -> Result<AllocatorStats> {
+pub(crate) fn cuda_memory_stats(dev: usize) -> Result<AllocatorStats> {
     let mut v = [0i64; 4];
     check(unsafe { gb_cuda_memory_stats(dev as c_int, v.as_mut_ptr()) })?;
     Ok(AllocatorStats { allocated: v[0], peak_allocated: v[1], reserved: v[2], peak_reserved: v[3] })
@@ -249,28 +249,28 @@ pub fn cuda_memory_stats(dev: usize) -> Result<AllocatorStats> {
 /// Makes CUDA device `dev` this thread's current device (a no-op without
 /// the CUDA shim). Threads that work for one device call it first, so that
 /// nothing they do lands on GPU 0 by default.
-pub fn cuda_set_device(dev: usize) -> Result<()> {
+pub(crate) fn cuda_set_device(dev: usize) -> Result<()> {
     check(unsafe { gb_cuda_set_device(dev as c_int) })
 }
 
-pub fn cuda_reset_peak_memory(dev: usize) -> Result<()> {
+pub(crate) fn cuda_reset_peak_memory(dev: usize) -> Result<()> {
     check(unsafe { gb_cuda_reset_peak_memory(dev as c_int) })
 }
 
 /// Starts PyTorch's profiler (Kineto): CPU ops on every thread, and CUDA
 /// kernels when `cuda`.
-pub fn profiler_start(cuda: bool) -> Result<()> {
+pub(crate) fn profiler_start(cuda: bool) -> Result<()> {
     check(unsafe { gb_profiler_start(c_int::from(cuda)) })
 }
 
 /// Top-level metadata for the trace being recorded (`json`: a JSON value).
-pub fn profiler_metadata(key: &str, json: &str) -> Result<()> {
+pub(crate) fn profiler_metadata(key: &str, json: &str) -> Result<()> {
     let (k, j) = (cstring(key, "profiler metadata key")?, cstring(json, "profiler metadata")?);
     check(unsafe { gb_profiler_metadata(k.as_ptr(), j.as_ptr()) })
 }
 
 /// Stops the profiler and writes its Chrome trace to `path`.
-pub fn profiler_stop(path: &std::path::Path) -> Result<()> {
+pub(crate) fn profiler_stop(path: &std::path::Path) -> Result<()> {
     let p = cstring(&path.display().to_string(), "the trace path")?;
     check(unsafe { gb_profiler_stop(p.as_ptr()) })
 }
@@ -281,27 +281,27 @@ pub(crate) fn cstring(s: &str, what: &str) -> Result<std::ffi::CString> {
 }
 
 /// Whether this build can emit NVTX ranges (`--nvtx`).
-pub fn nvtx_available() -> bool {
+pub(crate) fn nvtx_available() -> bool {
     unsafe { gb_nvtx_available() != 0 }
 }
 
 static NVTX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// `--nvtx`: every [`Range`] is also an NVTX range, for Nsight Systems.
-pub fn set_nvtx(on: bool) {
+pub(crate) fn set_nvtx(on: bool) {
     NVTX.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// A named range in the profiler's trace (what torch.profiler.record_function
 /// opens) and, with `--nvtx`, an NVTX range; closed on drop. Nothing is
 /// recorded when neither is on.
-pub struct Range {
+pub(crate) struct Range {
     record: *mut std::ffi::c_void,
     nvtx: bool,
 }
 
 impl Range {
-    pub fn begin(name: &str) -> Range {
+    pub(crate) fn begin(name: &str) -> Range {
         let Ok(c) = std::ffi::CString::new(name) else {
             return Range { record: std::ptr::null_mut(), nvtx: false };
         };
@@ -326,22 +326,22 @@ impl Drop for Range {
 
 /// Enters (`on`) or leaves libtorch's autocast for CUDA or the CPU, to
 /// float16 or bfloat16. The state is thread-local.
-pub fn set_autocast(cuda: bool, bf16: bool, on: bool) -> Result<()> {
+pub(crate) fn set_autocast(cuda: bool, bf16: bool, on: bool) -> Result<()> {
     check(unsafe { gb_autocast(c_int::from(cuda), c_int::from(bf16), c_int::from(on)) })
 }
 
 /// TF32 tensor-core math for cuBLAS and cuDNN, process-wide.
-pub fn set_tf32(on: bool) -> Result<()> {
+pub(crate) fn set_tf32(on: bool) -> Result<()> {
     check(unsafe { gb_set_tf32(c_int::from(on)) })
 }
 
 /// Deterministic algorithms, process-wide.
-pub fn set_deterministic(on: bool) -> Result<()> {
+pub(crate) fn set_deterministic(on: bool) -> Result<()> {
     check(unsafe { gb_set_deterministic(c_int::from(on)) })
 }
 
 /// Lays a 4-D tensor out as NHWC in place (other tensors are left alone).
-pub fn to_channels_last(t: &tch::Tensor) -> Result<()> {
+pub(crate) fn to_channels_last(t: &tch::Tensor) -> Result<()> {
     check(unsafe { gb_channels_last_(t.as_ptr() as *mut _) })
 }
 
@@ -352,7 +352,7 @@ pub fn is_channels_last(t: &tch::Tensor) -> bool {
 /// dp's replicate on CUDA: `src` (the master's variables) copied to every
 /// replica's device in large coalesced buffers, each of `dst` (n per
 /// replica, replica by replica) taking its copy's storage.
-pub fn broadcast_coalesced_into(src: &[tch::Tensor], dst: &[tch::Tensor]) -> Result<()> {
+pub(crate) fn broadcast_coalesced_into(src: &[tch::Tensor], dst: &[tch::Tensor]) -> Result<()> {
     let replicas = if src.is_empty() { 0 } else { dst.len() / src.len() };
     let mut s: Vec<*mut std::ffi::c_void> = src.iter().map(|t| t.as_ptr() as *mut _).collect();
     let mut d: Vec<*mut std::ffi::c_void> = dst.iter().map(|t| t.as_ptr() as *mut _).collect();
@@ -362,7 +362,7 @@ pub fn broadcast_coalesced_into(src: &[tch::Tensor], dst: &[tch::Tensor]) -> Res
 /// GradScaler's fused unscale: divides every gradient by the scale in place
 /// (`inv_scale` = 1/scale) and sets `found_inf` to 1 if any is not finite.
 /// All on one device, and nothing read back.
-pub fn amp_unscale(grads: &[tch::Tensor], found_inf: &tch::Tensor, inv_scale: &tch::Tensor) -> Result<()> {
+pub(crate) fn amp_unscale(grads: &[tch::Tensor], found_inf: &tch::Tensor, inv_scale: &tch::Tensor) -> Result<()> {
     let mut ptrs: Vec<*mut std::ffi::c_void> = grads.iter().map(|g| g.as_ptr() as *mut _).collect();
     check(unsafe {
         gb_amp_unscale(ptrs.as_mut_ptr(), ptrs.len(), found_inf.as_ptr() as *mut _, inv_scale.as_ptr() as *mut _)
@@ -371,7 +371,7 @@ pub fn amp_unscale(grads: &[tch::Tensor], found_inf: &tch::Tensor, inv_scale: &t
 
 /// GradScaler's fused scale update, on the device: after a step with
 /// `found_inf`, the scale backs off; after `interval` good steps it grows.
-pub fn amp_update_scale(
+pub(crate) fn amp_update_scale(
     scale: &tch::Tensor,
     growth_tracker: &tch::Tensor,
     found_inf: &tch::Tensor,
@@ -392,7 +392,7 @@ pub fn amp_update_scale(
 }
 
 /// "13.0" from 13000.
-pub fn format_cuda_version(v: i64) -> String {
+pub(crate) fn format_cuda_version(v: i64) -> String {
     if v <= 0 {
         "n/a".into()
     } else {
@@ -401,7 +401,7 @@ pub fn format_cuda_version(v: i64) -> String {
 }
 
 /// "9.19.0" from 91900 (cuDNN ≥ 9 encodes major*10000 + minor*100 + patch).
-pub fn format_cudnn_version(v: i64) -> String {
+pub(crate) fn format_cudnn_version(v: i64) -> String {
     if v <= 0 {
         "n/a".into()
     } else if v >= 10000 {
@@ -412,7 +412,7 @@ pub fn format_cudnn_version(v: i64) -> String {
 }
 
 /// "2.28.9" from libtorch's packed NCCL version (major << 32 | minor << 16 | patch).
-pub fn format_nccl_version(v: u64) -> String {
+pub(crate) fn format_nccl_version(v: u64) -> String {
     if v == 0 {
         "n/a".into()
     } else {

@@ -17,18 +17,18 @@ use crate::config::{ModelKind, RunConfig};
 use crate::error::usage;
 
 /// `format` in an init file's metadata.
-pub const INIT_FORMAT: &str = "gpubench-init-v1";
+pub(crate) const INIT_FORMAT: &str = "gpubench-init-v1";
 /// ddp rank r's synthetic-data seed is the run's data seed plus this times r.
-pub const RANK_SEED_STRIDE: u64 = 7919;
+pub(crate) const RANK_SEED_STRIDE: u64 = 7919;
 
 /// The data seed a run uses when no init file says otherwise.
-pub fn default_data_seed(seed: u64) -> u64 {
+pub(crate) fn default_data_seed(seed: u64) -> u64 {
     seed ^ 0x5eed
 }
 
 /// An init file's metadata: what the weights are for, and the data seed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InitMeta {
+pub(crate) struct InitMeta {
     pub model: String,
     pub num_classes: i64,
     pub seed: u64,
@@ -63,7 +63,7 @@ impl InitMeta {
     }
 
     /// A usage error unless the file was written for this model and class count.
-    pub fn check_fits(&self, path: &Path, model: ModelKind, num_classes: i64) -> Result<()> {
+    pub(crate) fn check_fits(&self, path: &Path, model: ModelKind, num_classes: i64) -> Result<()> {
         if self.model != model.name() || self.num_classes != num_classes {
             return Err(usage(format!(
                 "--init-from {} holds {} weights for {} classes, but this run is {} with {} classes; \
@@ -88,7 +88,7 @@ struct TensorEntry {
 
 /// Writes every variable of `vs` (parameters and BatchNorm buffers), as f32
 /// on the CPU, to a safetensors file with `meta` in its `__metadata__`.
-pub fn write_init(path: &Path, vs: &nn::VarStore, meta: &InitMeta) -> Result<()> {
+pub(crate) fn write_init(path: &Path, vs: &nn::VarStore, meta: &InitMeta) -> Result<()> {
     let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
     let mut header = serde_json::Map::new();
@@ -148,14 +148,14 @@ fn meta_of(path: &Path, header: &serde_json::Map<String, serde_json::Value>) -> 
 }
 
 /// Reads only an init file's metadata.
-pub fn read_init_meta(path: &Path) -> Result<InitMeta> {
+pub(crate) fn read_init_meta(path: &Path) -> Result<InitMeta> {
     let mut f = BufReader::new(open_init(path)?);
     let (_, header) = read_header(path, &mut f)?;
     meta_of(path, &header)
 }
 
 /// Reads an init file: its named tensors (on the CPU) and metadata.
-pub fn read_init(path: &Path) -> Result<(Vec<(String, Tensor)>, InitMeta)> {
+pub(crate) fn read_init(path: &Path) -> Result<(Vec<(String, Tensor)>, InitMeta)> {
     let mut f = BufReader::new(open_init(path)?);
     let (_, header) = read_header(path, &mut f)?;
     let meta = meta_of(path, &header)?;
@@ -182,7 +182,7 @@ pub fn read_init(path: &Path) -> Result<(Vec<(String, Tensor)>, InitMeta)> {
 
 /// Copies `tensors` into the variables of `vs` of the same names; every
 /// variable must be there with its shape, and nothing else.
-pub fn load_into(vs: &nn::VarStore, tensors: &[(String, Tensor)], path: &Path) -> Result<()> {
+pub(crate) fn load_into(vs: &nn::VarStore, tensors: &[(String, Tensor)], path: &Path) -> Result<()> {
     let vars = vs.variables();
     let misfit = |what: String| usage(format!("--init-from {} does not fit this model: {what}", path.display()));
     if tensors.len() != vars.len() {
@@ -202,7 +202,7 @@ pub fn load_into(vs: &nn::VarStore, tensors: &[(String, Tensor)], path: &Path) -
 
 /// Builds the model exactly as a gpubench run with `cfg` would (same seed,
 /// same device) and writes its initial state with `data_seed`.
-pub fn save_init(cfg: &RunConfig, path: &Path, data_seed: u64) -> Result<InitMeta> {
+pub(crate) fn save_init(cfg: &RunConfig, path: &Path, data_seed: u64) -> Result<InitMeta> {
     let (vs, _model) = crate::model::build_model(cfg, cfg.devices.device(0));
     let meta = InitMeta { model: cfg.model.name().into(), num_classes: cfg.num_classes, seed: cfg.seed, data_seed };
     write_init(path, &vs, &meta)?;
@@ -215,7 +215,7 @@ pub fn save_init(cfg: &RunConfig, path: &Path, data_seed: u64) -> Result<InitMet
 /// line; `crate::internal::Role::WriteInit`), so that this process keeps no
 /// CUDA context or cached block on a GPU it is about to benchmark, or that
 /// the PyTorch reference is about to (gpu-audit F6).
-pub fn write_start(cfg: &RunConfig, path: &Path) -> Result<InitMeta> {
+pub(crate) fn write_start(cfg: &RunConfig, path: &Path) -> Result<InitMeta> {
     if cfg.init.writer != crate::config::InitWriter::Child {
         return crate::error::guarded(|| save_init(cfg, path, default_data_seed(cfg.seed)));
     }
@@ -236,7 +236,7 @@ pub fn write_start(cfg: &RunConfig, path: &Path) -> Result<InitMeta> {
 /// `--init-from` file, read once per process. (Who writes `--save-init` is
 /// the caller's choice: one process per job.)
 #[derive(Default)]
-pub struct Start {
+pub(crate) struct Start {
     init: Option<LoadedInit>,
 }
 
@@ -245,7 +245,7 @@ type LoadedInit = (PathBuf, Vec<(String, Tensor)>, InitMeta);
 
 impl Start {
     /// Reads the run's `--init-from` file, if it has one.
-    pub fn load(cfg: &RunConfig) -> Result<Start> {
+    pub(crate) fn load(cfg: &RunConfig) -> Result<Start> {
         let mut start = Start::default();
         if let Some(path) = &cfg.init.from {
             let (tensors, meta) = read_init(path)?;
@@ -256,7 +256,7 @@ impl Start {
     }
 
     /// Loads the init file's weights into a freshly built model.
-    pub fn apply(&self, vs: &nn::VarStore) -> Result<()> {
+    pub(crate) fn apply(&self, vs: &nn::VarStore) -> Result<()> {
         match &self.init {
             Some((path, tensors, _)) => load_into(vs, tensors, path),
             None => Ok(()),
@@ -264,7 +264,7 @@ impl Start {
     }
 
     /// The data seed: the init file's, else the one derived from `seed`.
-    pub fn data_seed(&self, seed: u64) -> u64 {
+    pub(crate) fn data_seed(&self, seed: u64) -> u64 {
         self.init.as_ref().map(|(_, _, m)| m.data_seed).unwrap_or_else(|| default_data_seed(seed))
     }
 }

@@ -27,7 +27,7 @@ use std::ffi::OsString;
 
 /// A copy of gpubench started by gpubench, as a hidden subcommand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// One rank of a job our launcher started (ddp's `run`, or `allreduce`).
     Rank,
     /// One serving process of `infer --strategy processes`.
@@ -38,7 +38,7 @@ pub enum Role {
 
 impl Role {
     /// The hidden subcommand's name.
-    pub const fn subcommand(self) -> &'static str {
+    pub(crate) const fn subcommand(self) -> &'static str {
         match self {
             Role::Rank => "rank",
             Role::InferWorker => "infer-worker",
@@ -48,7 +48,7 @@ impl Role {
 
     /// The child's arguments: the role's subcommand, its own `params`, then
     /// `line`, the command line it serves (`run …`, `infer …`).
-    pub fn args<I, S>(self, params: &[OsString], line: I) -> Vec<OsString>
+    pub(crate) fn args<I, S>(self, params: &[OsString], line: I) -> Vec<OsString>
     where
         I: IntoIterator<Item = S>,
         S: Into<OsString>,
@@ -63,7 +63,7 @@ impl Role {
 /// This process's own command line after the program name, with the
 /// wrapping role's subcommand and parameters left out: what a child started
 /// for another role must serve.
-pub fn served_line() -> Vec<OsString> {
+pub(crate) fn served_line() -> Vec<OsString> {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let skip = match args.first().and_then(|a| a.to_str()) {
         Some(s) if s == Role::Rank.subcommand() => 1,
@@ -102,7 +102,8 @@ pub enum Hook {
 }
 
 impl Hook {
-    pub const ALL: [Hook; 6] =
+    #[cfg(test)]
+    pub(crate) const ALL: [Hook; 6] =
         [Hook::Fault, Hook::ServiceMs, Hook::InferCrash, Hook::ServeCrash, Hook::InitInChild, Hook::SweepChild];
 
     /// The environment variable.
@@ -118,11 +119,11 @@ impl Hook {
     }
 
     /// Its value, when set and not empty.
-    pub fn get(self) -> Option<String> {
+    pub(crate) fn get(self) -> Option<String> {
         std::env::var(self.var()).ok().filter(|v| !v.is_empty())
     }
 
-    pub fn is_set(self) -> bool {
+    pub(crate) fn is_set(self) -> bool {
         self.get().is_some()
     }
 }

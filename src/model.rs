@@ -4,7 +4,7 @@ use tch::nn::{self, ModuleT};
 
 use crate::config::{ModelKind, RunConfig};
 
-pub type Model = Box<dyn ModuleT>;
+pub(crate) type Model = Box<dyn ModuleT>;
 
 /// Builds the run's model on `device` with its seed, so every replica and
 /// rank starts from the same weights; convolution weights go channels-last
@@ -22,7 +22,7 @@ pub fn build_model(cfg: &RunConfig, device: tch::Device) -> (nn::VarStore, Model
     (vs, m)
 }
 
-pub fn build(p: &nn::Path, kind: ModelKind, num_classes: i64) -> Model {
+pub(crate) fn build(p: &nn::Path, kind: ModelKind, num_classes: i64) -> Model {
     use tch::vision::resnet;
     match kind {
         ModelKind::Resnet18 => Box::new(resnet::resnet18(p, num_classes)),
@@ -38,7 +38,7 @@ pub fn build(p: &nn::Path, kind: ModelKind, num_classes: i64) -> Model {
 /// pooling and a linear classifier. Without BatchNorm, splitting a batch across
 /// replicas gives exactly the full-batch gradient, which the dp and ddp
 /// equivalence tests rely on; it is also fast enough for smoke runs on a CPU.
-pub fn tiny_cnn(p: &nn::Path, num_classes: i64) -> impl ModuleT {
+pub(crate) fn tiny_cnn(p: &nn::Path, num_classes: i64) -> impl ModuleT {
     let cfg = nn::ConvConfig { stride: 2, padding: 1, ..Default::default() };
     let c1 = nn::conv2d(p / "conv1", 3, 16, 3, cfg);
     let c2 = nn::conv2d(p / "conv2", 16, 32, 3, cfg);
@@ -49,7 +49,8 @@ pub fn tiny_cnn(p: &nn::Path, num_classes: i64) -> impl ModuleT {
 }
 
 /// Number of trainable scalars, for the summary.
-pub fn parameter_count(vs: &nn::VarStore) -> i64 {
+#[cfg(test)]
+pub(crate) fn parameter_count(vs: &nn::VarStore) -> i64 {
     vs.trainable_variables().iter().map(|t| t.numel() as i64).sum()
 }
 

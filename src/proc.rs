@@ -16,7 +16,7 @@ use std::time::Instant;
 
 /// How a child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     Code(i32),
     Signal(i32),
     /// Ctrl-C or SIGTERM: the parent stopped it.
@@ -26,7 +26,7 @@ pub enum Exit {
 }
 
 impl Exit {
-    pub fn of(st: ExitStatus) -> Exit {
+    pub(crate) fn of(st: ExitStatus) -> Exit {
         use std::os::unix::process::ExitStatusExt;
         match (st.code(), st.signal()) {
             (Some(c), _) => Exit::Code(c),
@@ -36,7 +36,7 @@ impl Exit {
     }
 
     /// A shell's view of the exit: the code, or 128 + the signal.
-    pub fn code(self) -> i32 {
+    pub(crate) fn code(self) -> i32 {
         match self {
             Exit::Code(c) => c,
             Exit::Signal(s) => 128 + s,
@@ -45,7 +45,7 @@ impl Exit {
         }
     }
 
-    pub fn success(self) -> bool {
+    pub(crate) fn success(self) -> bool {
         self == Exit::Code(0)
     }
 }
@@ -55,7 +55,7 @@ impl Exit {
 const MAX_LINE: usize = 2000;
 
 /// A running child whose stderr is being read.
-pub struct Watched {
+pub(crate) struct Watched {
     child: Child,
     tail: Arc<Mutex<VecDeque<String>>>,
     reader: Option<JoinHandle<()>>,
@@ -65,7 +65,7 @@ pub struct Watched {
 
 /// What is known once a child has ended.
 #[derive(Debug, Clone)]
-pub struct Ended {
+pub(crate) struct Ended {
     pub pid: u32,
     pub exit: Exit,
     /// Its last non-empty stderr lines, oldest first.
@@ -79,7 +79,7 @@ pub struct Ended {
 /// Starts `cmd` with stdin closed and stderr piped (stdout is the caller's
 /// choice). Each stderr line is printed to our stderr behind `forward`'s
 /// prefix when it is Some; the last `keep` non-empty lines are kept.
-pub fn spawn(cmd: &mut Command, forward: Option<String>, keep: usize) -> std::io::Result<Watched> {
+pub(crate) fn spawn(cmd: &mut Command, forward: Option<String>, keep: usize) -> std::io::Result<Watched> {
     let oom_kills_before = oom_kill_count();
     let started = Instant::now();
     let mut child = cmd.stdin(Stdio::null()).stderr(Stdio::piped()).spawn()?;
@@ -113,17 +113,17 @@ pub fn spawn(cmd: &mut Command, forward: Option<String>, keep: usize) -> std::io
 }
 
 impl Watched {
-    pub fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> u32 {
         self.child.id()
     }
 
     /// The child's exit, if it has exited.
-    pub fn try_wait(&mut self) -> std::io::Result<Option<Exit>> {
+    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<Exit>> {
         Ok(self.child.try_wait()?.map(Exit::of))
     }
 
     /// SIGKILL, then reap.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -131,7 +131,7 @@ impl Watched {
     /// Reaps the child (a no-op if that was done), waits for the rest of its
     /// stderr and says how it ended; `exit` overrides what the child itself
     /// reported (a parent that stopped it knows why).
-    pub fn finish(mut self, exit: Option<Exit>) -> Ended {
+    pub(crate) fn finish(mut self, exit: Option<Exit>) -> Ended {
         let own = self.child.wait().map(Exit::of).unwrap_or(Exit::Code(1));
         if let Some(r) = self.reader.take() {
             let _ = r.join();
@@ -147,13 +147,13 @@ impl Watched {
     }
 
     /// Waits for the child to end.
-    pub fn wait(self) -> Ended {
+    pub(crate) fn wait(self) -> Ended {
         self.finish(None)
     }
 
     /// The child itself, for what the caller does beyond this (signals to its
     /// process group).
-    pub fn child_mut(&mut self) -> &mut Child {
+    pub(crate) fn child_mut(&mut self) -> &mut Child {
         &mut self.child
     }
 }
@@ -161,7 +161,7 @@ impl Watched {
 impl Ended {
     /// How it ended, in words: "exited with code 1", "killed by signal 6
     /// (SIGABRT)", "killed by the kernel's out-of-memory killer (SIGKILL)".
-    pub fn how(&self) -> String {
+    pub(crate) fn how(&self) -> String {
         match self.exit {
             Exit::Code(c) => format!("exited with code {c}"),
             Exit::Signal(libc::SIGKILL) => match self.oom_killer_fired {
@@ -176,14 +176,14 @@ impl Ended {
     }
 
     /// Its stderr tail, as one text.
-    pub fn tail_text(&self) -> String {
+    pub(crate) fn tail_text(&self) -> String {
         self.tail.join("\n")
     }
 
     /// Whether it ran out of memory, as far as can be told: the OOM killer
     /// took it, or it said so (libtorch's allocators, Rust's allocator, C++'s
     /// bad_alloc).
-    pub fn looks_oom(&self) -> bool {
+    pub(crate) fn looks_oom(&self) -> bool {
         let text = self.tail_text();
         (self.exit == Exit::Signal(libc::SIGKILL) && self.oom_killer_fired == Some(true))
             || crate::error::is_oom(&text)
@@ -192,7 +192,7 @@ impl Ended {
     }
 }
 
-pub fn signal_name(sig: i32) -> &'static str {
+pub(crate) fn signal_name(sig: i32) -> &'static str {
     match sig {
         libc::SIGABRT => "SIGABRT",
         libc::SIGSEGV => "SIGSEGV",
@@ -207,7 +207,7 @@ pub fn signal_name(sig: i32) -> &'static str {
 }
 
 /// The kernel's count of OOM kills since boot (/proc/vmstat, Linux ≥ 4.13).
-pub fn oom_kill_count() -> Option<u64> {
+pub(crate) fn oom_kill_count() -> Option<u64> {
     let t = std::fs::read_to_string("/proc/vmstat").ok()?;
     t.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok())
 }

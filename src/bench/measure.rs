@@ -50,10 +50,10 @@ use crate::metrics::interval::{
 use crate::metrics::stats::{summarize, Summary};
 
 /// `--duration auto` times at least this many steps.
-pub const AUTO_MIN_STEPS: usize = 20;
+pub(crate) const AUTO_MIN_STEPS: usize = 20;
 /// `--warmup auto` ends here if the steps never settle.
-pub const WARMUP_CAP_STEPS: u64 = 200;
-pub const WARMUP_CAP_TIME: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const WARMUP_CAP_STEPS: u64 = 200;
+pub(crate) const WARMUP_CAP_TIME: std::time::Duration = std::time::Duration::from_secs(60);
 use crate::results::Status;
 use crate::strategy::{Phase, PhaseClock, Strategy};
 
@@ -158,12 +158,12 @@ fn start_profile(p: &crate::config::ProfileSpec, cuda: bool) -> Result<()> {
 }
 
 /// A failed run's status and error: out of memory, or failed.
-pub fn failure(err: &anyhow::Error) -> (Status, String) {
+pub(crate) fn failure(err: &anyhow::Error) -> (Status, String) {
     let msg = crate::error::failure_message(err);
     (if is_oom(&msg) { Status::Oom } else { Status::Failed }, msg)
 }
 
-pub fn progress(cfg: &RunConfig) -> ProgressBar {
+pub(crate) fn progress(cfg: &RunConfig) -> ProgressBar {
     let visible = !cfg.quiet && !cfg.json && std::io::stderr().is_terminal();
     if !visible {
         return ProgressBar::hidden();

@@ -11,14 +11,14 @@ use crate::results::csv::{Row, SCHEMA_VERSION};
 use crate::results::{Implementation, Status};
 
 /// A run id unique across hosts and processes: start time and process id.
-pub fn new_run_id(nanos: u128) -> String {
+pub(crate) fn new_run_id(nanos: u128) -> String {
     format!("{:x}-{:x}", nanos, std::process::id())
 }
 
 /// A new row's identity and machine: run id, time, versions, host, label,
 /// and the devices' kind and name (the first of `devices`). Every kind of
 /// row (training, serving, all-reduce) starts from it.
-pub fn identity_row(devices: &Devices, label: &str, implementation: Implementation) -> Row {
+pub(crate) fn identity_row(devices: &Devices, label: &str, implementation: Implementation) -> Row {
     let now = std::time::SystemTime::now();
     let nanos = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let cuda = devices.kind == DeviceKind::Cuda;
@@ -42,7 +42,7 @@ pub fn identity_row(devices: &Devices, label: &str, implementation: Implementati
 
 /// Run identity, set-up and workload: everything a row holds before the
 /// run's results, the same for every row of this process.
-pub fn base_row(cfg: &RunConfig) -> Row {
+pub(crate) fn base_row(cfg: &RunConfig) -> Row {
     Row {
         mode: "train".into(),
         strategy: cfg.strategy.name().into(),
@@ -67,7 +67,7 @@ pub fn base_row(cfg: &RunConfig) -> Row {
 }
 
 /// Fills a row's results and outcome from the measurement.
-pub fn fill_row(row: &mut Row, m: &Measurement, fig: Option<&Figures>) {
+pub(crate) fn fill_row(row: &mut Row, m: &Measurement, fig: Option<&Figures>) {
     row.steps = Some(m.step_secs.len() as u32);
     row.warmup = Some(m.warmup_steps as u32);
     if let Some(f) = fig {
@@ -93,7 +93,7 @@ pub fn fill_row(row: &mut Row, m: &Measurement, fig: Option<&Figures>) {
 }
 
 /// The main row's per-device summary, imbalance and time breakdown.
-pub fn fill_metrics(row: &mut Row, devs: &[DeviceMetrics], master: Option<usize>, m: &Measurement) {
+pub(crate) fn fill_metrics(row: &mut Row, devs: &[DeviceMetrics], master: Option<usize>, m: &Measurement) {
     let max = |f: fn(&DeviceMetrics) -> Option<f64>| devs.iter().filter_map(f).reduce(f64::max);
     let avg = |f: fn(&DeviceMetrics) -> Option<f64>| {
         let v: Vec<f64> = devs.iter().filter_map(f).collect();

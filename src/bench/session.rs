@@ -18,15 +18,13 @@ use crate::error::guarded;
 use crate::init::Start;
 use crate::metrics::collect::Monitor;
 use crate::metrics::devices::DeviceMetrics;
-use crate::metrics::sampler::DeviceSample;
 use crate::results::csv::Row;
 use crate::strategy::{dp::DataParallel, single::Single, Strategy};
 
 /// What this process measured, before the job's measurements are gathered.
-pub struct Local {
+pub(crate) struct Local {
     pub m: Measurement,
     pub devs: Vec<DeviceMetrics>,
-    pub samples: Vec<DeviceSample>,
     /// fp16 steps the loss scaler skipped.
     pub skipped: u64,
     /// `--data PATH`: dataset indices of the files skipped.
@@ -36,7 +34,7 @@ pub struct Local {
 }
 
 /// What `Session::gather` gives the template.
-pub enum Gather {
+pub(crate) enum Gather {
     /// This process writes the job's row.
     Row(Box<Gathered>),
     /// Another process writes it; this one exits with `code`.
@@ -44,7 +42,7 @@ pub enum Gather {
 }
 
 /// The job's measurement, for its one row.
-pub struct Gathered {
+pub(crate) struct Gathered {
     pub m: Measurement,
     pub devs: Vec<DeviceMetrics>,
     pub skipped: u64,
@@ -54,7 +52,7 @@ pub struct Gathered {
 }
 
 /// The part of a run that differs between a local run and a ddp rank.
-pub trait Session {
+pub(crate) trait Session {
     /// The strategy: model, optimizer and parallelism, on this process's devices.
     fn build(&mut self, cfg: &RunConfig) -> Result<Box<dyn Strategy>>;
     /// What the data source makes, for `strat`, starting as `start` says.
@@ -90,7 +88,7 @@ pub trait Session {
 /// Runs `cfg` under `session` and writes its outcome; returns the exit code.
 /// The caller has checked the outputs (`Sinks::check`) where this process
 /// writes them.
-pub fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sinks: &Sinks) -> Result<i32> {
+pub(crate) fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sinks: &Sinks) -> Result<i32> {
     // Made now, so that its timestamp is the run's start.
     let mut row = row::base_row(cfg);
     if let Some(id) = session.run_id() {
@@ -125,7 +123,7 @@ pub fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sinks: &Si
     let mut m = m;
     m.interference.extend(gpu_notes);
     sinks.write_telemetry(&row.run_id, &samples)?;
-    let local = Local { m, devs, samples, skipped, bad_files, reducer };
+    let local = Local { m, devs, skipped, bad_files, reducer };
     let g = match session.gather(cfg, local)? {
         Gather::Row(g) => *g,
         Gather::NoRow { code } => return Ok(code),
@@ -154,7 +152,7 @@ pub fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sinks: &Si
 
 /// Precision, TF32, cuDNN autotuning and determinism: process-wide settings,
 /// applied before any model exists.
-pub fn apply_knobs(cfg: &RunConfig) -> Result<()> {
+pub(crate) fn apply_knobs(cfg: &RunConfig) -> Result<()> {
     crate::strategy::precision::apply_globals(cfg.precision, cfg.cudnn_benchmark, cfg.deterministic)
 }
 
@@ -162,7 +160,7 @@ pub fn apply_knobs(cfg: &RunConfig) -> Result<()> {
 /// the process, while it has one thread (setenv beside another thread's
 /// getenv is undefined behaviour, and a ddp rank's process group starts
 /// NCCL's threads).
-pub fn set_process_env(cfg: &RunConfig) {
+pub(crate) fn set_process_env(cfg: &RunConfig) {
     if cfg.deterministic && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
         // Deterministic cuBLAS needs a fixed workspace; read at its first use.
         std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
@@ -176,7 +174,7 @@ pub fn set_process_env(cfg: &RunConfig) {
 
 /// Starts telemetry for this process's devices; says once, on stderr, when
 /// NVML is not there.
-pub fn start_monitor(cfg: &RunConfig, talks: bool) -> Monitor {
+pub(crate) fn start_monitor(cfg: &RunConfig, talks: bool) -> Monitor {
     let mon = Monitor::start(&cfg.devices, cfg.sample_interval);
     if let Some(why) = &mon.unavailable {
         if talks {
@@ -187,7 +185,7 @@ pub fn start_monitor(cfg: &RunConfig, talks: bool) -> Monitor {
 }
 
 /// single and dp: one process drives all of the run's devices.
-pub struct LocalRun;
+pub(crate) struct LocalRun;
 
 impl Session for LocalRun {
     fn build(&mut self, cfg: &RunConfig) -> Result<Box<dyn Strategy>> {

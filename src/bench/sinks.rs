@@ -14,7 +14,7 @@ use crate::results::csv::Row;
 use crate::results::{long, Status};
 
 /// A finished run, ready to be written.
-pub struct Outcome<'a> {
+pub(crate) struct Outcome<'a> {
     pub row: &'a Row,
     pub m: &'a Measurement,
     pub fig: Option<&'a Figures>,
@@ -23,7 +23,7 @@ pub struct Outcome<'a> {
 
 /// The outputs of one process's run.
 #[derive(Debug, Clone)]
-pub struct Sinks {
+pub(crate) struct Sinks {
     out: Option<PathBuf>,
     telemetry: Option<PathBuf>,
     json: bool,
@@ -33,7 +33,7 @@ pub struct Sinks {
 impl Sinks {
     /// The run's outputs. A ddp rank r > 0 writes its telemetry beside the
     /// file, to FILE.rank<r>.csv, so that ranks never interleave.
-    pub fn new(cfg: &RunConfig, rank: Option<usize>) -> Sinks {
+    pub(crate) fn new(cfg: &RunConfig, rank: Option<usize>) -> Sinks {
         let telemetry = cfg.telemetry.as_ref().map(|t| match rank {
             Some(r) if r > 0 => t.with_extension(format!("rank{r}.csv")),
             _ => t.clone(),
@@ -42,7 +42,7 @@ impl Sinks {
     }
 
     /// Checks every file the run will write, before any work is done.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if let Some(out) = &self.out {
             crate::results::check_out(out)?;
         }
@@ -53,7 +53,7 @@ impl Sinks {
     }
 
     /// Appends this process's sampled timeline (`--telemetry`).
-    pub fn write_telemetry(&self, run_id: &str, samples: &[DeviceSample]) -> Result<()> {
+    pub(crate) fn write_telemetry(&self, run_id: &str, samples: &[DeviceSample]) -> Result<()> {
         match &self.telemetry {
             Some(t) => long::append_telemetry(t, run_id, samples),
             None => Ok(()),
@@ -62,7 +62,7 @@ impl Sinks {
 
     /// Appends the row (and its devices) to `--out`, then prints JSON or the
     /// human summary; returns the exit code (0 when the run is ok).
-    pub fn write(&self, o: &Outcome) -> Result<i32> {
+    pub(crate) fn write(&self, o: &Outcome) -> Result<i32> {
         if let Some(out) = &self.out {
             crate::results::append_run(out, o.row, o.devs)?;
         }
@@ -96,7 +96,7 @@ fn cell(v: Option<f64>, prec: usize) -> String {
 }
 
 /// The per-device table of the human summary.
-pub fn device_table(devs: &[DeviceMetrics]) -> String {
+pub(crate) fn device_table(devs: &[DeviceMetrics]) -> String {
     if devs.is_empty() {
         return String::new();
     }
@@ -122,7 +122,7 @@ pub fn device_table(devs: &[DeviceMetrics]) -> String {
     s
 }
 
-pub fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
+pub(crate) fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
     let mut s = String::new();
     let opt = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
     s += &format!(

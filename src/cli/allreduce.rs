@@ -11,7 +11,7 @@ use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
 
 #[derive(Args, Debug, Clone)]
-pub struct AllreduceArgs {
+pub(crate) struct AllreduceArgs {
     /// CUDA device ordinals, one rank each. Default: every visible GPU, else --cpu 2.
     #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
     pub gpus: Option<String>,
@@ -67,7 +67,7 @@ pub struct AllreduceArgs {
 impl AllreduceArgs {
     /// This process's place (None: the launcher) and its configuration;
     /// `ours`: a rank our launcher started (the hidden `rank` subcommand).
-    pub fn job(self, ours: bool) -> Result<(Option<DistEnv>, AllreduceConfig)> {
+    pub(crate) fn job(self, ours: bool) -> Result<(Option<DistEnv>, AllreduceConfig)> {
         let a = self;
         let min_bytes = parse_size("-b/--minbytes", &a.minbytes)?;
         let max_bytes = parse_size("-e/--maxbytes", &a.maxbytes)?;

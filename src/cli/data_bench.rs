@@ -2,7 +2,7 @@
 use clap::Args;
 
 #[derive(Args, Debug, Clone)]
-pub struct DataBenchArgs {
+pub(crate) struct DataBenchArgs {
     /// ImageFolder tree: DIR/train/<class>/*.JPEG or DIR/<class>/*.JPEG.
     #[arg(long)]
     pub data: String,
@@ -29,7 +29,7 @@ pub struct DataBenchArgs {
 
 impl DataBenchArgs {
     /// What to measure, checked; and whether to print JSON.
-    pub fn into_spec(self) -> anyhow::Result<(crate::data::bench::DataBenchSpec, bool)> {
+    pub(crate) fn into_spec(self) -> anyhow::Result<(crate::data::bench::DataBenchSpec, bool)> {
         if self.image_size < 1 || self.batch_size < 1 || self.workers == Some(0) {
             return Err(crate::error::usage("--image-size, --batch-size and --workers must be at least 1"));
         }

@@ -12,7 +12,7 @@ use crate::error::usage;
 
 /// How requests arrive (MLPerf LoadGen's scenario names).
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ScenarioArg {
+pub(crate) enum ScenarioArg {
     /// All frames ready at the start: throughput.
     Offline,
     /// Poisson arrivals at --rate requests per second.
@@ -24,7 +24,7 @@ pub enum ScenarioArg {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct InferArgs {
+pub(crate) struct InferArgs {
     /// How the devices serve.
     #[arg(long, value_enum, default_value_t = ServeStrategy::Replicas)]
     pub strategy: ServeStrategy,
@@ -161,7 +161,7 @@ impl InferArgs {
     /// The configuration, with every check that needs no device work;
     /// `worker`: for an `infer-worker` child, which warns of nothing its
     /// parent already said.
-    pub fn into_config(self, worker: bool) -> Result<InferConfig> {
+    pub(crate) fn into_config(self, worker: bool) -> Result<InferConfig> {
         let a = self;
         let talks = !(a.quiet || a.json);
         if a.max_batch <= 0 {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 /// `rank CMD …`: one rank of a job gpubench's launcher started.
 #[derive(Args, Debug, Clone)]
-pub struct Wrapped {
+pub(crate) struct Wrapped {
     /// The command line served (`run …` or `allreduce …`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub line: Vec<OsString>,
@@ -15,7 +15,7 @@ pub struct Wrapped {
 
 /// `infer-worker K P DIR infer …`: serving process K of P.
 #[derive(Args, Debug, Clone)]
-pub struct InferWorkerArgs {
+pub(crate) struct InferWorkerArgs {
     pub index: u32,
     pub of: u32,
     /// Where the parent wrote the load and this worker writes its records.
@@ -26,7 +26,7 @@ pub struct InferWorkerArgs {
 
 /// `write-init PATH run …`: the run's initial weights to PATH.
 #[derive(Args, Debug, Clone)]
-pub struct WriteInitArgs {
+pub(crate) struct WriteInitArgs {
     pub path: PathBuf,
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub line: Vec<OsString>,

@@ -36,13 +36,13 @@ use crate::report::export::Format;
     about = "Which parallel training strategy (single, DataParallel, DistributedDataParallel) is fastest on your GPUs, and why",
     propagate_version = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Print versions, CUDA devices, CPU and which process groups work here.
     Info(InfoArgs),
     /// Run the ResNet training loop under one strategy and record its speed.
@@ -95,20 +95,20 @@ pub enum Command {
 /// it is taken as given, and the command says that it needs libtorch.
 #[cfg(not(feature = "torch"))]
 #[derive(Args, Debug)]
-pub struct NoTorch {
+pub(crate) struct NoTorch {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
     pub args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args, Debug)]
-pub struct InfoArgs {
+pub(crate) struct InfoArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args, Debug)]
-pub struct TraceSummaryArgs {
+pub(crate) struct TraceSummaryArgs {
     /// The directory `run --profile` wrote.
     pub dir: std::path::PathBuf,
     /// Print JSON instead of the table.
@@ -117,13 +117,13 @@ pub struct TraceSummaryArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct UpgradeArgs {
+pub(crate) struct UpgradeArgs {
     /// The results file (FILE.csv).
     pub file: std::path::PathBuf,
 }
 
 #[derive(Args, Debug)]
-pub struct SchemaArgs {
+pub(crate) struct SchemaArgs {
     /// Output format: an aligned table, or markdown (for documentation).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,

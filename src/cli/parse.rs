@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::error::usage;
 
 /// `30s`, `2m`, `1m30s`, `500ms`: a positive duration.
-pub fn parse_duration(flag: &str, s: &str) -> Result<Duration> {
+pub(crate) fn parse_duration(flag: &str, s: &str) -> Result<Duration> {
     let d = parse_duration_or_zero(flag, s)?;
     if d.is_zero() {
         return Err(usage(format!("{flag} must be longer than zero")));
@@ -16,13 +16,13 @@ pub fn parse_duration(flag: &str, s: &str) -> Result<Duration> {
 
 /// `parse_duration` for the options where zero means something (no wait,
 /// no latency, no minimum time).
-pub fn parse_duration_or_zero(flag: &str, s: &str) -> Result<Duration> {
+pub(crate) fn parse_duration_or_zero(flag: &str, s: &str) -> Result<Duration> {
     humantime::parse_duration(s.trim())
         .map_err(|e| usage(format!("{flag} {s:?} is not a duration ({e}); write it like 30s, 2m, 1m30s or 500ms")))
 }
 
 /// `2G`, `1.5GiB`, `512M`, `800MB`, `1048576`: bytes (binary units).
-pub fn parse_size(flag: &str, s: &str) -> Result<u64> {
+pub(crate) fn parse_size(flag: &str, s: &str) -> Result<u64> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -44,7 +44,7 @@ pub fn parse_size(flag: &str, s: &str) -> Result<u64> {
 
 /// `on`/`off` (or true/false, 1/0), for clap. An option that takes it also
 /// takes the bare flag for on (`on_off_flag!`).
-pub fn parse_on_off(s: &str) -> Result<bool, String> {
+pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "true" | "1" => Ok(true),
         "off" | "false" | "0" => Ok(false),
@@ -53,7 +53,7 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
 }
 
 /// `5%` or `0.05`. A bare number of 1 or more is refused: `5` would mean 500%.
-pub fn parse_fraction(s: &str) -> std::result::Result<f64, String> {
+pub(crate) fn parse_fraction(s: &str) -> std::result::Result<f64, String> {
     let t = s.trim();
     let (num, pct) = match t.strip_suffix('%') {
         Some(n) => (n.trim(), true),
@@ -70,7 +70,7 @@ pub fn parse_fraction(s: &str) -> std::result::Result<f64, String> {
     Ok(v)
 }
 
-pub fn parse_alpha(s: &str) -> std::result::Result<f64, String> {
+pub(crate) fn parse_alpha(s: &str) -> std::result::Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
         _ => Err(format!("`{s}` must be a probability between 0 and 1, e.g. 0.05")),

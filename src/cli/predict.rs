@@ -9,7 +9,7 @@ use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
 
 #[derive(Args, Debug, Clone)]
-pub struct PredictArgs {
+pub(crate) struct PredictArgs {
     /// The GPU to profile (one ordinal). Default: GPU 0 if there is one, else the CPU.
     #[arg(long, value_name = "N", conflicts_with = "cpu")]
     pub gpus: Option<String>,
@@ -88,7 +88,7 @@ pub struct PredictArgs {
 }
 
 impl PredictArgs {
-    pub fn into_config(self) -> Result<PredictConfig> {
+    pub(crate) fn into_config(self) -> Result<PredictConfig> {
         let a = self;
         let curve = match (&a.allreduce, a.busbw) {
             (Some(p), _) => {

@@ -82,7 +82,7 @@ pub struct CheckArgs {
 
 impl CheckArgs {
     /// What `check` judges, and how it prints the verdicts.
-    pub fn options(&self) -> (CheckOptions, Format) {
+    pub(crate) fn options(&self) -> (CheckOptions, Format) {
         let opts = CheckOptions {
             metrics: self.metrics.clone(),
             max_drop: self.max_drop,

@@ -258,7 +258,7 @@ pub fn parse_run_args<S: AsRef<str>>(args: &[S]) -> Result<RunArgs> {
 /// arguments and the environment (ddp ranks are told by RANK/WORLD_SIZE or
 /// Slurm's variables; `ours`: this is a rank our launcher started, the
 /// hidden `rank` subcommand). Who writes `--save-init` is decided here too.
-pub fn job(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
+pub(crate) fn job(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
     let (role, mut cfg) = role_and_config(a, ours)?;
     cfg.init.writer = init_writer(&role, &cfg, crate::internal::Hook::InitInChild.is_set());
     // The one process of the job that writes its row checks its outputs,
@@ -379,7 +379,7 @@ fn rank_gpu(local_rank: usize, count: usize) -> Result<Option<usize>> {
 }
 
 /// --nnodes / --node-rank / --master-addr / --master-port agree (ddp and allreduce).
-pub fn check_nodes(nnodes: usize, node_rank: usize, addr: Option<&str>, port: Option<u16>) -> Result<()> {
+pub(crate) fn check_nodes(nnodes: usize, node_rank: usize, addr: Option<&str>, port: Option<u16>) -> Result<()> {
     if nnodes == 0 || node_rank >= nnodes {
         return Err(usage(format!("--node-rank {node_rank} must be below --nnodes {nnodes}")));
     }
@@ -392,7 +392,7 @@ pub fn check_nodes(nnodes: usize, node_rank: usize, addr: Option<&str>, port: Op
 /// How many CPU replicas (dp) or ranks (ddp) this machine can hold: refused
 /// when the processes would not fit in memory or far outnumber the cores, a
 /// warning when they outnumber the cores. `mem_mb`: memory available, MiB.
-pub fn cpu_capacity(n: usize, processes: bool, cores: usize, mem_mb: Option<f64>) -> Result<Option<String>> {
+pub(crate) fn cpu_capacity(n: usize, processes: bool, cores: usize, mem_mb: Option<f64>) -> Result<Option<String>> {
     /// libtorch's own resident memory per process, about (measured: 0.4 to 0.6 GiB).
     const PROCESS_MB: f64 = 512.0;
     if n > 8 * cores {

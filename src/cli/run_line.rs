@@ -27,14 +27,14 @@ struct Given {
 
 /// The options of a `run` command line that were given, in run's order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunLine {
+pub(crate) struct RunLine {
     given: Vec<Given>,
 }
 
 impl RunLine {
     /// Parses `tokens` as `gpubench run` would (a bad option or value is
     /// clap's usage error, named as `run` names it).
-    pub fn parse(tokens: &[String]) -> Result<RunLine> {
+    pub(crate) fn parse(tokens: &[String]) -> Result<RunLine> {
         let cmd = run_command();
         let m = cmd
             .clone()
@@ -60,37 +60,37 @@ impl RunLine {
     }
 
     /// Whether `--long` was given.
-    pub fn has(&self, long: &str) -> bool {
+    pub(crate) fn has(&self, long: &str) -> bool {
         self.given.iter().any(|g| g.long == long)
     }
 
     /// The value of `--long`, if it was given with one.
-    pub fn value(&self, long: &str) -> Option<&str> {
+    pub(crate) fn value(&self, long: &str) -> Option<&str> {
         self.given.iter().find(|g| g.long == long).and_then(|g| g.values.last()).map(String::as_str)
     }
 
     /// Removes `--long` and returns its value (`Some("")` for a flag).
-    pub fn take(&mut self, long: &str) -> Option<String> {
+    pub(crate) fn take(&mut self, long: &str) -> Option<String> {
         let i = self.given.iter().position(|g| g.long == long)?;
         let g = self.given.remove(i);
         Some(g.values.last().cloned().unwrap_or_default())
     }
 
     /// Adds `--long value` unless `--long` was given.
-    pub fn default(&mut self, long: &str, value: &str) {
+    pub(crate) fn default(&mut self, long: &str, value: &str) {
         if !self.has(long) {
             self.given.push(Given { long: long.into(), values: vec![value.into()] });
         }
     }
 
     /// The long names given.
-    pub fn options(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn options(&self) -> impl Iterator<Item = &str> {
         self.given.iter().map(|g| g.long.as_str())
     }
 
     /// As `run` arguments: `--long=value` (so that a value starting with `-`
     /// stays a value), `--long` for a flag.
-    pub fn to_args(&self) -> Vec<String> {
+    pub(crate) fn to_args(&self) -> Vec<String> {
         let mut v = vec![];
         for g in &self.given {
             if g.values.is_empty() {
@@ -105,7 +105,7 @@ impl RunLine {
 }
 
 /// `--vary OPTION=V1,V2,…`, parsed against run's options.
-pub fn parse_vary(spec: &str) -> Result<Vary> {
+pub(crate) fn parse_vary(spec: &str) -> Result<Vary> {
     let bad = || {
         usage(format!(
             "--vary {spec:?} is not OPTION=V1,V2,… (a run option without its dashes, then its values), e.g. \

@@ -16,7 +16,7 @@ use crate::error::usage;
 use crate::sweep::plan::{default_counts, resolve_pool, Cell, CellSpec, Matrix, MaxBatchPlan, Plan, Pool, Vary};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Preset {
+pub(crate) enum Preset {
     /// All three strategies on 1 and all devices, with charts: about two
     /// minutes on a 2-core CPU (tinycnn), about a minute on GPUs (resnet50).
     Demo,
@@ -26,7 +26,7 @@ pub enum Preset {
 #[command(after_help = "Run options after -- go to every cell exactly as `gpubench run` takes them, e.g.\n  \
     gpubench sweep --cpu 2 --strategies dp,ddp --out r.csv -- --model tinycnn --image-size 32 --steps 5\n\
     --model, --strategy, --batch-size or --impl there sets that axis to one value.")]
-pub struct SweepArgs {
+pub(crate) struct SweepArgs {
     /// Start from a ready-made matrix; flags given as well override its choices.
     #[arg(long, value_enum)]
     pub preset: Option<Preset>,
@@ -90,7 +90,7 @@ pub struct SweepArgs {
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Run options after -- go to every probe exactly as `gpubench run` takes them, e.g.\n  \
     gpubench max-batch --cpu --model resnet18 --mem-limit 2G -- --image-size 64")]
-pub struct MaxBatchArgs {
+pub(crate) struct MaxBatchArgs {
     /// Parallel strategy.
     #[arg(long, value_enum, default_value_t = StrategyKind::Single)]
     pub strategy: StrategyKind,
@@ -279,7 +279,7 @@ fn apply_preset(a: &mut SweepArgs, line: &mut RunLine) {
 }
 
 /// Builds and validates the matrix; every problem is a usage error.
-pub fn plan(mut a: SweepArgs) -> Result<Plan> {
+pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
     let (mut line, vary) = cell_options(&mut a)?;
     apply_preset(&mut a, &mut line);
     let out = a.out.clone().ok_or_else(|| {
@@ -360,12 +360,12 @@ pub fn plan(mut a: SweepArgs) -> Result<Plan> {
 
 /// A cell's configuration: its `gpubench run` arguments on `devices`,
 /// validated as `gpubench run` validates them.
-pub fn cell_config(args: &[String], devices: Devices) -> Result<RunConfig> {
+pub(crate) fn cell_config(args: &[String], devices: Devices) -> Result<RunConfig> {
     parse_run_args(args)?.into_config(Placement::Local(devices))
 }
 
 /// Checks `max-batch`'s arguments and validates its probe at the start batch.
-pub fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
+pub(crate) fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
     if a.start < 1 || a.max < a.start {
         return Err(usage(format!("--start {} and --max {}: need 1 ≤ start ≤ max", a.start, a.max)));
     }

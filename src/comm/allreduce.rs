@@ -29,7 +29,7 @@ use crate::metrics::stats::percentile;
 
 /// One placement's figures at one size.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// Mean over back-to-back operations, µs (averaged over ranks).
     pub time: f64,
     /// Per-operation median and 99th percentile, µs (averaged over ranks).
@@ -43,7 +43,7 @@ pub struct Timing {
 
 /// One message size.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct SizeResult {
+pub(crate) struct SizeResult {
     pub size: u64,
     pub count: u64,
     pub out_of_place: Timing,
@@ -51,7 +51,7 @@ pub struct SizeResult {
 }
 
 /// nccl-tests' bus-bandwidth factor for all-reduce.
-pub fn bus_factor(world: usize) -> f64 {
+pub(crate) fn bus_factor(world: usize) -> f64 {
     if world <= 1 {
         1.0
     } else {
@@ -60,7 +60,7 @@ pub fn bus_factor(world: usize) -> f64 {
 }
 
 /// algbw and busbw (decimal GB/s) of `bytes` moved in `us` microseconds.
-pub fn bandwidths(bytes: u64, us: f64, world: usize) -> (f64, f64) {
+pub(crate) fn bandwidths(bytes: u64, us: f64, world: usize) -> (f64, f64) {
     let alg = if us > 0.0 { bytes as f64 / 1e9 / (us / 1e6) } else { 0.0 };
     (alg, alg * bus_factor(world))
 }
@@ -142,7 +142,7 @@ impl Rank<'_> {
 }
 
 /// This rank's part of the benchmark; every rank returns the same figures.
-pub fn run_rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<Vec<SizeResult>> {
+pub(crate) fn run_rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<Vec<SizeResult>> {
     let device = cfg.devices.device(0);
     let store = Store::new(&env.master_addr, env.master_port, env.rank, env.world_size, env.rank == 0, cfg.timeout)
         .context("rendezvous")?;
@@ -172,7 +172,7 @@ pub fn run_rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<Vec<SizeResult>>
 }
 
 /// nccl-tests' table, with the per-operation p50 and p99 added.
-pub fn table(results: &[SizeResult], dtype: CommDtype) -> String {
+pub(crate) fn table(results: &[SizeResult], dtype: CommDtype) -> String {
     let mut t = String::new();
     t += "#                                        out-of-place                                   in-place\n";
     t += "#       size      count      type redop      time    p50    p99   algbw   busbw #wrong      time    p50    p99   algbw   busbw #wrong\n";
@@ -201,12 +201,12 @@ pub fn table(results: &[SizeResult], dtype: CommDtype) -> String {
 }
 
 /// Wrong elements over every size and placement.
-pub fn wrong(results: &[SizeResult]) -> u64 {
+pub(crate) fn wrong(results: &[SizeResult]) -> u64 {
     results.iter().map(|r| r.out_of_place.nwrong + r.in_place.nwrong).sum()
 }
 
 /// nccl-tests' "Avg bus bandwidth": the mean in-place and out-of-place busbw over sizes.
-pub fn avg_busbw(results: &[SizeResult]) -> f64 {
+pub(crate) fn avg_busbw(results: &[SizeResult]) -> f64 {
     if results.is_empty() {
         return 0.0;
     }
@@ -216,7 +216,7 @@ pub fn avg_busbw(results: &[SizeResult]) -> f64 {
 /// The figures as nccl-tests' `-J` JSON names them (`results[]` with
 /// size, count, type, redop, out_of_place{time, alg_bw, bus_bw, nwrong},
 /// in_place{…}), plus gpubench's own fields.
-pub fn to_json(cfg: &AllreduceConfig, world: usize, results: &[SizeResult]) -> serde_json::Value {
+pub(crate) fn to_json(cfg: &AllreduceConfig, world: usize, results: &[SizeResult]) -> serde_json::Value {
     let part = |x: &Timing| {
         serde_json::json!({"time": x.time, "alg_bw": x.alg_bw, "bus_bw": x.bus_bw, "nwrong": x.nwrong,
                            "p50_us": x.p50_us, "p99_us": x.p99_us})

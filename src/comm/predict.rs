@@ -66,7 +66,7 @@ use crate::strategy::{build_optimizer, loss_fn};
 
 /// One bucket of gradients as the Reducer holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     pub bytes: u64,
     /// Seconds after the start of backward when its last gradient was ready.
     pub ready: f64,
@@ -74,7 +74,7 @@ pub struct Bucket {
 
 /// One device's step, in seconds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Profile {
+pub(crate) struct Profile {
     pub forward: f64,
     pub backward: f64,
     pub optimizer: f64,
@@ -90,14 +90,14 @@ pub struct Profile {
 }
 
 impl Profile {
-    pub fn step(&self) -> f64 {
+    pub(crate) fn step(&self) -> f64 {
         self.forward + self.backward + self.optimizer
     }
 
     /// The same step's shape taking `step` seconds: phases and ready times
     /// scaled alike. The samples are dropped: another device's jitter is
     /// not this one's, so no wait for the slowest rank is predicted.
-    pub fn scaled_to(&self, step: f64) -> Profile {
+    pub(crate) fn scaled_to(&self, step: f64) -> Profile {
         let k = step / self.step();
         Profile {
             forward: self.forward * k,
@@ -112,13 +112,13 @@ impl Profile {
 }
 
 /// All-reduce time of a message, in seconds.
-pub trait Curve {
+pub(crate) trait Curve {
     fn time(&self, bytes: f64) -> f64;
     fn describe(&self) -> String;
 }
 
 /// `latency + bytes / algbw`, from a bus bandwidth at world size `n`.
-pub struct Linear {
+pub(crate) struct Linear {
     pub latency: f64,
     pub busbw_gbs: f64,
     pub n: usize,
@@ -137,7 +137,7 @@ impl Curve for Linear {
 
 /// Measured (bytes, seconds) points, interpolated in log-log; flat below the
 /// smallest size, at the last two points' bandwidth above the largest.
-pub struct Measured {
+pub(crate) struct Measured {
     pub points: Vec<(f64, f64)>,
     pub what: String,
 }
@@ -170,7 +170,7 @@ impl Curve for Measured {
 /// caller); None when the file has no all-reduce at that size (`backend` must
 /// match too). Of a file's dtypes, the one the gradients travel in is used
 /// (`hook`: fp16 or bf16, else fp32), else fp32: dtypes are never pooled.
-pub fn curve(
+pub(crate) fn curve(
     src: &CurveSource,
     rows: &[crate::results::csv::Row],
     n: usize,
@@ -212,7 +212,7 @@ pub fn curve(
 
 /// One world size's prediction.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Prediction {
+pub(crate) struct Prediction {
     pub n: usize,
     pub step: f64,
     pub throughput: f64,
@@ -233,7 +233,7 @@ const DRAWS: usize = 4000;
 
 /// The slowest of `n` ranks against one rank alone, from the profile's
 /// samples (see the module doc); 0 without at least two samples.
-pub fn straggler_wait(samples: &[(f64, f64, f64)], n: usize) -> f64 {
+pub(crate) fn straggler_wait(samples: &[(f64, f64, f64)], n: usize) -> f64 {
     if n < 2 || samples.len() < 2 {
         return 0.0;
     }
@@ -260,7 +260,7 @@ pub fn straggler_wait(samples: &[(f64, f64, f64)], n: usize) -> f64 {
 
 /// How DDP runs the step being predicted.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Ddp {
+pub(crate) struct Ddp {
     pub hook: CommHook,
     /// Whether communication runs beside backward (GPUs) or takes its time
     /// from it (CPU ranks sharing cores with Gloo).
@@ -269,7 +269,7 @@ pub struct Ddp {
 }
 
 /// Simulates the buckets' all-reduces on one stream (see the module doc).
-pub fn simulate(p: &Profile, curve: &dyn Curve, n: usize, batch: i64, ddp: Ddp) -> Prediction {
+pub(crate) fn simulate(p: &Profile, curve: &dyn Curve, n: usize, batch: i64, ddp: Ddp) -> Prediction {
     let Ddp { hook, overlap, broadcast_buffers } = ddp;
     let scale = if hook == CommHook::None { 1.0 } else { 0.5 };
     let (mut end, mut comm) = (0.0f64, 0.0);
@@ -327,7 +327,7 @@ fn companion(rc: crate::config::RunConfig, stop: Arc<AtomicBool>, steady: Arc<At
 /// `neighbours` copies of the step run beside it on threads of their own,
 /// as the other ranks would: two single-thread copies at once each ran 23 %
 /// slower than one alone on the 2-core VM, which a lone profile misses.
-pub fn profile(cfg: &PredictConfig, threads: Option<usize>, neighbours: usize) -> Result<Profile> {
+pub(crate) fn profile(cfg: &PredictConfig, threads: Option<usize>, neighbours: usize) -> Result<Profile> {
     let stop = Arc::new(AtomicBool::new(false));
     let steady = Arc::new(AtomicUsize::new(0));
     let handles: Vec<_> = (0..neighbours)
@@ -441,12 +441,12 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
 }
 
 /// A world size's profile, prediction and the curve it used.
-pub type Predicted = (Profile, Prediction, String);
+pub(crate) type Predicted = (Profile, Prediction, String);
 
 /// Every world size's prediction, profiling once (GPU) or once per world
 /// size with that rank's share of the cores (CPU). A world size without a
 /// curve is skipped with a note.
-pub fn predict(cfg: &PredictConfig) -> Result<(Vec<Predicted>, Vec<String>)> {
+pub(crate) fn predict(cfg: &PredictConfig) -> Result<(Vec<Predicted>, Vec<String>)> {
     let cpu = !cfg.device.device(0).is_cuda();
     // Another device's figure: a GPU target, whatever ran the profile.
     let target_gpu = !cpu || cfg.scale_to.is_some();

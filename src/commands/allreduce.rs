@@ -13,7 +13,7 @@ use crate::device::{self, DeviceKind};
 use crate::results::csv::{self as results_csv, Row};
 use crate::results::Status;
 
-pub fn run(env: Option<DistEnv>, cfg: AllreduceConfig) -> Result<i32> {
+pub(crate) fn run(env: Option<DistEnv>, cfg: AllreduceConfig) -> Result<i32> {
     match env {
         None => launch(&cfg),
         Some(env) => rank(&cfg, &env),
@@ -75,7 +75,7 @@ fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
 }
 
 /// A row per size and placement, in the results file's schema.
-pub fn rows(cfg: &AllreduceConfig, world: usize, results: &[SizeResult]) -> Vec<Row> {
+pub(crate) fn rows(cfg: &AllreduceConfig, world: usize, results: &[SizeResult]) -> Vec<Row> {
     let base = Row {
         mode: "allreduce".into(),
         strategy: "allreduce".into(),

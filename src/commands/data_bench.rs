@@ -3,7 +3,7 @@ use anyhow::Result;
 
 use crate::data::bench::{data_bench, DataBenchSpec};
 
-pub fn run(spec: &DataBenchSpec, json: bool) -> Result<i32> {
+pub(crate) fn run(spec: &DataBenchSpec, json: bool) -> Result<i32> {
     let r = data_bench(spec)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);

@@ -24,12 +24,12 @@ fn apply_settings(threads: Option<usize>, cfg: &InferConfig) -> Result<()> {
 }
 
 /// One `processes` worker: its share of the load, with its share of the threads.
-pub fn worker(cfg: InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> {
+pub(crate) fn worker(cfg: InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> {
     apply_settings(cfg.threads_per_worker().or(cfg.threads), &cfg)?;
     serve::processes::run_worker(&cfg, k, p, dir)
 }
 
-pub fn run(cfg: InferConfig) -> Result<i32> {
+pub(crate) fn run(cfg: InferConfig) -> Result<i32> {
     if let Some(out) = &cfg.out {
         crate::results::check_out(out)?;
     }
@@ -90,7 +90,7 @@ fn write(cfg: &InferConfig, m: &Measured) -> Result<()> {
 }
 
 /// The human summary of one load.
-pub fn summary(r: &Row) -> String {
+pub(crate) fn summary(r: &Row) -> String {
     let mut t = String::new();
     let opt = |v: Option<f64>| v.map(fmt_ms).unwrap_or_else(|| "n/a".into());
     if r.status != Status::Ok {

@@ -19,7 +19,7 @@ const TORCH_FREE: &str = "no libtorch: report, compare, check, schema, upgrade a
 
 #[cfg(feature = "torch")]
 #[derive(Debug, Serialize)]
-pub struct Info {
+pub(crate) struct Info {
     pub gpubench_version: String,
     /// "full", or "torch-free" (`--no-default-features`).
     pub build: String,
@@ -39,7 +39,7 @@ pub struct Info {
 }
 
 #[cfg(feature = "torch")]
-pub fn collect() -> Info {
+pub(crate) fn collect() -> Info {
     let v = ffi::cuda_versions();
     let n = device::cuda_device_count();
     let devices = (0..n).filter_map(|i| ffi::cuda_device_props(i).ok()).collect();
@@ -72,7 +72,7 @@ pub fn collect() -> Info {
 /// a one-element all-reduce over it, which is what a ddp run needs first; the
 /// error says why it cannot be.
 #[cfg(feature = "torch")]
-pub fn probe_backend(backend: &str, cuda: bool) -> Result<()> {
+pub(crate) fn probe_backend(backend: &str, cuda: bool) -> Result<()> {
     use crate::dist::{Backend, ProcessGroup, Store};
     let be: Backend = backend.parse()?;
     let timeout = std::time::Duration::from_secs(10);
@@ -92,7 +92,7 @@ pub fn probe_backend(backend: &str, cuda: bool) -> Result<()> {
 }
 
 #[cfg(feature = "torch")]
-pub fn run(json: bool) -> Result<i32> {
+pub(crate) fn run(json: bool) -> Result<i32> {
     let i = collect();
     if json {
         println!("{}", serde_json::to_string_pretty(&i)?);
@@ -126,7 +126,7 @@ pub fn run(json: bool) -> Result<i32> {
 /// What the torch-free build knows of this machine.
 #[cfg(not(feature = "torch"))]
 #[derive(Debug, Serialize)]
-pub struct Info {
+pub(crate) struct Info {
     pub gpubench_version: String,
     pub build: String,
     /// Always None: this build has no libtorch.
@@ -138,7 +138,7 @@ pub struct Info {
 }
 
 #[cfg(not(feature = "torch"))]
-pub fn run(json: bool) -> Result<i32> {
+pub(crate) fn run(json: bool) -> Result<i32> {
     let i = Info {
         gpubench_version: env!("CARGO_PKG_VERSION").into(),
         build: BUILD.into(),

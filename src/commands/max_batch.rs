@@ -39,7 +39,7 @@ fn probe_line(i: usize, b: i64, global: i64, o: &CellOutcome) -> String {
 }
 
 /// `gpubench max-batch`.
-pub fn run(a: MaxBatchPlan) -> Result<i32> {
+pub(crate) fn run(a: MaxBatchPlan) -> Result<i32> {
     let (first, mem_limit, timeout, n) = (&a.first, a.mem_limit, a.timeout, a.pool.len());
     let (out, temporary) = match &a.out {
         Some(p) => {

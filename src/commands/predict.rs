@@ -11,7 +11,7 @@ use crate::report::format::{fmt_ms, fmt_pct, fmt_rate};
 use crate::results::csv::{self as results_csv, Row};
 use crate::results::Status;
 
-pub fn run(cfg: PredictConfig) -> Result<i32> {
+pub(crate) fn run(cfg: PredictConfig) -> Result<i32> {
     if let Some(out) = &cfg.out {
         results_csv::check_writable(out)?;
     }

@@ -18,7 +18,7 @@ use crate::report::summary::{load_files, report_table, summarize, Group, Scope};
 use crate::results::long;
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
-pub fn print(bytes: &[u8]) -> Result<()> {
+pub(crate) fn print(bytes: &[u8]) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -26,7 +26,7 @@ pub fn print(bytes: &[u8]) -> Result<()> {
     }
 }
 
-pub fn emit(table: &Table, format: Format) -> Result<()> {
+pub(crate) fn emit(table: &Table, format: Format) -> Result<()> {
     print(&exporter(format).export(table)?)?;
     // CSV has no place for notes; keep them visible without breaking parsers.
     if format == Format::Csv {
@@ -39,7 +39,7 @@ pub fn emit(table: &Table, format: Format) -> Result<()> {
 
 /// Opens the chart directory with a font if one is usable; otherwise says in
 /// one line why only SVGs are written.
-pub fn chart_writer(dir: &Path) -> Result<ChartWriter> {
+pub(crate) fn chart_writer(dir: &Path) -> Result<ChartWriter> {
     if let Some(f) = std::env::var_os("GPUBENCH_FONT").filter(|f| !f.is_empty()) {
         if !Path::new(&f).is_file() {
             eprintln!("note: GPUBENCH_FONT={} is not a file; looking for a font elsewhere", Path::new(&f).display());
@@ -117,7 +117,7 @@ fn write_html(path: &Path, page: &Page) -> Result<()> {
 
 /// Where `report` and `compare` put their output: the table's format,
 /// `--charts DIR` and `--html FILE`.
-pub struct Outputs<'a> {
+pub(crate) struct Outputs<'a> {
     pub format: Format,
     pub charts: Option<&'a Path>,
     pub html: Option<&'a Path>,
@@ -131,7 +131,7 @@ impl Outputs<'_> {
 }
 
 /// `gpubench report FILES`.
-pub fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
+pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     out.check()?;
     let Outputs { format, charts: charts_dir, html: html_path } = *out;
     let runs = load_files(files)?;
@@ -169,7 +169,7 @@ pub fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
 }
 
 /// `gpubench compare FILES`.
-pub fn run_compare(files: &[PathBuf], out: &Outputs) -> Result<i32> {
+pub(crate) fn run_compare(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     out.check()?;
     let Outputs { format, charts: charts_dir, html: html_path } = *out;
     let runs = load_files(files)?;
@@ -195,7 +195,7 @@ pub fn run_compare(files: &[PathBuf], out: &Outputs) -> Result<i32> {
 
 /// `gpubench check`. Exit 0 when nothing regressed, 1 when something did (or, with --strict,
 /// is missing); unusable input is an error, which `main` maps to 2.
-pub fn run_check(
+pub(crate) fn run_check(
     baseline: &Path,
     current: &Path,
     opts: &CheckOptions,
@@ -227,7 +227,7 @@ pub fn run_check(
 }
 
 /// `gpubench trace-summary DIR`.
-pub fn run_trace_summary(dir: &Path, json: bool) -> Result<i32> {
+pub(crate) fn run_trace_summary(dir: &Path, json: bool) -> Result<i32> {
     let rows = crate::report::trace::summarize_dir(dir)?;
     if json {
         print(serde_json::to_string(&rows)?.as_bytes())?;

@@ -10,7 +10,7 @@ use crate::config::{InitWriter, RunConfig};
 use crate::error::guarded;
 use crate::init::{default_data_seed, save_init, write_start, Start};
 
-pub fn run(role: Role, cfg: RunConfig) -> Result<i32> {
+pub(crate) fn run(role: Role, cfg: RunConfig) -> Result<i32> {
     session::set_process_env(&cfg);
     if role != Role::Pytorch {
         // `--save-init`, written by the one process of the job that
@@ -28,7 +28,7 @@ pub fn run(role: Role, cfg: RunConfig) -> Result<i32> {
 }
 
 /// The `write-init` child `init::write_start` starts: the weights, nothing else.
-pub fn write_init_only(cfg: &RunConfig, path: &std::path::Path) -> Result<i32> {
+pub(crate) fn write_init_only(cfg: &RunConfig, path: &std::path::Path) -> Result<i32> {
     session::set_process_env(cfg);
     guarded(|| save_init(cfg, path, default_data_seed(cfg.seed)))?;
     Ok(0)

@@ -6,7 +6,7 @@ use crate::report::export::{exporter, Cell, Column, Format, Table};
 use crate::results::schema::{ColumnDoc, DEVICES, RESULTS, TELEMETRY};
 
 /// The three files' column tables, one after another.
-pub fn run(format: Format) -> Result<i32> {
+pub(crate) fn run(format: Format) -> Result<i32> {
     let mut out = vec![];
     let files: [(&str, &[ColumnDoc]); 3] = [
         ("results file (--out FILE.csv), CSV schema v2: one row per run", RESULTS),

@@ -17,7 +17,7 @@ use crate::sweep::child;
 use crate::sweep::plan::{Cell, CellKey, Plan};
 
 /// One line per finished cell.
-pub fn cell_line(i: usize, total: usize, what: &str, o: &CellOutcome) -> String {
+pub(crate) fn cell_line(i: usize, total: usize, what: &str, o: &CellOutcome) -> String {
     let r = &o.row;
     let w = total.to_string().len();
     let mut s = format!("[{i:>w$}/{total}] {what:<30} {:<8}", r.status);
@@ -66,7 +66,7 @@ fn resume_of(args: &[String]) -> Vec<String> {
 }
 
 /// `gpubench sweep`.
-pub fn run(plan: Plan) -> Result<i32> {
+pub(crate) fn run(plan: Plan) -> Result<i32> {
     if plan.preset_creates_results_dir() {
         std::fs::create_dir_all("results").context("creating results/ for the demo")?;
     }
@@ -204,7 +204,7 @@ pub fn run(plan: Plan) -> Result<i32> {
 /// The summary of a finished sweep: the report's table (medians with the
 /// repeats' spread, scaling against the 1-device run of the same config, the
 /// strategies ranked `>` or `≈`), over this matrix's rows.
-pub struct Summary {
+pub(crate) struct Summary {
     pub table: crate::report::export::Table,
     pub runs: Vec<crate::report::summary::Run>,
     pub groups: Vec<crate::report::summary::Group>,
@@ -212,7 +212,7 @@ pub struct Summary {
     pub devices: long::DeviceData,
 }
 
-pub fn summarize_plan(plan: &Plan) -> Result<Summary> {
+pub(crate) fn summarize_plan(plan: &Plan) -> Result<Summary> {
     use crate::report::summary::{self as rs, Scope};
     let keys: std::collections::HashSet<&CellKey> = plan.cells.iter().map(|c| &c.key).collect();
     let all = if plan.out.exists() { rs::load_files(std::slice::from_ref(&plan.out))? } else { vec![] };

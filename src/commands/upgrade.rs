@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::results::csv::{upgrade, Upgrade, SCHEMA_VERSION};
 
-pub fn run(file: &Path) -> Result<i32> {
+pub(crate) fn run(file: &Path) -> Result<i32> {
     match upgrade(file)? {
         Upgrade::Current => println!("{}: already CSV schema v{SCHEMA_VERSION}; nothing to do", file.display()),
         Upgrade::Done { rows, kept } => println!(

@@ -26,7 +26,7 @@ pub struct DataBenchSpec {
 }
 
 #[derive(Debug, Serialize)]
-pub struct DataBenchResult {
+pub(crate) struct DataBenchResult {
     pub data: String,
     pub files: usize,
     pub classes: usize,
@@ -45,7 +45,7 @@ pub struct DataBenchResult {
     pub skipped: u64,
 }
 
-pub fn data_bench(a: &DataBenchSpec) -> Result<DataBenchResult> {
+pub(crate) fn data_bench(a: &DataBenchSpec) -> Result<DataBenchResult> {
     let ds = scan(&a.data)?;
     let workers = a.workers;
     // Decode only: spread over the dataset, read first so that no I/O is timed.

@@ -27,14 +27,14 @@ use super::transform::{random_resized_crop, resize_crop, Rng, Scratch};
 use super::{Batch, DataSource};
 use crate::error::usage;
 
-pub const MEAN: [f64; 3] = [0.485, 0.456, 0.406];
-pub const STD: [f64; 3] = [0.229, 0.224, 0.225];
+pub(crate) const MEAN: [f64; 3] = [0.485, 0.456, 0.406];
+pub(crate) const STD: [f64; 3] = [0.229, 0.224, 0.225];
 /// Extensions listed (case-insensitive); other files in class folders are ignored.
-pub const EXTENSIONS: [&str; 3] = ["jpg", "jpeg", "png"];
+pub(crate) const EXTENSIONS: [&str; 3] = ["jpg", "jpeg", "png"];
 /// How many unreadable files are named in warnings; the rest are only counted.
-pub const NAMED_BAD: u64 = 3;
+pub(crate) const NAMED_BAD: u64 = 3;
 /// Batches each worker may have ready ahead of the consumer.
-pub const PREFETCH_PER_WORKER: usize = 2;
+pub(crate) const PREFETCH_PER_WORKER: usize = 2;
 
 const LAYOUT: &str = "give an ImageFolder tree, DIR/train/<class>/*.JPEG or DIR/<class>/*.JPEG, or `synthetic`";
 
@@ -84,7 +84,7 @@ fn class_dirs(path: &str) -> Result<(PathBuf, Vec<(String, PathBuf)>)> {
 
 /// Cheap check for `config::validate`: class folders exist, at least one holds
 /// an image, and the labels fit in `num_classes`.
-pub fn check_layout(path: &str, num_classes: i64) -> Result<()> {
+pub(crate) fn check_layout(path: &str, num_classes: i64) -> Result<()> {
     let (root, dirs) = class_dirs(path)?;
     if dirs.len() as i64 > num_classes {
         return Err(usage(format!(
@@ -230,18 +230,9 @@ impl Loader {
     }
 
     /// Dataset indices of the files found unreadable so far, ascending.
-    pub fn bad_files(&self) -> Vec<u32> {
+    pub(crate) fn bad_files(&self) -> Vec<u32> {
         let bad = &self.shared.bad;
         (0..bad.len() as u32).filter(|&i| bad[i as usize].load(Ordering::Relaxed)).collect()
-    }
-
-    pub fn dataset(&self) -> &Dataset {
-        &self.shared.ds
-    }
-
-    /// Samples per epoch on this rank.
-    pub fn per_rank(&self) -> usize {
-        self.shared.shard.per_rank()
     }
 }
 
@@ -385,10 +376,6 @@ impl ImageFolder {
         let scale = Tensor::f_from_slice(&scale)?.f_view([1, 3, 1, 1])?.f_to_device(device)?;
         let bias = Tensor::f_from_slice(&bias)?.f_view([1, 3, 1, 1])?.f_to_device(device)?;
         Ok(ImageFolder { loader, device, channels_last, scale, bias, name: format!("imagefolder:{path}") })
-    }
-
-    pub fn skipped(&self) -> u64 {
-        self.loader.skipped()
     }
 }
 

@@ -66,7 +66,7 @@ pub trait DataSource {
 }
 
 /// The row's `data` column for `--data`: "synthetic" or "imagefolder:PATH".
-pub fn column_name(data: &str) -> String {
+pub(crate) fn column_name(data: &str) -> String {
     if data == "synthetic" {
         data.into()
     } else {
@@ -75,10 +75,10 @@ pub fn column_name(data: &str) -> String {
 }
 
 /// A run whose input wait is above this share of the step time is input-bound.
-pub const INPUT_BOUND_SHARE: f64 = 0.10;
+pub(crate) const INPUT_BOUND_SHARE: f64 = 0.10;
 
 /// The one line that says a run was input-bound, if it was.
-pub fn input_bound_line(share: Option<f64>, workers: Option<u32>) -> Option<String> {
+pub(crate) fn input_bound_line(share: Option<f64>, workers: Option<u32>) -> Option<String> {
     let s = share.filter(|s| *s > INPUT_BOUND_SHARE)?;
     let w = workers.map(|w| format!(" (now {w})")).unwrap_or_default();
     Some(format!(
@@ -89,12 +89,12 @@ pub fn input_bound_line(share: Option<f64>, workers: Option<u32>) -> Option<Stri
 }
 
 /// Default `--workers`: the cores shared among this node's devices, 1 to 8.
-pub fn default_workers(local_devices: usize) -> usize {
+pub(crate) fn default_workers(local_devices: usize) -> usize {
     (crate::device::cpu_cores() / local_devices.max(1)).clamp(1, 8)
 }
 
 /// What a run's data source is made for.
-pub struct SourceSpec {
+pub(crate) struct SourceSpec {
     /// Images per batch: per device, or dp's global batch.
     pub batch: i64,
     pub device: tch::Device,
@@ -109,7 +109,7 @@ pub struct SourceSpec {
 }
 
 /// The run's data source: synthetic, or the ImageFolder tree at `cfg.data`.
-pub fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> Result<Box<dyn DataSource>> {
+pub(crate) fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> Result<Box<dyn DataSource>> {
     if cfg.data == "synthetic" {
         let s =
             synthetic::Synthetic::new(spec.batch, cfg.image_size, cfg.num_classes, spec.device, spec.synthetic_seed)?;

@@ -5,7 +5,7 @@
 use super::transform::Rng;
 
 #[derive(Debug, Clone, Copy)]
-pub struct Shard {
+pub(crate) struct Shard {
     pub len: usize,
     pub rank: usize,
     pub world: usize,
@@ -14,12 +14,12 @@ pub struct Shard {
 
 impl Shard {
     /// Samples per rank and epoch.
-    pub fn per_rank(&self) -> usize {
+    pub(crate) fn per_rank(&self) -> usize {
         self.len / self.world
     }
 
     /// This rank's indices for `epoch`, in order.
-    pub fn epoch_indices(&self, epoch: u64) -> Vec<u32> {
+    pub(crate) fn epoch_indices(&self, epoch: u64) -> Vec<u32> {
         let mut perm: Vec<u32> = (0..self.len as u32).collect();
         let mut rng = Rng::keyed(&[self.seed, epoch, 0x5A3D]);
         for i in (1..perm.len()).rev() {

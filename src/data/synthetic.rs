@@ -7,7 +7,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::{Batch, DataSource};
 
-pub const DISTINCT_BATCHES: usize = 4;
+pub(crate) const DISTINCT_BATCHES: usize = 4;
 
 pub struct Synthetic {
     batches: Vec<(Tensor, Tensor)>,
@@ -31,7 +31,7 @@ impl Synthetic {
 
 impl Synthetic {
     /// Lays the images out as NHWC (for `--channels-last`), once, up front.
-    pub fn to_channels_last(&self) -> Result<()> {
+    pub(crate) fn to_channels_last(&self) -> Result<()> {
         for (x, _) in &self.batches {
             crate::ffi::to_channels_last(x)?;
         }

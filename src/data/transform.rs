@@ -14,7 +14,7 @@ impl Rng {
         Rng(seed)
     }
     /// A generator for a stream named by several numbers (seed, epoch, index).
-    pub fn keyed(parts: &[u64]) -> Self {
+    pub(crate) fn keyed(parts: &[u64]) -> Self {
         let mut r = Rng(0x9E37_79B9_7F4A_7C15);
         for &p in parts {
             r.0 ^= p;
@@ -30,18 +30,18 @@ impl Rng {
         z ^ (z >> 31)
     }
     /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
+    pub(crate) fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
     /// Uniform integer in [0, n] (inclusive), n small.
-    pub fn below_incl(&mut self, n: usize) -> usize {
+    pub(crate) fn below_incl(&mut self, n: usize) -> usize {
         (self.next_u64() % (n as u64 + 1)) as usize
     }
 }
 
 /// A crop window in the source image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Crop {
+pub(crate) struct Crop {
     pub x: usize,
     pub y: usize,
     pub w: usize,
@@ -50,7 +50,7 @@ pub struct Crop {
 
 /// torchvision's RandomResizedCrop.get_params: ten tries at a random area and
 /// log-uniform aspect ratio, then a centre crop with the ratio clamped.
-pub fn random_resized_crop(width: usize, height: usize, rng: &mut Rng) -> Crop {
+pub(crate) fn random_resized_crop(width: usize, height: usize, rng: &mut Rng) -> Crop {
     const SCALE: (f64, f64) = (0.08, 1.0);
     const RATIO: (f64, f64) = (3.0 / 4.0, 4.0 / 3.0);
     let area = (width * height) as f64;
@@ -129,7 +129,7 @@ fn clamp_u8(v: i32) -> u8 {
 
 /// Reusable buffers for `resize_crop`.
 #[derive(Default)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     tmp: Vec<u8>,
     /// Horizontal weights laid out for the AVX2 pass.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -140,7 +140,7 @@ pub struct Scratch {
 /// `out` (HWC, `size*size*3`), mirrored left–right when `flip`. Vertical pass
 /// first over the crop's full rows, then horizontal over the `size` rows only.
 /// Both paths compute the same integer sums, so their outputs are identical.
-pub fn resize_crop(src: &[u8], sw: usize, crop: Crop, size: usize, flip: bool, out: &mut [u8], s: &mut Scratch) {
+pub(crate) fn resize_crop(src: &[u8], sw: usize, crop: Crop, size: usize, flip: bool, out: &mut [u8], s: &mut Scratch) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above.
@@ -150,7 +150,15 @@ pub fn resize_crop(src: &[u8], sw: usize, crop: Crop, size: usize, flip: bool, o
 }
 
 /// The portable path (and the reference the AVX2 path is tested against).
-pub fn resize_crop_scalar(src: &[u8], sw: usize, crop: Crop, size: usize, flip: bool, out: &mut [u8], s: &mut Scratch) {
+pub(crate) fn resize_crop_scalar(
+    src: &[u8],
+    sw: usize,
+    crop: Crop,
+    size: usize,
+    flip: bool,
+    out: &mut [u8],
+    s: &mut Scratch,
+) {
     assert_eq!(out.len(), size * size * 3);
     let hx = taps(crop.w, size);
     let vy = taps(crop.h, size);
@@ -198,7 +206,7 @@ mod avx2 {
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn resize_crop(
+    pub(crate) unsafe fn resize_crop(
         src: &[u8],
         sw: usize,
         crop: Crop,

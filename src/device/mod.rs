@@ -32,7 +32,7 @@ impl Devices {
         Devices { kind: DeviceKind::Cpu, ordinals: (0..n).collect() }
     }
 
-    pub fn cuda(ordinals: Vec<usize>) -> Self {
+    pub(crate) fn cuda(ordinals: Vec<usize>) -> Self {
         Devices { kind: DeviceKind::Cuda, ordinals }
     }
 
@@ -57,13 +57,13 @@ impl Devices {
 }
 
 /// Parses a `--gpus` list such as "0,1,2,3" (syntax only).
-pub fn parse_gpu_list(s: &str) -> Result<Vec<usize>> {
+pub(crate) fn parse_gpu_list(s: &str) -> Result<Vec<usize>> {
     parse_gpu_list_with(s, false)
 }
 
 /// `parse_gpu_list`; `repeats` allows a device more than once (dp's test
 /// mode: several replicas on one GPU).
-pub fn parse_gpu_list_with(s: &str, repeats: bool) -> Result<Vec<usize>> {
+pub(crate) fn parse_gpu_list_with(s: &str, repeats: bool) -> Result<Vec<usize>> {
     let s = s.trim();
     if s.is_empty() {
         return Err(usage("--gpus is empty; list CUDA device ordinals such as --gpus 0,1"));
@@ -91,7 +91,7 @@ pub fn parse_gpu_list_with(s: &str, repeats: bool) -> Result<Vec<usize>> {
 /// process's numbering) as its devices 0..n: the entries of our own
 /// CUDA_VISIBLE_DEVICES at those positions (UUIDs and MIG ids kept), or the
 /// ordinals themselves when it is unset.
-pub fn visible_ids(ordinals: &[usize], cvd: Option<&str>) -> String {
+pub(crate) fn visible_ids(ordinals: &[usize], cvd: Option<&str>) -> String {
     let entries: Vec<&str> = cvd.map(|v| v.split(',').map(str::trim).collect()).unwrap_or_default();
     let id = |o: usize| match cvd {
         Some(_) => entries.get(o).map(|e| e.to_string()).unwrap_or_else(|| o.to_string()),
@@ -101,7 +101,7 @@ pub fn visible_ids(ordinals: &[usize], cvd: Option<&str>) -> String {
 }
 
 /// The CPU's model name, from /proc/cpuinfo.
-pub fn cpu_model() -> String {
+pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -113,12 +113,12 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
-pub fn cpu_cores() -> usize {
+pub(crate) fn cpu_cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 /// The NVIDIA driver's version, from the kernel module, if one is loaded.
-pub fn driver_version() -> Option<String> {
+pub(crate) fn driver_version() -> Option<String> {
     let t = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
     // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun ..."
     let line = t.lines().next()?;
@@ -127,7 +127,7 @@ pub fn driver_version() -> Option<String> {
         .map(str::to_string)
 }
 
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into())

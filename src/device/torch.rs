@@ -15,10 +15,6 @@ impl Devices {
         }
     }
 
-    pub fn all(&self) -> Vec<Device> {
-        (0..self.len()).map(|i| self.device(i)).collect()
-    }
-
     /// Waits for all queued work on every device, so a clock read after it
     /// measures finished work. A no-op on the CPU, where ops run synchronously.
     pub fn synchronize(&self) {
@@ -41,7 +37,7 @@ pub fn resolve(gpus: Option<&str>, cpu: Option<usize>, quiet: bool) -> Result<De
 
 /// `resolve`; `repeats` lets `--gpus` list a device more than once (dp's test
 /// mode, `--gpus 0,0`: replica threads, scatter and gather on one GPU).
-pub fn resolve_with(gpus: Option<&str>, cpu: Option<usize>, quiet: bool, repeats: bool) -> Result<Devices> {
+pub(crate) fn resolve_with(gpus: Option<&str>, cpu: Option<usize>, quiet: bool, repeats: bool) -> Result<Devices> {
     if let Some(n) = cpu {
         if n == 0 {
             return Err(usage("--cpu takes the number of replicas or ranks, at least 1"));
@@ -95,7 +91,7 @@ pub fn resolve_with(gpus: Option<&str>, cpu: Option<usize>, quiet: bool, repeats
 /// see GPUs the reference's torch can use (the legacy route: a K80 box).
 /// Neither flag: GPU 0 if this libtorch sees one, else the CPU, with a note
 /// when a driver is loaded.
-pub fn resolve_for_reference(gpus: Option<&str>, cpu: Option<usize>, quiet: bool) -> Result<Devices> {
+pub(crate) fn resolve_for_reference(gpus: Option<&str>, cpu: Option<usize>, quiet: bool) -> Result<Devices> {
     if let Some(n) = cpu {
         if n == 0 {
             return Err(usage("--cpu takes the number of replicas or ranks, at least 1"));
@@ -123,7 +119,7 @@ pub fn resolve_for_reference(gpus: Option<&str>, cpu: Option<usize>, quiet: bool
 /// Checks that this process can run on CUDA devices `ordinals`: the binary's
 /// CUDA headers match the libtorch it runs on, and libtorch has kernels for
 /// every device's compute capability.
-pub fn check_cuda(ordinals: &[usize]) -> Result<()> {
+pub(crate) fn check_cuda(ordinals: &[usize]) -> Result<()> {
     let build = crate::ffi::cuda_build();
     let cudart = crate::ffi::cuda_versions().cudart;
     if let Some(msg) = runtime_mismatch(build.shim_cudart, cudart) {
@@ -147,7 +143,7 @@ fn cuda_text(cudart: i64) -> String {
 }
 
 /// Why a loaded NVIDIA driver shows no CUDA device, when it does.
-pub fn no_device_message(driver: Option<&str>, cudart: i64, cvd: Option<&str>) -> Option<String> {
+pub(crate) fn no_device_message(driver: Option<&str>, cudart: i64, cvd: Option<&str>) -> Option<String> {
     let driver = driver?;
     if let Some(v) = cvd.filter(|v| v.trim().is_empty() || v.trim() == "-1") {
         return Some(format!(
@@ -164,7 +160,7 @@ pub fn no_device_message(driver: Option<&str>, cudart: i64, cvd: Option<&str>) -
 
 /// When gpubench's shim was compiled against another CUDA major version than
 /// the libtorch it runs on (their structs differ: device properties misread).
-pub fn runtime_mismatch(shim_cudart: i64, torch_cudart: i64) -> Option<String> {
+pub(crate) fn runtime_mismatch(shim_cudart: i64, torch_cudart: i64) -> Option<String> {
     (shim_cudart > 0 && torch_cudart > 0 && shim_cudart / 1000 != torch_cudart / 1000).then(|| {
         format!(
             "gpubench was built against CUDA {} headers but runs on a libtorch for CUDA {}: rebuild it against this \
@@ -176,7 +172,7 @@ pub fn runtime_mismatch(shim_cudart: i64, torch_cudart: i64) -> Option<String> {
 }
 
 /// When libtorch has no kernels for device `ordinal`.
-pub fn kernel_message(
+pub(crate) fn kernel_message(
     ordinal: usize,
     name: &str,
     cc: (u32, u32),
@@ -211,7 +207,7 @@ pub fn cuda_device_count() -> usize {
     }
 }
 
-pub fn device_name(ordinal: usize) -> String {
+pub(crate) fn device_name(ordinal: usize) -> String {
     crate::ffi::cuda_device_props(ordinal).map(|p| p.name).unwrap_or_else(|_| "unknown".into())
 }
 

@@ -51,7 +51,7 @@ impl Monitor {
 
     /// `finish`, and what the device samples of the window say disturbed the
     /// run (throttling, other processes: `metrics::interference`).
-    pub fn finish_with_notes(
+    pub(crate) fn finish_with_notes(
         self,
         devices: &Devices,
         roles: &[String],
@@ -105,7 +105,7 @@ impl Monitor {
 
 /// Resets the allocator's peak statistics (after warm-up), so peaks describe
 /// the timed window's steady state rather than start-up.
-pub fn reset_peaks(devices: &Devices) {
+pub(crate) fn reset_peaks(devices: &Devices) {
     if devices.kind == DeviceKind::Cuda {
         for &o in &devices.ordinals {
             let _ = crate::ffi::cuda_reset_peak_memory(o);

@@ -42,7 +42,7 @@ fn opt(v: f64) -> Option<f64> {
 
 /// Fills the NVML fields of `m` from the samples of `m.device` taken inside
 /// the window [t0, t1] (seconds on the sampler's clock).
-pub fn apply_samples(m: &mut DeviceMetrics, samples: &[DeviceSample], t0: f64, t1: f64) {
+pub(crate) fn apply_samples(m: &mut DeviceMetrics, samples: &[DeviceSample], t0: f64, t1: f64) {
     let mine: Vec<&DeviceSample> = samples.iter().filter(|s| s.device == m.device && s.t >= t0 && s.t <= t1).collect();
     if mine.is_empty() {
         return;
@@ -60,7 +60,7 @@ pub fn apply_samples(m: &mut DeviceMetrics, samples: &[DeviceSample], t0: f64, t
 
 /// How unevenly the work and memory fell on the devices.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct Imbalance {
+pub(crate) struct Imbalance {
     /// max ÷ min peak memory across devices (allocator, else NVML); 1 = even.
     pub mem_imbalance: Option<f64>,
     /// max − min mean utilization across devices, percentage points.
@@ -76,7 +76,7 @@ fn peak_mem(m: &DeviceMetrics) -> Option<f64> {
 }
 
 /// Imbalance across `devs`; `master` is the index of dp's master, if any.
-pub fn imbalance(devs: &[DeviceMetrics], master: Option<usize>) -> Imbalance {
+pub(crate) fn imbalance(devs: &[DeviceMetrics], master: Option<usize>) -> Imbalance {
     let mems: Vec<f64> = devs.iter().filter_map(peak_mem).collect();
     let utils: Vec<f64> = devs.iter().filter_map(|d| d.util_mean_pct).collect();
     let mut out = Imbalance::default();

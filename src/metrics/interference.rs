@@ -10,17 +10,17 @@ use std::time::Instant;
 use super::sampler::DeviceSample;
 
 /// Other processes using this many cores on average disturb a run.
-pub const BUSY_CORES: f64 = 0.5;
+pub(crate) const BUSY_CORES: f64 = 0.5;
 /// CPU steal above this share of the window disturbs a run.
-pub const STEAL_SHARE: f64 = 0.05;
+pub(crate) const STEAL_SHARE: f64 = 0.05;
 /// Throttled in at least this share of a GPU's samples disturbs a run.
-pub const THROTTLED_SHARE: f64 = 0.10;
+pub(crate) const THROTTLED_SHARE: f64 = 0.10;
 /// Another process holding this much GPU memory is worth saying.
-pub const OTHER_GPU_MB: f64 = 256.0;
+pub(crate) const OTHER_GPU_MB: f64 = 256.0;
 
 /// The host's CPU counters at one moment.
 #[derive(Debug, Clone, Copy)]
-pub struct HostSnapshot {
+pub(crate) struct HostSnapshot {
     at: Instant,
     /// Jiffies from the first line of /proc/stat: all, busy, steal.
     total: u64,
@@ -32,7 +32,7 @@ pub struct HostSnapshot {
 
 impl HostSnapshot {
     /// None where /proc cannot be read (not Linux).
-    pub fn take() -> Option<HostSnapshot> {
+    pub(crate) fn take() -> Option<HostSnapshot> {
         let stat = std::fs::read_to_string("/proc/stat").ok()?;
         let (total, busy, steal) = parse_cpu_line(stat.lines().next()?)?;
         Some(HostSnapshot { at: Instant::now(), total, busy, steal, group_cpu: group_cpu_seconds() })
@@ -88,7 +88,7 @@ fn group_cpu_seconds() -> f64 {
 
 /// The host between two snapshots.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HostWindow {
+pub(crate) struct HostWindow {
     /// Cores other processes kept busy, on average.
     pub others_cores: f64,
     /// Share of the CPU time the hypervisor took (steal).
@@ -98,7 +98,7 @@ pub struct HostWindow {
     pub cores: usize,
 }
 
-pub fn host_window(a: &HostSnapshot, b: &HostSnapshot, cores: usize) -> Option<HostWindow> {
+pub(crate) fn host_window(a: &HostSnapshot, b: &HostSnapshot, cores: usize) -> Option<HostWindow> {
     let wall = (b.at - a.at).as_secs_f64();
     let total = b.total.checked_sub(a.total)? as f64;
     if wall <= 0.0 || total <= 0.0 {
@@ -121,7 +121,7 @@ pub fn host_window(a: &HostSnapshot, b: &HostSnapshot, cores: usize) -> Option<H
 
 impl HostWindow {
     /// What disturbed the run, one phrase each; empty when the host was quiet.
-    pub fn notes(&self) -> Vec<String> {
+    pub(crate) fn notes(&self) -> Vec<String> {
         let mut v = vec![];
         if self.others_cores >= BUSY_CORES {
             v.push(format!(
@@ -138,7 +138,7 @@ impl HostWindow {
 
 /// What the GPU samples of the timed window (sampler seconds `t0`..`t1`)
 /// show: throttling, and other processes' memory on a device.
-pub fn gpu_notes(samples: &[DeviceSample], t0: f64, t1: f64) -> Vec<String> {
+pub(crate) fn gpu_notes(samples: &[DeviceSample], t0: f64, t1: f64) -> Vec<String> {
     let mut devices: Vec<&str> = samples.iter().map(|s| s.device.as_str()).collect();
     devices.sort();
     devices.dedup();

@@ -25,7 +25,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 use super::stats::{mean, percentile_sorted, std_dev};
 
 /// Steps an interval needs at the least (5 batches of 2).
-pub const MIN_STEPS: usize = 10;
+pub(crate) const MIN_STEPS: usize = 10;
 
 /// A 95 % confidence interval.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -36,17 +36,17 @@ pub struct Interval {
 
 impl Interval {
     /// Half the width relative to `estimate` (0.02 is ±2 %).
-    pub fn relative_half_width(&self, estimate: f64) -> f64 {
+    pub(crate) fn relative_half_width(&self, estimate: f64) -> f64 {
         (self.hi - self.lo) / 2.0 / estimate.abs()
     }
 
-    pub fn overlaps(&self, other: &Interval) -> bool {
+    pub(crate) fn overlaps(&self, other: &Interval) -> bool {
         self.lo <= other.hi && other.lo <= self.hi
     }
 }
 
 /// Student's t quantile for a two-sided 95 % interval with `df` degrees of freedom.
-pub fn t95(df: f64) -> f64 {
+pub(crate) fn t95(df: f64) -> f64 {
     StudentsT::new(0.0, 1.0, df.max(1.0)).map(|t| t.inverse_cdf(0.975)).unwrap_or(f64::NAN)
 }
 
@@ -56,7 +56,7 @@ fn batch_count(n: usize) -> usize {
 }
 
 /// The mean of `xs` with its batch-means interval; None below `MIN_STEPS`.
-pub fn mean_interval(xs: &[f64]) -> Option<(f64, Interval)> {
+pub(crate) fn mean_interval(xs: &[f64]) -> Option<(f64, Interval)> {
     let n = xs.len();
     if n < MIN_STEPS {
         return None;
@@ -69,7 +69,7 @@ pub fn mean_interval(xs: &[f64]) -> Option<(f64, Interval)> {
 }
 
 /// Throughput's interval (images/s) for `global_batch` images per step.
-pub fn throughput_interval(step_secs: &[f64], global_batch: f64) -> Option<Interval> {
+pub(crate) fn throughput_interval(step_secs: &[f64], global_batch: f64) -> Option<Interval> {
     let (_, i) = mean_interval(step_secs)?;
     // A mean step time interval reaching zero bounds nothing above.
     let hi = if i.lo > 0.0 { global_batch / i.lo } else { f64::INFINITY };
@@ -78,7 +78,7 @@ pub fn throughput_interval(step_secs: &[f64], global_batch: f64) -> Option<Inter
 
 /// Throughput's interval half-width relative to the throughput, for the
 /// auto-stop rule.
-pub fn throughput_precision(step_secs: &[f64]) -> Option<f64> {
+pub(crate) fn throughput_precision(step_secs: &[f64]) -> Option<f64> {
     let (m, i) = mean_interval(step_secs)?;
     // Relative precision of the mean step time and of its inverse agree to
     // first order; the larger side of the inverted interval is used.
@@ -86,7 +86,7 @@ pub fn throughput_precision(step_secs: &[f64]) -> Option<f64> {
 }
 
 /// The median's circular block bootstrap interval; None below `MIN_STEPS`.
-pub fn median_interval(xs: &[f64]) -> Option<Interval> {
+pub(crate) fn median_interval(xs: &[f64]) -> Option<Interval> {
     const RESAMPLES: usize = 1000;
     let n = xs.len();
     if n < MIN_STEPS {
@@ -119,19 +119,19 @@ pub fn median_interval(xs: &[f64]) -> Option<Interval> {
 
 /// `--duration auto`'s rule: stop once at least `min_steps` are timed and
 /// throughput's interval is within ±`target` (relative).
-pub fn precise_enough(step_secs: &[f64], target: f64, min_steps: usize) -> bool {
+pub(crate) fn precise_enough(step_secs: &[f64], target: f64, min_steps: usize) -> bool {
     step_secs.len() >= min_steps.max(MIN_STEPS) && throughput_precision(step_secs).is_some_and(|p| p <= target)
 }
 
 /// Steps per window of the steady-state rule.
-pub const STEADY_WINDOW: usize = 5;
+pub(crate) const STEADY_WINDOW: usize = 5;
 /// How close the windows' medians must be (relative) to call it steady.
-pub const STEADY_TOLERANCE: f64 = 0.05;
+pub(crate) const STEADY_TOLERANCE: f64 = 0.05;
 
 /// `--warmup auto`'s rule: steady once the medians of the last three windows
 /// of `STEADY_WINDOW` steps are within `STEADY_TOLERANCE` of each other (a
 /// ramp, an autotuner still trying, or a cache still filling moves them).
-pub fn steady(step_secs: &[f64]) -> bool {
+pub(crate) fn steady(step_secs: &[f64]) -> bool {
     let w = STEADY_WINDOW;
     if step_secs.len() < 3 * w {
         return false;

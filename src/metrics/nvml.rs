@@ -6,7 +6,7 @@ use anyhow::{anyhow, Result};
 use super::sampler::{map_cuda_to_nvml, DeviceSample, DeviceSource, MB};
 
 /// Reads the run's CUDA devices through NVML, loaded at run time.
-pub struct NvmlSource {
+pub(crate) struct NvmlSource {
     nvml: nvml_wrapper::Nvml,
     /// (name as "cuda:N", NVML index)
     devices: Vec<(String, u32)>,
@@ -14,7 +14,7 @@ pub struct NvmlSource {
 
 impl NvmlSource {
     /// Fails with the reason (no driver, no libnvidia-ml, device not found).
-    pub fn new(cuda_ordinals: &[usize]) -> Result<Self> {
+    pub(crate) fn new(cuda_ordinals: &[usize]) -> Result<Self> {
         let nvml = nvml_wrapper::Nvml::init().map_err(|e| anyhow!("NVML unavailable ({e})"))?;
         let n = nvml.device_count().map_err(|e| anyhow!("NVML device count: {e}"))?;
         let mut by_index = vec![];

@@ -35,13 +35,13 @@ pub struct DeviceSample {
 }
 
 /// Something that can read every device of the run at once.
-pub trait DeviceSource: Send {
+pub(crate) trait DeviceSource: Send {
     fn sample(&mut self) -> Vec<DeviceSample>;
 }
 
 /// Normalises a PCI bus id ("00000000:3B:00.0", "0000:3b:00.0") to
 /// "0000:3b:00.0": NVML pads the domain to 8 digits, CUDA to 4.
-pub fn normalize_pci(id: &str) -> String {
+pub(crate) fn normalize_pci(id: &str) -> String {
     let id = id.trim().to_ascii_lowercase();
     match id.split_once(':') {
         Some((domain, rest)) => {
@@ -56,7 +56,7 @@ pub fn normalize_pci(id: &str) -> String {
 /// bus id. CUDA orders devices fastest first and CUDA_VISIBLE_DEVICES
 /// renumbers them, while NVML counts in PCI order, so indices cannot be
 /// assumed equal.
-pub fn map_cuda_to_nvml(cuda: &[(usize, String)], nvml: &[(u32, String)]) -> Vec<(usize, Option<u32>)> {
+pub(crate) fn map_cuda_to_nvml(cuda: &[(usize, String)], nvml: &[(u32, String)]) -> Vec<(usize, Option<u32>)> {
     cuda.iter()
         .map(|(ord, pci)| {
             let want = normalize_pci(pci);
@@ -66,15 +66,15 @@ pub fn map_cuda_to_nvml(cuda: &[(usize, String)], nvml: &[(u32, String)]) -> Vec
 }
 
 #[cfg(feature = "torch")]
-pub use super::nvml::NvmlSource;
+pub(crate) use super::nvml::NvmlSource;
 
 /// Samples this process (CPU runs have no device telemetry to read).
-pub struct ProcessSource {
+pub(crate) struct ProcessSource {
     last: Option<(Instant, f64)>,
 }
 
 impl ProcessSource {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         ProcessSource { last: None }
     }
 }
@@ -104,10 +104,10 @@ impl DeviceSource for ProcessSource {
     }
 }
 
-pub const MB: f64 = 1024.0 * 1024.0;
+pub(crate) const MB: f64 = 1024.0 * 1024.0;
 
 /// Samples a source every `interval` on a background thread until stopped.
-pub struct Sampler {
+pub(crate) struct Sampler {
     stop: Arc<AtomicBool>,
     samples: Arc<Mutex<Vec<DeviceSample>>>,
     handle: Option<JoinHandle<()>>,
@@ -115,7 +115,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    pub fn start(mut source: Box<dyn DeviceSource>, interval: Duration) -> Sampler {
+    pub(crate) fn start(mut source: Box<dyn DeviceSource>, interval: Duration) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(vec![]));
         let started = Instant::now();
@@ -141,12 +141,12 @@ impl Sampler {
     }
 
     /// An instant as seconds on the sampler's clock (0 = its start).
-    pub fn clock(&self, at: Instant) -> f64 {
+    pub(crate) fn clock(&self, at: Instant) -> f64 {
         at.saturating_duration_since(self.started).as_secs_f64()
     }
 
     /// Stops sampling and returns every sample.
-    pub fn finish(mut self) -> Vec<DeviceSample> {
+    pub(crate) fn finish(mut self) -> Vec<DeviceSample> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
@@ -156,7 +156,7 @@ impl Sampler {
 }
 
 /// The process's own CPU time (user + system) in seconds, from /proc.
-pub fn process_cpu_seconds() -> Option<f64> {
+pub(crate) fn process_cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let after = stat.rsplit_once(')')?.1;
     let f: Vec<&str> = after.split_whitespace().collect();
@@ -172,7 +172,7 @@ fn clock_ticks() -> f64 {
 }
 
 /// Peak resident set size of this process (VmHWM), in MiB.
-pub fn peak_rss_mb() -> Option<f64> {
+pub(crate) fn peak_rss_mb() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;

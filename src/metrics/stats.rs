@@ -16,7 +16,7 @@ pub struct Summary {
 }
 
 /// Sample standard deviation (n-1); 0 for fewer than two samples.
-pub fn std_dev(xs: &[f64]) -> f64 {
+pub(crate) fn std_dev(xs: &[f64]) -> f64 {
     if xs.len() < 2 {
         return 0.0;
     }
@@ -25,7 +25,7 @@ pub fn std_dev(xs: &[f64]) -> f64 {
     (ss / (xs.len() - 1) as f64).sqrt()
 }
 
-pub fn mean(xs: &[f64]) -> f64 {
+pub(crate) fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() {
         return f64::NAN;
     }
@@ -33,7 +33,7 @@ pub fn mean(xs: &[f64]) -> f64 {
 }
 
 /// Percentile `q` in [0, 100] of already sorted samples.
-pub fn percentile_sorted(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn percentile_sorted(sorted: &[f64], q: f64) -> f64 {
     match sorted.len() {
         0 => f64::NAN,
         1 => sorted[0],
@@ -53,7 +53,7 @@ pub fn percentile(xs: &[f64], q: f64) -> f64 {
     percentile_sorted(&v, q)
 }
 
-pub fn summarize(xs: &[f64]) -> Summary {
+pub(crate) fn summarize(xs: &[f64]) -> Summary {
     let mut v = xs.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
     Summary {

@@ -57,14 +57,14 @@ use crate::results::Status;
 use python::{find_python, TempDir, TORCH_VERSION};
 
 /// The reference script, embedded so that an installed binary needs no source tree.
-pub const SCRIPT: &str = include_str!("pytorch_bench.py");
+pub(crate) const SCRIPT: &str = include_str!("pytorch_bench.py");
 /// What the training and the serving scripts share (models, settings,
 /// helpers); written beside either.
-pub const COMMON: &str = include_str!("pytorch_common.py");
+pub(crate) const COMMON: &str = include_str!("pytorch_common.py");
 
 /// What the script reports (rank 0 for ddp).
 #[derive(Debug, Deserialize)]
-pub struct ScriptSummary {
+pub(crate) struct ScriptSummary {
     pub torch_version: String,
     pub python_version: String,
     pub device_name: String,
@@ -189,7 +189,7 @@ fn failure_line(lines: &[String]) -> String {
 }
 
 /// `gpubench run --impl pytorch`: the run `cfg` describes, by PyTorch.
-pub fn run(cfg: &RunConfig) -> Result<i32> {
+pub(crate) fn run(cfg: &RunConfig) -> Result<i32> {
     let ddp = cfg.strategy == StrategyKind::Ddp;
     let local = &cfg.devices;
     let writes_row = !ddp || cfg.ddp.node_rank == 0;

@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The torch version gpubench is built against; the reference should use the same.
-pub const TORCH_VERSION: &str = "2.11.0";
+pub(crate) const TORCH_VERSION: &str = "2.11.0";
 
 /// A Python interpreter with torch installed, and torch's version.
 #[derive(Debug, Clone)]
-pub struct Python {
+pub(crate) struct Python {
     pub path: PathBuf,
     pub torch_version: String,
 }
@@ -30,7 +30,7 @@ fn torch_version_of(py: &Path) -> Option<String> {
 
 /// Where to look, in order: $GPUBENCH_PYTHON, $GPUBENCH_PYTHON_BIN (set-up's
 /// env.sh), set-up's venv in the cache, python3.
-pub fn python_candidates() -> Vec<PathBuf> {
+pub(crate) fn python_candidates() -> Vec<PathBuf> {
     let mut c: Vec<PathBuf> = vec![];
     for k in ["GPUBENCH_PYTHON", "GPUBENCH_PYTHON_BIN"] {
         if let Some(v) = std::env::var_os(k).filter(|v| !v.is_empty()) {
@@ -57,7 +57,7 @@ pub fn python_candidates() -> Vec<PathBuf> {
 }
 
 /// The first candidate that has torch installed.
-pub fn find_python() -> Result<Python> {
+pub(crate) fn find_python() -> Result<Python> {
     let cands = python_candidates();
     for p in &cands {
         if let Some(v) = torch_version_of(p) {
@@ -73,10 +73,10 @@ pub fn find_python() -> Result<Python> {
 }
 
 /// A private temporary directory, removed on drop.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new() -> Result<Self> {
+    pub(crate) fn new() -> Result<Self> {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
         let p = std::env::temp_dir().join(format!("gpubench-pytorch-{}-{nanos:x}", std::process::id()));
         std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;

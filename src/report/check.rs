@@ -48,11 +48,11 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 5] =
+    pub(crate) const ALL: [Metric; 5] =
         [Metric::Throughput, Metric::Scaling, Metric::StepP50, Metric::StepP90, Metric::LatencyP99];
 
     /// As on the command line (`--metric`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Metric::Throughput => "throughput",
             Metric::Scaling => "scaling",
@@ -66,7 +66,7 @@ impl Metric {
         matches!(self, Metric::Throughput | Metric::Scaling)
     }
 
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Metric::Throughput => "img/s",
             Metric::Scaling => "scaling",
@@ -124,7 +124,7 @@ impl Metric {
 
 /// How a change's significance was judged.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Test {
+pub(crate) enum Test {
     /// Welch's t-test over repeats: the two-sided p-value.
     Welch(f64),
     /// The two sides' 95 % intervals: true when they do not overlap.
@@ -141,17 +141,10 @@ impl Test {
             Test::None => true,
         }
     }
-
-    pub fn p(self) -> Option<f64> {
-        match self {
-            Test::Welch(p) => Some(p),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Regressed,
     Missing,
     Improved,
@@ -159,7 +152,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Verdict::Regressed => "REGRESSED",
             Verdict::Missing => "missing",
@@ -170,7 +163,7 @@ impl Verdict {
 }
 
 #[derive(Debug, Clone)]
-pub struct Finding {
+pub(crate) struct Finding {
     pub key: ConfigKey,
     /// None for a config missing from the current results.
     pub metric: Option<Metric>,
@@ -188,7 +181,7 @@ pub struct Finding {
 }
 
 #[derive(Debug, Clone)]
-pub struct CheckOptions {
+pub(crate) struct CheckOptions {
     pub metrics: Vec<Metric>,
     /// Relative worsening tolerated as noise, e.g. 0.05.
     pub max_drop: f64,
@@ -200,7 +193,7 @@ pub struct CheckOptions {
     pub implementation: Implementation,
 }
 
-pub struct CheckReport {
+pub(crate) struct CheckReport {
     pub findings: Vec<Finding>,
     pub notes: Vec<String>,
     pub strict: bool,
@@ -208,7 +201,7 @@ pub struct CheckReport {
 
 /// Decides one metric of one config from the two sides' samples, and their
 /// intervals where a side has too few samples for Welch's test.
-pub fn decide(
+pub(crate) fn decide(
     metric: Metric,
     base: &[f64],
     cur: &[f64],
@@ -240,7 +233,7 @@ pub fn decide(
     (verdict, change, test)
 }
 
-pub fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) -> Result<CheckReport> {
+pub(crate) fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) -> Result<CheckReport> {
     let none = DeviceData::default();
     let mut notes = vec![];
     let mut side = |runs: &[Run]| -> Vec<Group> {
@@ -374,12 +367,12 @@ impl CheckReport {
     }
 
     /// 1 when something regressed, or something is missing under --strict.
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         let failed = self.count(Verdict::Regressed) > 0 || (self.strict && self.count(Verdict::Missing) > 0);
         i32::from(failed)
     }
 
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let mut s = format!(
             "{} regressed, {} improved, {} unchanged, {} missing",
             self.count(Verdict::Regressed),
@@ -394,7 +387,7 @@ impl CheckReport {
         s
     }
 
-    pub fn table(&self) -> Table {
+    pub(crate) fn table(&self) -> Table {
         let columns = vec![
             Column::text("config", "config"),
             Column::text("metric", "metric"),

@@ -9,10 +9,10 @@ use super::format::{fmt_bytes, fmt_rate};
 use super::summary::{cell_opt, column_median, files_phrase, int_cell, Run};
 
 /// What an all-reduce curve is: machine, label, backend, ranks, dtype, in place.
-pub type CurveKey = (String, String, String, u32, String, bool);
+pub(crate) type CurveKey = (String, String, String, u32, String, bool);
 
 /// Every ok all-reduce row, by curve and size (run indices).
-pub fn curves(runs: &[Run]) -> BTreeMap<CurveKey, BTreeMap<u64, Vec<usize>>> {
+pub(crate) fn curves(runs: &[Run]) -> BTreeMap<CurveKey, BTreeMap<u64, Vec<usize>>> {
     let mut by: BTreeMap<CurveKey, BTreeMap<u64, Vec<usize>>> = BTreeMap::new();
     for (i, r) in runs.iter().enumerate().filter(|(_, r)| r.row.is_allreduce() && r.is_ok()) {
         let (Some(bytes), Some(ip)) = (r.row.bytes, r.row.in_place) else { continue };
@@ -24,7 +24,7 @@ pub fn curves(runs: &[Run]) -> BTreeMap<CurveKey, BTreeMap<u64, Vec<usize>>> {
     by
 }
 
-pub fn allreduce_table(runs: &[Run], files: &[PathBuf]) -> Table {
+pub(crate) fn allreduce_table(runs: &[Run], files: &[PathBuf]) -> Table {
     let columns = vec![
         Column::text("hardware", "hardware"),
         Column::text("label", "label"),

@@ -19,7 +19,7 @@ use crate::results::Implementation;
 
 /// The rows of one file that share a name.
 #[derive(Debug, Clone)]
-pub struct Set {
+pub(crate) struct Set {
     pub name: String,
     pub file: std::path::PathBuf,
     pub members: Vec<usize>,
@@ -29,7 +29,7 @@ pub struct Set {
 /// else the file name, so one file holding a K80 and a P100 gives two sets.
 /// The same name from two files (today's and last month's unlabelled runs
 /// on one box) gets the file name appended; published sets say so.
-pub fn partition_sets(runs: &[Run]) -> Vec<Set> {
+pub(crate) fn partition_sets(runs: &[Run]) -> Vec<Set> {
     let mut sets: Vec<(std::path::PathBuf, String, Vec<usize>)> = vec![];
     for (i, r) in runs.iter().enumerate() {
         let base = if !r.row.label.is_empty() {
@@ -82,14 +82,14 @@ fn letter(i: usize) -> String {
 }
 
 /// The joined view: every config any set has, and each set's group for it.
-pub struct Comparison {
+pub(crate) struct Comparison {
     pub sets: Vec<Set>,
     pub configs: Vec<ConfigKey>,
     /// `groups[set]`, by config.
     pub groups: Vec<BTreeMap<ConfigKey, Group>>,
 }
 
-pub fn compare(runs: &[Run], devices: &DeviceData) -> Result<Comparison> {
+pub(crate) fn compare(runs: &[Run], devices: &DeviceData) -> Result<Comparison> {
     let sets = partition_sets(runs);
     if sets.len() < 2 {
         return Err(usage(format!(
@@ -109,17 +109,17 @@ pub fn compare(runs: &[Run], devices: &DeviceData) -> Result<Comparison> {
 }
 
 impl Comparison {
-    pub fn throughput(&self, set: usize, key: &ConfigKey) -> Option<f64> {
+    pub(crate) fn throughput(&self, set: usize, key: &ConfigKey) -> Option<f64> {
         self.groups[set].get(key).and_then(|g| g.throughput)
     }
 
-    pub fn throughput_ci(&self, set: usize, key: &ConfigKey) -> Option<Spread> {
+    pub(crate) fn throughput_ci(&self, set: usize, key: &ConfigKey) -> Option<Spread> {
         self.groups[set].get(key).and_then(|g| g.throughput_ci)
     }
 
     /// Set `set`'s throughput over the first set's, and whether the two
     /// cannot be told apart (their intervals overlap).
-    pub fn ratio(&self, set: usize, key: &ConfigKey) -> Option<(f64, bool)> {
+    pub(crate) fn ratio(&self, set: usize, key: &ConfigKey) -> Option<(f64, bool)> {
         match (self.throughput(set, key), self.throughput(0, key)) {
             (Some(a), Some(b)) if b > 0.0 => {
                 let same = match (self.throughput_ci(set, key), self.throughput_ci(0, key)) {
@@ -132,7 +132,7 @@ impl Comparison {
         }
     }
 
-    pub fn table(&self, runs: &[Run]) -> Table {
+    pub(crate) fn table(&self, runs: &[Run]) -> Table {
         let load = self.configs.iter().any(ConfigKey::is_infer);
         let variant = ConfigKey::any_variant(&self.configs);
         let mut columns = ConfigKey::columns(load, variant);
@@ -233,7 +233,7 @@ impl Comparison {
     }
 
     /// Per config with at least one value: each set's throughput.
-    pub fn chart_data(&self) -> (Vec<ConfigKey>, Vec<Vec<Option<f64>>>) {
+    pub(crate) fn chart_data(&self) -> (Vec<ConfigKey>, Vec<Vec<Option<f64>>>) {
         let mut keys = vec![];
         let mut values = vec![];
         for k in &self.configs {

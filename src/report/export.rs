@@ -11,13 +11,13 @@ use anyhow::Result;
 use serde_json::{json, Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Align {
+pub(crate) enum Align {
     Left,
     Right,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Column {
+pub(crate) struct Column {
     /// Machine name: CSV header and JSON key.
     pub key: String,
     /// Human header for the table and markdown formats.
@@ -28,20 +28,20 @@ pub struct Column {
 }
 
 impl Column {
-    pub fn text(key: &str, title: &str) -> Self {
+    pub(crate) fn text(key: &str, title: &str) -> Self {
         Column { key: key.into(), title: title.into(), align: Align::Left, human: true }
     }
-    pub fn num(key: &str, title: &str) -> Self {
+    pub(crate) fn num(key: &str, title: &str) -> Self {
         Column { key: key.into(), title: title.into(), align: Align::Right, human: true }
     }
     /// A number for scripts only; the human formats leave it out.
-    pub fn raw(key: &str) -> Self {
+    pub(crate) fn raw(key: &str) -> Self {
         Column { human: false, ..Column::num(key, key) }
     }
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Cell {
+pub(crate) enum Cell {
     Text(String),
     /// A number and its human rendering (units, rounding).
     Num {
@@ -53,20 +53,20 @@ pub enum Cell {
 }
 
 impl Cell {
-    pub fn text(s: impl Into<String>) -> Self {
+    pub(crate) fn text(s: impl Into<String>) -> Self {
         Cell::Text(s.into())
     }
-    pub fn num(value: f64, text: impl Into<String>) -> Self {
+    pub(crate) fn num(value: f64, text: impl Into<String>) -> Self {
         Cell::Num { value, text: text.into() }
     }
-    pub fn none() -> Self {
+    pub(crate) fn none() -> Self {
         Cell::Empty("-".into())
     }
-    pub fn empty(why: impl Into<String>) -> Self {
+    pub(crate) fn empty(why: impl Into<String>) -> Self {
         Cell::Empty(why.into())
     }
     /// What the table and markdown formats print.
-    pub fn display(&self) -> &str {
+    pub(crate) fn display(&self) -> &str {
         match self {
             Cell::Text(s) | Cell::Num { text: s, .. } | Cell::Empty(s) => s,
         }
@@ -76,7 +76,7 @@ impl Cell {
 /// Rows of cells under named columns, with a title and free-text notes
 /// (excluded rows, warnings) that belong with the numbers.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Table {
+pub(crate) struct Table {
     pub title: String,
     pub columns: Vec<Column>,
     pub rows: Vec<Vec<Cell>>,
@@ -85,7 +85,7 @@ pub struct Table {
 
 impl Table {
     /// The table without its raw-only columns, as the human formats print it.
-    pub fn human(&self) -> Table {
+    pub(crate) fn human(&self) -> Table {
         let keep: Vec<bool> = self.columns.iter().map(|c| c.human).collect();
         let pick = |cells: &[Cell]| cells.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c.clone()).collect();
         Table {
@@ -97,7 +97,7 @@ impl Table {
     }
 }
 
-pub trait Exporter {
+pub(crate) trait Exporter {
     fn export(&self, table: &Table) -> Result<Vec<u8>>;
 }
 
@@ -114,10 +114,10 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [Format::Table, Format::Markdown, Format::Csv, Format::Json];
+    pub(crate) const ALL: [Format; 4] = [Format::Table, Format::Markdown, Format::Csv, Format::Json];
 
     /// As on the command line (`--format`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Format::Table => "table",
             Format::Markdown => "markdown",
@@ -127,7 +127,7 @@ impl Format {
     }
 }
 
-pub fn exporter(format: Format) -> Box<dyn Exporter> {
+pub(crate) fn exporter(format: Format) -> Box<dyn Exporter> {
     match format {
         Format::Table => Box::new(TextExporter),
         Format::Markdown => Box::new(MarkdownExporter),
@@ -150,7 +150,7 @@ fn pad(s: &str, w: usize, align: Align) -> String {
 
 /// Aligned columns separated by two spaces, a dashed rule under the header,
 /// no trailing blanks (so snapshot tests and diffs stay clean).
-pub struct TextExporter;
+pub(crate) struct TextExporter;
 
 impl Exporter for TextExporter {
     fn export(&self, t: &Table) -> Result<Vec<u8>> {
@@ -195,7 +195,7 @@ fn md_escape(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-pub struct MarkdownExporter;
+pub(crate) struct MarkdownExporter;
 
 impl Exporter for MarkdownExporter {
     fn export(&self, t: &Table) -> Result<Vec<u8>> {
@@ -241,7 +241,7 @@ fn raw(cell: &Cell) -> String {
 
 /// Header of column keys, then raw values; notes are not part of the data
 /// (the command prints them on stderr).
-pub struct CsvExporter;
+pub(crate) struct CsvExporter;
 
 impl Exporter for CsvExporter {
     fn export(&self, t: &Table) -> Result<Vec<u8>> {
@@ -258,7 +258,7 @@ impl Exporter for CsvExporter {
     }
 }
 
-pub struct JsonExporter;
+pub(crate) struct JsonExporter;
 
 impl Exporter for JsonExporter {
     fn export(&self, t: &Table) -> Result<Vec<u8>> {

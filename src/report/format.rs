@@ -3,7 +3,7 @@
 use crate::results::csv::Row;
 
 /// Images per second: no false precision on big numbers, enough on small.
-pub fn fmt_rate(v: f64) -> String {
+pub(crate) fn fmt_rate(v: f64) -> String {
     if v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 10.0 {
@@ -13,13 +13,13 @@ pub fn fmt_rate(v: f64) -> String {
     }
 }
 
-pub fn fmt_pct(fraction: f64) -> String {
+pub(crate) fn fmt_pct(fraction: f64) -> String {
     format!("{:.1}%", fraction * 100.0)
 }
 
 /// A ± half-width in `fmt`'s units, with no more decimals than the
 /// estimate it belongs to shows ("1234 ±25", not "1234 ±25.0").
-pub fn fmt_half_width(fmt: fn(f64) -> String, estimate: f64, half: f64) -> String {
+pub(crate) fn fmt_half_width(fmt: fn(f64) -> String, estimate: f64, half: f64) -> String {
     let decimals = |s: &str| s.split_once('.').map_or(0, |(_, f)| f.chars().take_while(char::is_ascii_digit).count());
     let (e, h) = (fmt(estimate), fmt(half));
     let keep = decimals(&e);
@@ -37,7 +37,7 @@ pub fn fmt_half_width(fmt: fn(f64) -> String, estimate: f64, half: f64) -> Strin
     }
 }
 
-pub fn fmt_ms(v: f64) -> String {
+pub(crate) fn fmt_ms(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0}")
     } else {
@@ -45,20 +45,20 @@ pub fn fmt_ms(v: f64) -> String {
     }
 }
 
-pub fn fmt_ratio(v: f64) -> String {
+pub(crate) fn fmt_ratio(v: f64) -> String {
     format!("{v:.2}x")
 }
 
 /// Peak memory of a row, for one-line outputs: the allocator's on CUDA, else
 /// NVML's, else the process's resident set.
-pub fn row_peak_mem(r: &Row) -> Option<(f64, &'static str)> {
+pub(crate) fn row_peak_mem(r: &Row) -> Option<(f64, &'static str)> {
     r.peak_mem_alloc_mb
         .map(|m| (m, "alloc"))
         .or(r.nvml_mem_peak_mb.map(|m| (m, "nvml")))
         .or(r.peak_rss_mb.map(|m| (m, "rss")))
 }
 
-pub fn fmt_mib(mb: f64) -> String {
+pub(crate) fn fmt_mib(mb: f64) -> String {
     if mb >= 1024.0 {
         format!("{:.1} GiB", mb / 1024.0)
     } else {
@@ -67,7 +67,7 @@ pub fn fmt_mib(mb: f64) -> String {
 }
 
 /// The error, short enough for one line.
-pub fn short_error(e: &str, max: usize) -> String {
+pub(crate) fn short_error(e: &str, max: usize) -> String {
     let e = e.trim();
     if e.chars().count() <= max {
         return e.to_string();
@@ -77,7 +77,7 @@ pub fn short_error(e: &str, max: usize) -> String {
 }
 
 /// A byte count in binary units: 8, 1K, 64M, 2G (one decimal when not whole).
-pub fn fmt_bytes(b: f64) -> String {
+pub(crate) fn fmt_bytes(b: f64) -> String {
     let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
     for (u, n) in units {
         if b >= n as f64 {

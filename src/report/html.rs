@@ -18,7 +18,7 @@ use super::export::{Cell, Table};
 use crate::error::usage;
 
 /// The parts of a page, in order.
-pub enum Section {
+pub(crate) enum Section {
     Table(Table),
     /// `(stem, svg)` pairs as `ChartWriter` kept them, and notes about charts
     /// that were skipped.
@@ -30,12 +30,12 @@ pub enum Section {
 
 /// Whether a gate passed, for the banner at the top of a `check` page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Pass,
     Fail,
 }
 
-pub struct Page {
+pub(crate) struct Page {
     pub title: String,
     /// The files the page was made from.
     pub inputs: Vec<PathBuf>,
@@ -45,7 +45,7 @@ pub struct Page {
 }
 
 /// Text made safe for HTML element content and quoted attribute values.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -95,7 +95,7 @@ footer { max-width: 1500px; margin: 30px auto; padding: 0 20px; color: #888; fon
 ";
 
 /// The whole page as bytes.
-pub fn render(page: &Page) -> Vec<u8> {
+pub(crate) fn render(page: &Page) -> Vec<u8> {
     let mut h = String::new();
     let title = escape(&page.title);
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -237,7 +237,7 @@ fn charts_html(charts: &[(String, String)], notes: &[String]) -> String {
 
 /// Refuses, before any work, an `--html` path whose directory is missing or
 /// that names a directory.
-pub fn check_html_path(path: &Path) -> Result<()> {
+pub(crate) fn check_html_path(path: &Path) -> Result<()> {
     if path.as_os_str().is_empty() {
         return Err(usage("--html needs a file name, e.g. --html report.html"));
     }
@@ -250,7 +250,7 @@ pub fn check_html_path(path: &Path) -> Result<()> {
 /// Writes the page next to its final name and renames it into place, so a
 /// crash or a full disk never leaves half a page. Says whether it replaced a
 /// previous page, so an overwrite is never silent.
-pub fn write_page(path: &Path, bytes: &[u8]) -> Result<bool> {
+pub(crate) fn write_page(path: &Path, bytes: &[u8]) -> Result<bool> {
     let existed = path.exists();
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));

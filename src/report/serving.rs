@@ -18,7 +18,7 @@ fn drop_share(r: &Row) -> Option<f64> {
     }
 }
 
-pub fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table {
+pub(crate) fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table {
     let any_label = groups.iter().any(|g| !g.scope.label.is_empty());
     let any_impl = groups.iter().any(|g| g.scope.implementation != crate::results::Implementation::Gpubench);
     let any_excluded = groups.iter().any(|g| !g.excluded.is_empty());

@@ -16,7 +16,7 @@ use crate::metrics::interval::Interval;
 use crate::metrics::stats::{mean, std_dev};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Welch {
+pub(crate) struct Welch {
     pub t: f64,
     pub df: f64,
     /// Two-sided p-value.
@@ -25,7 +25,7 @@ pub struct Welch {
 
 /// None when either side has fewer than two samples: there is no spread to
 /// compare against.
-pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<Welch> {
+pub(crate) fn welch_t_test(a: &[f64], b: &[f64]) -> Option<Welch> {
     if a.len() < 2 || b.len() < 2 {
         return None;
     }
@@ -44,7 +44,7 @@ pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<Welch> {
 }
 
 /// P(|T| ≥ |t|) for Student's t with `df` degrees of freedom.
-pub fn t_two_sided_p(t: f64, df: f64) -> f64 {
+pub(crate) fn t_two_sided_p(t: f64, df: f64) -> f64 {
     if !t.is_finite() {
         return 0.0;
     }
@@ -57,7 +57,7 @@ pub fn t_two_sided_p(t: f64, df: f64) -> f64 {
 /// With one run per side: the difference is significant when the two 95 %
 /// intervals do not overlap (a conservative test: non-overlap of two 95 %
 /// intervals means p < 0.01 or so for similar widths).
-pub fn intervals_apart(a: &Interval, b: &Interval) -> bool {
+pub(crate) fn intervals_apart(a: &Interval, b: &Interval) -> bool {
     !a.overlaps(b)
 }
 

@@ -55,7 +55,7 @@ fn intersect(a: &[(f64, f64)], b: &[(f64, f64)]) -> Vec<(f64, f64)> {
 
 /// One rank's breakdown, in ms over the traced steps.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RankSummary {
+pub(crate) struct RankSummary {
     pub rank: i64,
     pub file: PathBuf,
     pub steps: usize,
@@ -74,7 +74,7 @@ pub struct RankSummary {
 }
 
 /// The breakdown of one Chrome trace (`text`).
-pub fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
+pub(crate) fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
     let t: serde_json::Value = serde_json::from_str(text).with_context(|| format!("{} is not JSON", file.display()))?;
     let events = t["traceEvents"]
         .as_array()
@@ -141,7 +141,7 @@ pub fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
 }
 
 /// Every `*.json` trace in `dir`, by rank.
-pub fn summarize_dir(dir: &Path) -> Result<Vec<RankSummary>> {
+pub(crate) fn summarize_dir(dir: &Path) -> Result<Vec<RankSummary>> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| usage(format!("trace-summary {}: cannot read the directory ({e})", dir.display())))?;
     let mut files: Vec<PathBuf> =
@@ -164,7 +164,7 @@ pub fn summarize_dir(dir: &Path) -> Result<Vec<RankSummary>> {
 }
 
 /// The per-rank table.
-pub fn table(rows: &[RankSummary]) -> String {
+pub(crate) fn table(rows: &[RankSummary]) -> String {
     let mut t = format!(
         "{:>4} {:>5} {:>9} {:>11} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}\n",
         "rank", "steps", "span ms", "compute ms", "comm ms", "data ms", "idle ms", "overlap", "main ms", "others ms"

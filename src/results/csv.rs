@@ -152,18 +152,18 @@ pub struct Row {
 
 impl Row {
     /// A serving row (`gpubench infer`), not a training one.
-    pub fn is_infer(&self) -> bool {
+    pub(crate) fn is_infer(&self) -> bool {
         self.mode == "infer"
     }
 
     /// A point of an all-reduce curve (`gpubench allreduce`): a message
     /// size, not a training configuration.
-    pub fn is_allreduce(&self) -> bool {
+    pub(crate) fn is_allreduce(&self) -> bool {
         self.mode == "allreduce"
     }
 
     /// The header line of schema v1, as written to files.
-    pub fn header() -> String {
+    pub(crate) fn header() -> String {
         let mut w = csv::Writer::from_writer(vec![]);
         w.serialize(Row::default()).expect("serializing a default row");
         let bytes = w.into_inner().expect("flushing to a Vec");
@@ -174,7 +174,7 @@ impl Row {
     /// The row as one CSV record, without header, ending in a newline.
     /// Text that a spreadsheet would run as a formula is written with a
     /// leading `'` (`escape_cell`); `read_rows` takes it off again.
-    pub fn to_record(&self) -> String {
+    pub(crate) fn to_record(&self) -> String {
         let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(vec![]);
         w.serialize(self).expect("serializing a row");
         let plain = w.into_inner().expect("flushing to a Vec");
@@ -196,7 +196,7 @@ fn formula_like(s: &str) -> bool {
 /// (`=HYPERLINK(…)`, `@SUM(…)`, …) gets a leading `'`, which spreadsheets
 /// show as text. Numbers are untouched. `unescape_cell` undoes it exactly,
 /// even for text that itself began with `'`.
-pub fn escape_cell(s: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn escape_cell(s: &str) -> std::borrow::Cow<'_, str> {
     if formula_like(s) {
         std::borrow::Cow::Owned(format!("'{s}"))
     } else {
@@ -205,7 +205,7 @@ pub fn escape_cell(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The inverse of `escape_cell`.
-pub fn unescape_cell(s: &str) -> &str {
+pub(crate) fn unescape_cell(s: &str) -> &str {
     match s.strip_prefix('\'') {
         Some(rest) if formula_like(rest) => rest,
         _ => s,
@@ -247,7 +247,7 @@ fn earlier_schema(header: &str) -> Option<u32> {
 
 /// What `upgrade` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Upgrade {
+pub(crate) enum Upgrade {
     /// The file already has this gpubench's header.
     Current,
     /// Rewritten; the old file kept at this path.
@@ -260,7 +260,7 @@ pub enum Upgrade {
 /// file is written beside it and renamed into place, under the lock that
 /// appends take; the old file is kept as FILE.schema<N>.csv, which must not
 /// exist yet (nothing is ever silently overwritten).
-pub fn upgrade(path: &Path) -> Result<Upgrade> {
+pub(crate) fn upgrade(path: &Path) -> Result<Upgrade> {
     let p = path.display();
     let f = OpenOptions::new().read(true).open(path).map_err(|e| usage(format!("cannot read {p}: {e}")))?;
     f.lock().with_context(|| format!("cannot lock {p}"))?;
@@ -316,7 +316,7 @@ pub(crate) fn existing_parent<'a>(path: &'a Path, flag: &str) -> Result<&'a Path
 
 /// Checks, before any work is done, that a row can later be appended to `path`:
 /// its directory exists and is writable, and an existing file has our header.
-pub fn check_writable(path: &Path) -> Result<()> {
+pub(crate) fn check_writable(path: &Path) -> Result<()> {
     if path.is_dir() {
         return Err(usage(format!(
             "--out {} is a directory; give a file name such as {}/results.csv",
@@ -412,7 +412,7 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
 /// committed baseline or last month's results stay comparable; a column this
 /// gpubench does not know is refused. (Appending stays exact: see
 /// `check_writable`.)
-pub fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
+pub(crate) fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
     let p = path.display();
     let bytes = std::fs::read(path).map_err(|e| {
         let why = match e.kind() {

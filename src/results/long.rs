@@ -17,14 +17,14 @@ use crate::metrics::devices::DeviceMetrics;
 use crate::metrics::sampler::DeviceSample;
 
 /// `results.csv` → `results.devices.csv`.
-pub fn devices_path(out: &Path) -> PathBuf {
+pub(crate) fn devices_path(out: &Path) -> PathBuf {
     let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     out.with_file_name(format!("{stem}.devices.csv"))
 }
 
 /// Identity columns that prefix every long-form row.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunKey {
+pub(crate) struct RunKey {
     pub run_id: String,
     pub strategy: String,
     pub n_devices: u32,
@@ -37,11 +37,11 @@ fn header_of<T: Serialize + Default>() -> String {
     text.lines().next().unwrap_or_default().to_string()
 }
 
-pub fn devices_header() -> String {
+pub(crate) fn devices_header() -> String {
     format!("run_id,strategy,n_devices,{}", header_of::<DeviceMetrics>())
 }
 
-pub fn telemetry_header() -> String {
+pub(crate) fn telemetry_header() -> String {
     format!("run_id,{}", header_of::<DeviceSample>())
 }
 
@@ -56,7 +56,7 @@ fn append(path: &Path, header: &str, body: String) -> Result<()> {
 
 /// Before a run: `path` can later take rows under `header` (its directory
 /// exists; an existing file has that header).
-pub fn check_writable(path: &Path, header: &str, flag: &str) -> Result<()> {
+pub(crate) fn check_writable(path: &Path, header: &str, flag: &str) -> Result<()> {
     if path.exists() {
         let first = crate::results::csv::first_line(path)?;
         if !first.is_empty() && first != header {
@@ -78,11 +78,11 @@ fn records<T: Serialize>(key: &impl Serialize, items: &[T]) -> String {
     String::from_utf8(w.into_inner().expect("flush")).expect("utf8")
 }
 
-pub fn append_devices(path: &Path, key: &RunKey, devs: &[DeviceMetrics]) -> Result<()> {
+pub(crate) fn append_devices(path: &Path, key: &RunKey, devs: &[DeviceMetrics]) -> Result<()> {
     append(path, &devices_header(), records(key, devs))
 }
 
-pub fn append_telemetry(path: &Path, run_id: &str, samples: &[DeviceSample]) -> Result<()> {
+pub(crate) fn append_telemetry(path: &Path, run_id: &str, samples: &[DeviceSample]) -> Result<()> {
     append(path, &telemetry_header(), records(&(run_id,), samples))
 }
 
@@ -95,7 +95,7 @@ const MEM_COLS: &[(&str, &str)] = &[("peak_alloc_mb", "alloc"), ("nvml_mem_peak_
 
 /// One device of one run, as read back.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DeviceValues {
+pub(crate) struct DeviceValues {
     pub device: String,
     /// master, replica, rank N, …; empty in files that lack the column.
     pub role: String,
@@ -113,24 +113,24 @@ pub struct DeviceValues {
 impl DeviceValues {
     /// Peak memory for one-line outputs, MiB, with whose figure it is:
     /// the device's, else the process's resident set ("rss").
-    pub fn peak_mb(&self) -> Option<(f64, &'static str)> {
+    pub(crate) fn peak_mb(&self) -> Option<(f64, &'static str)> {
         self.peak_mem_bytes.map(|b| (b / 1048576.0, self.peak_mem_kind)).or(self.peak_rss_mb.map(|m| (m, "rss")))
     }
 }
 
 /// Per-device values by run_id, in file order.
 #[derive(Debug, Clone, Default)]
-pub struct DeviceData {
+pub(crate) struct DeviceData {
     pub by_run: BTreeMap<String, Vec<DeviceValues>>,
 }
 
 impl DeviceData {
-    pub fn get(&self, run_id: &str) -> &[DeviceValues] {
+    pub(crate) fn get(&self, run_id: &str) -> &[DeviceValues] {
         self.by_run.get(run_id).map_or(&[], Vec::as_slice)
     }
 
     /// max/min peak memory across the run's devices; needs two devices.
-    pub fn mem_imbalance(&self, run_id: &str) -> Option<f64> {
+    pub(crate) fn mem_imbalance(&self, run_id: &str) -> Option<f64> {
         let mem: Vec<f64> = self.get(run_id).iter().filter_map(|d| d.peak_mem_bytes).collect();
         if mem.len() < 2 {
             return None;
@@ -140,14 +140,15 @@ impl DeviceData {
         (min > 0.0).then(|| max / min)
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.by_run.is_empty()
     }
 }
 
 /// Where the devices file of `results` may be: where gpubench writes it
 /// (`devices_path`), or `<results>.devices.csv`.
-pub fn devices_candidates(results: &Path) -> Vec<PathBuf> {
+pub(crate) fn devices_candidates(results: &Path) -> Vec<PathBuf> {
     let mut s = results.as_os_str().to_owned();
     s.push(".devices.csv");
     let mut v = vec![devices_path(results), PathBuf::from(s)];
@@ -157,7 +158,7 @@ pub fn devices_candidates(results: &Path) -> Vec<PathBuf> {
 
 /// Loads the devices files next to `results_files` that exist. A file that
 /// cannot be read costs only its figures: it becomes a note, not an error.
-pub fn load_devices(results_files: &[PathBuf]) -> (DeviceData, Vec<String>) {
+pub(crate) fn load_devices(results_files: &[PathBuf]) -> (DeviceData, Vec<String>) {
     let mut data = DeviceData::default();
     let mut notes = vec![];
     for f in results_files {

@@ -13,13 +13,13 @@ use crate::metrics::devices::DeviceMetrics;
 
 /// Checks, before any work, that a run's row can be appended to `out` and
 /// its per-device rows to the companion file beside it.
-pub fn check_out(out: &Path) -> Result<()> {
+pub(crate) fn check_out(out: &Path) -> Result<()> {
     csv::check_writable(out)?;
     long::check_writable(&long::devices_path(out), &long::devices_header(), "--out")
 }
 
 /// Appends a run's row to `out` and its per-device rows beside it.
-pub fn append_run(out: &Path, row: &csv::Row, devs: &[DeviceMetrics]) -> Result<()> {
+pub(crate) fn append_run(out: &Path, row: &csv::Row, devs: &[DeviceMetrics]) -> Result<()> {
     csv::append_rows(out, std::slice::from_ref(row))?;
     let key = long::RunKey { run_id: row.run_id.clone(), strategy: row.strategy.clone(), n_devices: row.n_devices };
     long::append_devices(&long::devices_path(out), &key, devs)
@@ -46,7 +46,7 @@ impl<'de> serde::Deserialize<'de> for Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 4] = [Status::Ok, Status::Diverged, Status::Failed, Status::Oom];
+    pub(crate) const ALL: [Status; 4] = [Status::Ok, Status::Diverged, Status::Failed, Status::Oom];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -59,7 +59,7 @@ impl Status {
 
     /// The status a column value names; anything unknown reads as failed
     /// (a row that does not say it is ok is not).
-    pub fn of(s: &str) -> Status {
+    pub(crate) fn of(s: &str) -> Status {
         Status::ALL.into_iter().find(|x| x.name() == s).unwrap_or(Status::Failed)
     }
 }
@@ -91,7 +91,7 @@ pub enum Implementation {
 }
 
 impl Implementation {
-    pub const ALL: [Implementation; 4] =
+    pub(crate) const ALL: [Implementation; 4] =
         [Implementation::Gpubench, Implementation::Pytorch, Implementation::Published, Implementation::Predicted];
 
     pub fn name(self) -> &'static str {
@@ -104,7 +104,7 @@ impl Implementation {
     }
 
     /// Measured here (by gpubench or by PyTorch), not cited or predicted.
-    pub fn is_measured(self) -> bool {
+    pub(crate) fn is_measured(self) -> bool {
         matches!(self, Self::Gpubench | Self::Pytorch)
     }
 }

@@ -5,7 +5,7 @@
 //! reference cannot drift from the files.
 
 /// One column of a gpubench CSV file.
-pub struct ColumnDoc {
+pub(crate) struct ColumnDoc {
     pub name: &'static str,
     pub unit: &'static str,
     pub meaning: &'static str,
@@ -13,7 +13,7 @@ pub struct ColumnDoc {
 
 /// The results file (`--out`, CSV schema v2): one row per run, columns in the
 /// order of `Row`'s fields, which is the header order.
-pub const RESULTS: &[ColumnDoc] = &[
+pub(crate) const RESULTS: &[ColumnDoc] = &[
     // run identity
     ColumnDoc {
         name: "schema_version",
@@ -427,7 +427,7 @@ pub const RESULTS: &[ColumnDoc] = &[
 
 /// `<out>.devices.csv` (for `--out r.csv`, `r.devices.csv`): one row per
 /// (run, device), the identity columns and then `DeviceMetrics`' fields.
-pub const DEVICES: &[ColumnDoc] = &[
+pub(crate) const DEVICES: &[ColumnDoc] = &[
     ColumnDoc { name: "run_id", unit: "", meaning: "The run's id, as in the results file's run_id column." },
     ColumnDoc {
         name: "strategy",
@@ -499,7 +499,7 @@ pub const DEVICES: &[ColumnDoc] = &[
 
 /// The `--telemetry FILE.csv` timeline (ddp rank r > 0: `FILE.rank<r>.csv`):
 /// one row per sample per device, `run_id` and then `DeviceSample`'s fields.
-pub const TELEMETRY: &[ColumnDoc] = &[
+pub(crate) const TELEMETRY: &[ColumnDoc] = &[
     ColumnDoc { name: "run_id", unit: "", meaning: "The run's id, as in the results file's run_id column." },
     ColumnDoc { name: "t", unit: "s", meaning: "Seconds since the sampler started." },
     ColumnDoc { name: "timestamp", unit: "", meaning: "Wall-clock time of the reading, RFC 3339 with milliseconds." },

@@ -61,7 +61,7 @@ fn process_count(cfg: &InferConfig) -> u32 {
 
 /// A worker process: serve this process's share of the load in `dir`, write
 /// the records; exit code 0, or 1 after saying why on stderr.
-pub fn run_worker(cfg: &InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> {
+pub(crate) fn run_worker(cfg: &InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> {
     let text = std::fs::read_to_string(dir.join("load")).with_context(|| format!("reading {}/load", dir.display()))?;
     let (scenario, duration) =
         parse_load(&text).ok_or_else(|| anyhow!("{}/load: cannot parse {text:?}", dir.display()))?;
@@ -108,7 +108,7 @@ pub fn run_worker(cfg: &InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> 
 
 /// The parent: start one worker per device, start them together, gather
 /// their records.
-pub fn run_parent(cfg: &InferConfig) -> ServeOutcome {
+pub(crate) fn run_parent(cfg: &InferConfig) -> ServeOutcome {
     let mut out = ServeOutcome { records: vec![], late: 0, error: None, window: None, interference: vec![] };
     let res = parent(cfg, &mut out);
     if let Err(e) = res {

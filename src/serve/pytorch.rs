@@ -17,11 +17,11 @@ use crate::config::{InferConfig, Scenario, ServeStrategy};
 use crate::proc;
 use crate::reference::python::{find_python, TempDir};
 
-pub const SCRIPT: &str = include_str!("pytorch_serve.py");
+pub(crate) const SCRIPT: &str = include_str!("pytorch_serve.py");
 
 /// What the script says of itself.
 #[derive(Debug, Clone, Deserialize)]
-pub struct About {
+pub(crate) struct About {
     pub torch_version: String,
     pub python_version: String,
     pub device_name: String,
@@ -32,7 +32,7 @@ pub struct About {
 }
 
 /// Runs the PyTorch server on `arrivals`; its outcome and what it said of itself.
-pub fn run(cfg: &InferConfig, arrivals: &[Arrival]) -> (ServeOutcome, Option<About>) {
+pub(crate) fn run(cfg: &InferConfig, arrivals: &[Arrival]) -> (ServeOutcome, Option<About>) {
     let mut out = ServeOutcome { records: vec![], late: 0, error: None, window: None, interference: vec![] };
     match run_script(cfg, arrivals, &mut out) {
         Ok(about) => (out, Some(about)),

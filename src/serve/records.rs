@@ -20,7 +20,7 @@ use crate::metrics::stats::{mean, summarize};
 
 /// A served request's batch timestamps (seconds after the start).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Served {
+pub(crate) struct Served {
     pub closed: f64,
     pub copied: f64,
     pub computed: f64,
@@ -30,7 +30,7 @@ pub struct Served {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Record {
+pub(crate) struct Record {
     pub id: u64,
     pub worker: u32,
     /// When it was scheduled to arrive.
@@ -41,9 +41,9 @@ pub struct Record {
     pub served: Option<Served>,
 }
 
-pub const HEADER: &str = "id,worker,status,sched,taken,closed,copied,computed,done,batch";
+pub(crate) const HEADER: &str = "id,worker,status,sched,taken,closed,copied,computed,done,batch";
 
-pub fn to_csv(records: &[Record]) -> String {
+pub(crate) fn to_csv(records: &[Record]) -> String {
     let mut s = String::with_capacity(64 * (records.len() + 1));
     s += HEADER;
     s.push('\n');
@@ -62,12 +62,12 @@ pub fn to_csv(records: &[Record]) -> String {
 }
 
 /// Reads a records file; a malformed line is an error naming the file and line.
-pub fn read(path: &Path) -> Result<Vec<Record>> {
+pub(crate) fn read(path: &Path) -> Result<Vec<Record>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     parse(&text).with_context(|| format!("in {}", path.display()))
 }
 
-pub fn parse(text: &str) -> Result<Vec<Record>> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Record>> {
     let mut lines = text.lines();
     if lines.next().map(str::trim) != Some(HEADER) {
         return Err(anyhow!("not a records file: the header is not {HEADER}"));
@@ -104,7 +104,7 @@ pub fn parse(text: &str) -> Result<Vec<Record>> {
 
 /// What a row reports of a serving run.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ServeFigures {
+pub(crate) struct ServeFigures {
     pub requests: u64,
     pub completed: u64,
     pub dropped: u64,
@@ -126,7 +126,7 @@ pub struct ServeFigures {
 /// `backlog` (offline, single-stream: no batch starts after the window, and
 /// every one finishes): the rate is every answer over the time they took,
 /// so the last batch's tail past the window is neither lost nor free.
-pub fn figures(records: &[Record], duration: f64, latency: bool, backlog: bool) -> ServeFigures {
+pub(crate) fn figures(records: &[Record], duration: f64, latency: bool, backlog: bool) -> ServeFigures {
     let served: Vec<(&Record, &Served)> = records.iter().filter_map(|r| r.served.as_ref().map(|s| (r, s))).collect();
     let completed = served.len() as u64;
     // Each batch of b requests leaves b records that say b.
@@ -176,7 +176,7 @@ pub fn figures(records: &[Record], duration: f64, latency: bool, backlog: bool) 
 
 /// Ids that appear more than once, or ids of `expected` that never appear:
 /// every request must be answered or dropped exactly once.
-pub fn accounting_errors(records: &[Record], expected: impl Iterator<Item = u64>) -> Vec<String> {
+pub(crate) fn accounting_errors(records: &[Record], expected: impl Iterator<Item = u64>) -> Vec<String> {
     let mut seen = std::collections::HashMap::new();
     for r in records {
         *seen.entry(r.id).or_insert(0u32) += 1;

@@ -17,7 +17,7 @@ use crate::data::transform::Rng;
 
 /// One scheduled request.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Arrival {
+pub(crate) struct Arrival {
     pub id: u64,
     /// Seconds after the load's start.
     pub offset: f64,
@@ -27,7 +27,7 @@ pub struct Arrival {
 
 /// The arrivals of `scenario` in [0, duration), sorted by time, ids in that
 /// order; empty for offline and single-stream.
-pub fn arrivals(scenario: &Scenario, duration: f64, workers: u32, seed: u64) -> Vec<Arrival> {
+pub(crate) fn arrivals(scenario: &Scenario, duration: f64, workers: u32, seed: u64) -> Vec<Arrival> {
     let workers = workers.max(1);
     let mut rng = Rng::keyed(&[seed, 0x5e_7e]);
     let mut v: Vec<(f64, u32)> = match *scenario {
@@ -62,7 +62,7 @@ pub fn arrivals(scenario: &Scenario, duration: f64, workers: u32, seed: u64) -> 
 }
 
 /// The schedule as the PyTorch server reads it: `id offset worker` per line.
-pub fn to_text(arrivals: &[Arrival]) -> String {
+pub(crate) fn to_text(arrivals: &[Arrival]) -> String {
     let mut s = String::with_capacity(arrivals.len() * 24);
     for a in arrivals {
         s += &format!("{} {:.9} {}\n", a.id, a.offset, a.worker);

@@ -11,12 +11,12 @@ use crate::results::csv::Row;
 use crate::results::Status;
 
 /// How close the answer's bracket gets, relative to the answer.
-pub const RESOLUTION: f64 = 0.05;
+pub(crate) const RESOLUTION: f64 = 0.05;
 /// Doubling stops here (×start): a load this large is beyond any box.
 const MAX_DOUBLINGS: u32 = 20;
 
 /// Whether a probe's row meets the bound; the reason when it does not.
-pub fn verdict(row: &Row, s: &CapacitySearch) -> Result<(), String> {
+pub(crate) fn verdict(row: &Row, s: &CapacitySearch) -> Result<(), String> {
     match row.status {
         Status::Ok => {}
         Status::Oom => return Err("does not fit (out of memory)".into()),
@@ -38,7 +38,7 @@ pub fn verdict(row: &Row, s: &CapacitySearch) -> Result<(), String> {
 
 /// The search's outcome.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The largest load that met the bound (None: not even the smallest).
     pub best: Option<f64>,
     /// The smallest load that missed it (None: none missed up to the cap).
@@ -49,7 +49,7 @@ pub struct Found {
 
 /// Searches from `start`; `integer` loads (streams) are whole and at least 1.
 /// `probe` measures a load and says whether it met the bound.
-pub fn find_max(start: f64, integer: bool, probe: &mut dyn FnMut(f64) -> Result<bool>) -> Result<Found> {
+pub(crate) fn find_max(start: f64, integer: bool, probe: &mut dyn FnMut(f64) -> Result<bool>) -> Result<Found> {
     let norm = |x: f64| if integer { x.floor().max(1.0) } else { x };
     let mut probes = vec![];
     let mut run = |x: f64, probes: &mut Vec<(f64, bool)>| -> Result<bool> {

@@ -44,10 +44,10 @@ use crate::strategy::precision::autocast;
 /// A request the generator issued later than this after its scheduled time
 /// counts as late; many late requests mean the generator, not the server,
 /// limited the load.
-pub const LATE_AFTER: Duration = Duration::from_millis(1);
+pub(crate) const LATE_AFTER: Duration = Duration::from_millis(1);
 
 /// How the load's start is agreed.
-pub enum StartSignal {
+pub(crate) enum StartSignal {
     /// As soon as every worker has warmed up.
     Now,
     /// A `processes` worker: say "ready" (the file), then start at the time
@@ -56,7 +56,7 @@ pub enum StartSignal {
 }
 
 /// What one server process measured.
-pub struct ServeOutcome {
+pub(crate) struct ServeOutcome {
     pub records: Vec<Record>,
     /// Requests the generator issued more than `LATE_AFTER` late.
     pub late: u64,
@@ -70,18 +70,18 @@ pub struct ServeOutcome {
 }
 
 /// Camera frames: uint8 H×W×3 images on the CPU; request i shows frame i mod n.
-pub struct Frames(pub Vec<Tensor>);
+pub(crate) struct Frames(pub Vec<Tensor>);
 
 impl Frames {
     /// `--data PATH`'s images, else eight random frames from the seed.
-    pub fn load(cfg: &InferConfig) -> Result<Frames> {
+    pub(crate) fn load(cfg: &InferConfig) -> Result<Frames> {
         if cfg.data == "synthetic" {
             return Ok(Frames::synthetic(cfg));
         }
         Frames::from_folder(std::path::Path::new(&cfg.data), cfg)
     }
 
-    pub fn synthetic(cfg: &InferConfig) -> Frames {
+    pub(crate) fn synthetic(cfg: &InferConfig) -> Frames {
         tch::manual_seed(cfg.seed as i64 ^ 0xf4a3);
         Frames(
             (0..8).map(|_| Tensor::randint(256, [cfg.frame_h, cfg.frame_w, 3], (Kind::Uint8, Device::Cpu))).collect(),
@@ -90,7 +90,7 @@ impl Frames {
 
     /// Up to 16 JPEG or PNG files under `dir` (sorted by path), decoded and
     /// resized to the frame size, as a camera would deliver them.
-    pub fn from_folder(dir: &std::path::Path, cfg: &InferConfig) -> Result<Frames> {
+    pub(crate) fn from_folder(dir: &std::path::Path, cfg: &InferConfig) -> Result<Frames> {
         let mut files = vec![];
         let mut stack = vec![dir.to_path_buf()];
         while let Some(d) = stack.pop() {
@@ -209,7 +209,7 @@ impl Forward for DataParallel {
 
 /// The test hook `crate::internal::Hook::ServiceMs`: a model that takes
 /// exactly that long per batch. Rows say so in their note.
-pub fn test_service_ms() -> Option<f64> {
+pub(crate) fn test_service_ms() -> Option<f64> {
     crate::internal::Hook::ServiceMs.get()?.parse().ok().filter(|&ms: &f64| ms >= 0.0)
 }
 
@@ -432,13 +432,13 @@ impl<'a> Worker<'a> {
 /// How long workers keep serving the queue after the window: as long
 /// again as the window (at least 1 s), so that an overloaded server shows
 /// its queue as latency, not as drops; what is still queued then is dropped.
-pub fn grace(cfg: &InferConfig) -> Duration {
+pub(crate) fn grace(cfg: &InferConfig) -> Duration {
     cfg.duration.max(Duration::from_secs(1))
 }
 
 /// Runs the load `arrivals` (this process's share; empty for offline and
 /// single-stream) against this process's workers.
-pub fn serve(cfg: &InferConfig, frames: &Frames, arrivals: &[Arrival], start: &StartSignal) -> ServeOutcome {
+pub(crate) fn serve(cfg: &InferConfig, frames: &Frames, arrivals: &[Arrival], start: &StartSignal) -> ServeOutcome {
     let n_workers = match (cfg.strategy, cfg.scenario) {
         (ServeStrategy::Dp, _) | (_, Scenario::SingleStream) => 1,
         _ => cfg.devices.len(),
@@ -537,7 +537,7 @@ pub fn serve(cfg: &InferConfig, frames: &Frames, arrivals: &[Arrival], start: &S
 }
 
 /// The host's load between two snapshots, in words.
-pub fn host_notes(host: Option<(HostSnapshot, HostSnapshot)>) -> Vec<String> {
+pub(crate) fn host_notes(host: Option<(HostSnapshot, HostSnapshot)>) -> Vec<String> {
     host.and_then(|(a, b)| host_window(&a, &b, crate::device::cpu_cores())).map(|w| w.notes()).unwrap_or_default()
 }
 

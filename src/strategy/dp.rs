@@ -105,11 +105,6 @@ impl DataParallel {
         })
     }
 
-    /// Intra-op threads each replica's forward uses (CPU only).
-    pub fn threads_per_replica(&self) -> Option<i32> {
-        self.threads_per_replica
-    }
-
     /// Copies the master's parameters and buffers onto every other replica,
     /// as DataParallel's replicate() does on every forward: coalesced across
     /// CUDA devices, else one in-place copy per tensor (no temporaries).
@@ -217,7 +212,7 @@ impl DataParallel {
     /// DataParallel's forward alone, for serving: replicate, scatter `images`
     /// (on the master) over as many replicas as it has rows, forward in eval
     /// mode with autograd off, gather the outputs on the master.
-    pub fn infer(&mut self, images: &Tensor) -> Result<Tensor> {
+    pub(crate) fn infer(&mut self, images: &Tensor) -> Result<Tensor> {
         self.replicate()?;
         let inputs = self.scatter(images, images.kind(), true)?;
         let outputs = self.parallel_forward(inputs, false)?;

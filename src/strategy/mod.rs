@@ -71,7 +71,7 @@ pub trait PhaseClock {
 }
 
 /// For runs without `--breakdown`: marks cost nothing.
-pub struct NoClock;
+pub(crate) struct NoClock;
 
 impl PhaseClock for NoClock {
     fn mark(&mut self, _: Phase) {}

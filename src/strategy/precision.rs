@@ -35,7 +35,7 @@ use crate::config::Precision;
 use crate::ffi;
 
 /// Process-wide settings, applied once before any model is built.
-pub fn apply_globals(p: Precision, cudnn_benchmark: bool, deterministic: bool) -> Result<()> {
+pub(crate) fn apply_globals(p: Precision, cudnn_benchmark: bool, deterministic: bool) -> Result<()> {
     ffi::set_tf32(p == Precision::Tf32)?;
     tch::Cuda::cudnn_set_benchmark(cudnn_benchmark && !deterministic);
     ffi::set_deterministic(deterministic)
@@ -43,7 +43,7 @@ pub fn apply_globals(p: Precision, cudnn_benchmark: bool, deterministic: bool) -
 
 /// Runs `f` under autocast for `device` when the precision asks for it. The
 /// state is thread-local, so dp's replica threads each call this themselves.
-pub fn autocast<T>(p: Precision, device: Device, f: impl FnOnce() -> T) -> Result<T> {
+pub(crate) fn autocast<T>(p: Precision, device: Device, f: impl FnOnce() -> T) -> Result<T> {
     let bf16 = match p {
         Precision::Fp16 => false,
         Precision::Bf16 => true,
@@ -70,7 +70,7 @@ pub fn autocast<T>(p: Precision, device: Device, f: impl FnOnce() -> T) -> Resul
 /// updated by another (`_amp_update_scale_`), so a step costs one host sync
 /// (reading whether to step), as GradScaler's does, not one per parameter.
 #[derive(Debug)]
-pub struct LossScaler {
+pub(crate) struct LossScaler {
     pub init_scale: f64,
     pub growth_factor: f64,
     pub backoff_factor: f64,
@@ -115,14 +115,14 @@ impl LossScaler {
     }
 
     /// The loss times the scale, on the loss's device (no host sync).
-    pub fn scale_loss(&mut self, loss: &Tensor) -> Result<Tensor> {
+    pub(crate) fn scale_loss(&mut self, loss: &Tensor) -> Result<Tensor> {
         let st = self.state(loss.device())?;
         Ok(loss.f_mul(&st.scale.f_to_kind(loss.kind())?)?.f_reshape(loss.size())?)
     }
 
     /// Unscales every defined gradient in place and says whether all of them
     /// are finite; the one host sync of the step.
-    pub fn unscale(&mut self, params: &[Tensor]) -> Result<bool> {
+    pub(crate) fn unscale(&mut self, params: &[Tensor]) -> Result<bool> {
         let grads: Vec<Tensor> = params.iter().map(|p| p.grad()).filter(|g| g.defined()).collect();
         let Some(device) = grads.first().map(|g| g.device()) else { return Ok(true) };
         let st = self.state(device)?;
@@ -134,7 +134,7 @@ impl LossScaler {
 
     /// After a step: backs off (a non-finite step, counted as skipped) or
     /// counts a good step, growing the scale after `growth_interval` of them.
-    pub fn update(&mut self, finite: bool) -> Result<()> {
+    pub(crate) fn update(&mut self, finite: bool) -> Result<()> {
         if !finite {
             self.skipped += 1;
         }
@@ -148,26 +148,27 @@ impl LossScaler {
     }
 
     /// The current scale (a host read, for reports and tests).
-    pub fn scale(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn scale(&self) -> f64 {
         self.state.as_ref().map_or(self.init_scale, |s| s.scale.double_value(&[0]))
     }
 }
 
 /// What a strategy needs to train at a given precision.
 #[derive(Debug)]
-pub struct Amp {
+pub(crate) struct Amp {
     pub precision: Precision,
     /// Some for fp16: loss scaling.
     pub scaler: Option<LossScaler>,
 }
 
 impl Amp {
-    pub fn new(p: Precision) -> Self {
+    pub(crate) fn new(p: Precision) -> Self {
         Amp { precision: p, scaler: (p == Precision::Fp16).then(LossScaler::default) }
     }
 
     /// The tensor to call backward on: the loss, scaled for fp16.
-    pub fn scaled(&mut self, loss: &Tensor) -> Result<Tensor> {
+    pub(crate) fn scaled(&mut self, loss: &Tensor) -> Result<Tensor> {
         match &mut self.scaler {
             Some(s) => s.scale_loss(loss),
             None => Ok(loss.shallow_clone()),
@@ -176,7 +177,7 @@ impl Amp {
 
     /// After backward (and any gradient reduction): unscales and decides
     /// whether the optimizer may step.
-    pub fn should_step(&mut self, params: &[Tensor]) -> Result<bool> {
+    pub(crate) fn should_step(&mut self, params: &[Tensor]) -> Result<bool> {
         match &mut self.scaler {
             Some(s) => {
                 let finite = s.unscale(params)?;
@@ -187,7 +188,7 @@ impl Amp {
         }
     }
 
-    pub fn skipped_steps(&self) -> u64 {
+    pub(crate) fn skipped_steps(&self) -> u64 {
         self.scaler.as_ref().map_or(0, |s| s.skipped)
     }
 }

@@ -13,14 +13,14 @@ use crate::proc::Exit;
 use crate::results::csv::{self as results_csv, Row};
 
 /// `.<name>.lock` beside `out` (hidden), held while a sweep and its children run.
-pub fn lock_path(out: &Path) -> PathBuf {
+pub(crate) fn lock_path(out: &Path) -> PathBuf {
     let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     out.with_file_name(format!(".{name}.lock"))
 }
 
 /// Waits for the exclusive lock on `f` (flock: the children inherit it with
 /// the descriptor), polling so that Ctrl-C still works; says once why it waits.
-pub fn wait_lock(f: &File, path: &Path) -> Result<()> {
+pub(crate) fn wait_lock(f: &File, path: &Path) -> Result<()> {
     use std::os::fd::AsRawFd;
     let mut said = false;
     loop {
@@ -47,7 +47,7 @@ pub fn wait_lock(f: &File, path: &Path) -> Result<()> {
 }
 
 /// The rows of `out` (none when the file does not exist yet or is empty).
-pub fn read_rows_if_any(out: &Path) -> Result<Vec<Row>> {
+pub(crate) fn read_rows_if_any(out: &Path) -> Result<Vec<Row>> {
     if !out.exists() || std::fs::metadata(out).map(|m| m.len() == 0).unwrap_or(true) {
         return Ok(vec![]);
     }
@@ -56,7 +56,7 @@ pub fn read_rows_if_any(out: &Path) -> Result<Vec<Row>> {
 
 /// The rows a finished child appended for `key`: rows of `out` matching the
 /// key whose run_id was not there before the child started.
-pub fn new_rows_for(out: &Path, key: &CellKey, before: &std::collections::HashSet<String>) -> Result<Vec<Row>> {
+pub(crate) fn new_rows_for(out: &Path, key: &CellKey, before: &std::collections::HashSet<String>) -> Result<Vec<Row>> {
     Ok(read_rows_if_any(out)?
         .into_iter()
         .filter(|r| !before.contains(&r.run_id) && CellKey::of_row(r).as_ref() == Some(key))
@@ -64,7 +64,7 @@ pub fn new_rows_for(out: &Path, key: &CellKey, before: &std::collections::HashSe
 }
 
 /// The outcome of one cell or probe: its row (written by the child, or by us).
-pub struct CellOutcome {
+pub(crate) struct CellOutcome {
     pub row: Row,
     /// The sweep wrote the row because the child did not.
     pub written_by_sweep: bool,
@@ -72,7 +72,7 @@ pub struct CellOutcome {
 }
 
 /// A row for a cell whose process ended without one.
-pub fn missing_row(c: &Cell, r: &child::ChildResult, mem_limited: bool) -> Row {
+pub(crate) fn missing_row(c: &Cell, r: &child::ChildResult, mem_limited: bool) -> Row {
     let cfg = &c.cfg;
     let mut row = crate::bench::row::base_row(cfg);
     // The cell's, not this process's.
@@ -88,7 +88,7 @@ pub fn missing_row(c: &Cell, r: &child::ChildResult, mem_limited: bool) -> Row {
 }
 
 /// How cells are run: which program, into which file, under which limits.
-pub struct Runner {
+pub(crate) struct Runner {
     pub program: PathBuf,
     pub out: PathBuf,
     /// RLIMIT_DATA of each cell's processes, bytes.
@@ -100,7 +100,7 @@ pub struct Runner {
 
 impl Runner {
     /// Runs one cell to its row; Err(Interrupted) on Ctrl-C.
-    pub fn run(&self, c: &Cell) -> Result<CellOutcome> {
+    pub(crate) fn run(&self, c: &Cell) -> Result<CellOutcome> {
         let before: std::collections::HashSet<String> =
             read_rows_if_any(&self.out)?.into_iter().map(|r| r.run_id).collect();
         let mut argv: Vec<OsString> = vec!["run".into()];
@@ -137,7 +137,7 @@ impl Runner {
 
 /// Ctrl-C or SIGTERM stopped the sweep.
 #[derive(Debug)]
-pub struct Interrupted;
+pub(crate) struct Interrupted;
 
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

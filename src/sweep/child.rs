@@ -32,7 +32,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 /// Ctrl-C and SIGTERM set a flag that the sweep polls: it then stops the
 /// current cell and its processes, and exits after saying how to resume.
-pub fn install_interrupt_handler() {
+pub(crate) fn install_interrupt_handler() {
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
@@ -44,20 +44,20 @@ pub fn install_interrupt_handler() {
     }
 }
 
-pub fn interrupted() -> bool {
+pub(crate) fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
 /// The program each cell runs: this binary, unless the test hook
 /// `crate::internal::Hook::SweepChild` names another.
-pub fn child_program() -> Result<PathBuf> {
+pub(crate) fn child_program() -> Result<PathBuf> {
     match crate::internal::Hook::SweepChild.get() {
         Some(p) => Ok(PathBuf::from(p)),
         None => std::env::current_exe().context("locating the gpubench binary to run the cells"),
     }
 }
 
-pub struct ChildSpec<'a> {
+pub(crate) struct ChildSpec<'a> {
     pub program: &'a Path,
     pub args: Vec<OsString>,
     /// RLIMIT_DATA for the child, in bytes.
@@ -69,7 +69,7 @@ pub struct ChildSpec<'a> {
 
 /// How a cell's process ended, and what the sweep saw of it.
 #[derive(Debug, Clone)]
-pub struct ChildResult {
+pub(crate) struct ChildResult {
     pub ended: Ended,
     /// Largest resident set of any one process of the cell, MiB (sampled).
     pub peak_rss_mb: Option<f64>,
@@ -78,7 +78,7 @@ pub struct ChildResult {
 const TAIL_LINES: usize = 30;
 
 /// Runs the child to the end; `tick` is called every poll (progress bar).
-pub fn run(spec: &ChildSpec, mut tick: impl FnMut()) -> Result<ChildResult> {
+pub(crate) fn run(spec: &ChildSpec, mut tick: impl FnMut()) -> Result<ChildResult> {
     let mut cmd = Command::new(spec.program);
     cmd.args(&spec.args).stdout(Stdio::null()).process_group(0);
     let parent = std::process::id() as libc::pid_t;
@@ -198,7 +198,7 @@ fn parse_stat(s: &str) -> Option<(i64, i64)> {
 /// error. Out of memory when the kernel's OOM killer fired or the process
 /// said so (`Ended::looks_oom`), or when it could not start a thread under
 /// `--mem-limit`.
-pub fn classify_missing_row(r: &ChildResult, mem_limited: bool) -> (Status, String) {
+pub(crate) fn classify_missing_row(r: &ChildResult, mem_limited: bool) -> (Status, String) {
     let e = &r.ended;
     let text = e.tail_text();
     let last = e.tail.iter().rev().map(|l| l.trim()).find(|l| !l.is_empty()).map(tidy_last_line).unwrap_or_default();
@@ -234,7 +234,7 @@ fn tidy_last_line(l: &str) -> String {
 }
 
 /// Quotes an argument for a shell command line shown to the user.
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_./,:=@%+-".contains(&b)) {
         s.to_string()
     } else {

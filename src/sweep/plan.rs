@@ -14,7 +14,7 @@ use crate::results::Implementation;
 /// Makes (and validates) a cell's configuration from its `gpubench run`
 /// arguments on `devices`, exactly as `gpubench run` would; a bad cell is a
 /// usage error before any cell starts.
-pub type Validate<'a> = dyn Fn(&[String], Devices) -> Result<RunConfig> + 'a;
+pub(crate) type Validate<'a> = dyn Fn(&[String], Devices) -> Result<RunConfig> + 'a;
 
 /// Where the cells run: a prefix of a GPU list, or N CPU replicas.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,19 +24,15 @@ pub enum Pool {
 }
 
 impl Pool {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Pool::Gpus(g) => g.len(),
             Pool::Cpu(n) => *n,
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// `--gpus a,b` or `--cpu n` for the first `n` devices.
-    pub fn args(&self, n: usize) -> Vec<String> {
+    pub(crate) fn args(&self, n: usize) -> Vec<String> {
         match self {
             Pool::Gpus(g) => {
                 let l: Vec<String> = g[..n].iter().map(|o| o.to_string()).collect();
@@ -46,20 +42,20 @@ impl Pool {
         }
     }
 
-    pub fn devices(&self, n: usize) -> Devices {
+    pub(crate) fn devices(&self, n: usize) -> Devices {
         match self {
             Pool::Gpus(g) => Devices::cuda(g[..n].to_vec()),
             Pool::Cpu(_) => Devices::cpu(n),
         }
     }
 
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         self.devices(self.len()).describe()
     }
 }
 
 /// `--gpus` / `--cpu` as given, else every GPU, else the CPU with `cpu_default` replicas.
-pub fn resolve_pool(gpus: Option<&str>, cpu: Option<usize>, cpu_default: usize) -> Result<Pool> {
+pub(crate) fn resolve_pool(gpus: Option<&str>, cpu: Option<usize>, cpu_default: usize) -> Result<Pool> {
     if let Some(n) = cpu {
         if n == 0 {
             return Err(usage("--cpu takes the largest number of replicas or ranks to run, at least 1"));
@@ -81,7 +77,7 @@ pub fn resolve_pool(gpus: Option<&str>, cpu: Option<usize>, cpu_default: usize) 
 }
 
 /// 1, 2, 4, … below `n`, and `n`.
-pub fn default_counts(n: usize) -> Vec<usize> {
+pub(crate) fn default_counts(n: usize) -> Vec<usize> {
     let mut v = vec![];
     let mut c = 1;
     while c < n {
@@ -117,7 +113,7 @@ pub struct CellKey {
 }
 
 impl CellKey {
-    pub fn of_row(r: &Row) -> Option<CellKey> {
+    pub(crate) fn of_row(r: &Row) -> Option<CellKey> {
         if !r.implementation.is_measured() {
             return None;
         }
@@ -154,7 +150,7 @@ pub struct Vary {
 
 impl Vary {
     /// The run arguments for one of the values.
-    pub fn args(&self, value: &str) -> Vec<String> {
+    pub(crate) fn args(&self, value: &str) -> Vec<String> {
         match (self.flag, value) {
             (true, "on") => vec![format!("--{}", self.option)],
             (true, _) => vec![],
@@ -195,7 +191,7 @@ impl Matrix {
     /// The cells in order (repeat → model → batch → device count → strategy
     /// → `--vary` values → implementation), `single` only at one device, and
     /// the notes that say what was left out.
-    pub fn cells(&self, common: &[String], validate: &Validate) -> Result<(Vec<Cell>, Vec<String>)> {
+    pub(crate) fn cells(&self, common: &[String], validate: &Validate) -> Result<(Vec<Cell>, Vec<String>)> {
         let (pool, strategies, counts, impls) = (&self.pool, &self.strategies, &self.counts, &self.impls);
         let (models, batches, repeat) = (&self.models, &self.batches, self.repeat);
         let mut notes = vec![];
@@ -279,11 +275,11 @@ pub struct MaxBatchPlan {
 }
 
 impl Plan {
-    pub fn preset_creates_results_dir(&self) -> bool {
+    pub(crate) fn preset_creates_results_dir(&self) -> bool {
         self.out.starts_with("results") && !Path::new("results").exists()
     }
 
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let m = &self.matrix;
         let names = |v: &[StrategyKind]| v.iter().map(|s| s.name()).collect::<Vec<_>>().join(",");
         let list = |v: &[usize]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
@@ -317,7 +313,7 @@ impl Plan {
 
 /// Where one cell sits in the matrix.
 #[derive(Debug, Clone)]
-pub struct CellSpec {
+pub(crate) struct CellSpec {
     pub implementation: Impl,
     pub strategy: StrategyKind,
     /// Devices: the first `n` of the pool.
@@ -351,7 +347,7 @@ impl Cell {
     /// options common to every cell, then its `--vary` values) and validates
     /// them as `run` would (through `validate`). Its key is that of the row
     /// its configuration makes, so it matches the rows the cell writes.
-    pub fn new(spec: CellSpec, pool: &Pool, common: &[String], validate: &Validate) -> Result<Cell> {
+    pub(crate) fn new(spec: CellSpec, pool: &Pool, common: &[String], validate: &Validate) -> Result<Cell> {
         let CellSpec { implementation, strategy, n, model, batch, vary, repeat } = spec;
         let mut args: Vec<String> =
             vec!["--strategy".into(), strategy.name().into(), "--model".into(), model.name().into()];
@@ -372,7 +368,7 @@ impl Cell {
 
     /// e.g. `ddp ×2 resnet50 224px b64 comm-hook=fp16`, with ` (pytorch)`
     /// for PyTorch's own.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let which = if self.implementation == Impl::Pytorch { " (pytorch)" } else { "" };
         let (s, n, m) = (self.strategy.name(), self.n, self.model.name());
         let varied: String = self.varied.iter().map(|v| format!(" {v}")).collect();

@@ -6,14 +6,14 @@ use anyhow::Result;
 
 /// What a probe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fit {
+pub(crate) enum Fit {
     Fits,
     Oom,
 }
 
 /// Tries one batch size. A failure other than out-of-memory is an error,
 /// which ends the search.
-pub trait Probe {
+pub(crate) trait Probe {
     fn probe(&mut self, batch: i64) -> Result<Fit>;
 }
 
@@ -24,7 +24,7 @@ impl<F: FnMut(i64) -> Result<Fit>> Probe for F {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Search {
+pub(crate) struct Search {
     /// Largest batch that fit.
     pub best: Option<i64>,
     /// Smallest batch that did not (None: `max` fit).
@@ -34,14 +34,14 @@ pub struct Search {
 }
 
 /// How close the search gets: `granularity`, or 1/8 of the batch if closer, at least 1.
-pub fn resolution(lo: i64, granularity: i64) -> i64 {
+pub(crate) fn resolution(lo: i64, granularity: i64) -> i64 {
     granularity.min(lo / 8).max(1)
 }
 
 /// Doubling from `start` (halving if it does not fit), then binary search,
 /// until the gap is within `resolution`. Assumes that if a batch fits, every
 /// smaller one does.
-pub fn search(p: &mut dyn Probe, start: i64, max: i64, granularity: i64) -> Result<Search> {
+pub(crate) fn search(p: &mut dyn Probe, start: i64, max: i64, granularity: i64) -> Result<Search> {
     let mut probes = vec![];
     let mut run = |b: i64, probes: &mut Vec<(i64, Fit)>| -> Result<Fit> {
         let f = p.probe(b)?;

@@ -10,10 +10,10 @@ use anyhow::Result;
 use crate::error::usage;
 
 /// The rendezvous port when neither MASTER_PORT nor --master-port says.
-pub const DEFAULT_PORT: u16 = 29500;
+pub(crate) const DEFAULT_PORT: u16 = 29500;
 /// The variables that make a process a rank; a child that must not be one
 /// (the PyTorch reference) has them removed.
-pub const RANK_VARS: [&str; 4] = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"];
+pub(crate) const RANK_VARS: [&str; 4] = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"];
 
 /// Where this process sits in the job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +44,7 @@ impl DistEnv {
     /// `master_addr` and `master_port` (the flags) stand in for
     /// MASTER_ADDR/MASTER_PORT when those are unset; `ours`: our launcher
     /// started this process (as the `rank` subcommand).
-    pub fn detect(
+    pub(crate) fn detect(
         master_addr: Option<&str>,
         master_port: Option<u16>,
         get: &dyn Fn(&str) -> Option<String>,
@@ -79,7 +79,11 @@ impl DistEnv {
     }
 
     /// This process's environment; `ours` as in `detect`.
-    pub fn from_process(master_addr: Option<&str>, master_port: Option<u16>, ours: bool) -> Result<Option<DistEnv>> {
+    pub(crate) fn from_process(
+        master_addr: Option<&str>,
+        master_port: Option<u16>,
+        ours: bool,
+    ) -> Result<Option<DistEnv>> {
         let env = DistEnv::detect(master_addr, master_port, &|k| std::env::var(k).ok(), ours)?;
         if ours && env.is_none() {
             return Err(usage("`gpubench rank` is started by gpubench's launcher, with RANK and WORLD_SIZE set"));
@@ -89,12 +93,12 @@ impl DistEnv {
 
     /// Nodes in the job, as far as the variables tell (one when they do not
     /// say how many ranks share a node).
-    pub fn nnodes(&self) -> usize {
+    pub(crate) fn nnodes(&self) -> usize {
         (self.world_size / self.local_world.unwrap_or(self.world_size)).max(1)
     }
 
     /// The ranks that share this node's cores (one when unknown).
-    pub fn ranks_on_node(&self) -> usize {
+    pub(crate) fn ranks_on_node(&self) -> usize {
         self.local_world.unwrap_or(1)
     }
 }

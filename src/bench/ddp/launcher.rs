@@ -15,14 +15,14 @@ use crate::results::{csv as results_csv, Status};
 
 /// How long the other workers may run on after one failed before they are
 /// stopped (they are usually blocked in a collective by then).
-pub const GRACE: Duration = Duration::from_secs(10);
+pub(crate) const GRACE: Duration = Duration::from_secs(10);
 
 /// The grace after a worker died by a signal: long enough for the others to
 /// print why they failed (a reset connection, within milliseconds).
 const SIGNALLED_GRACE: Duration = Duration::from_secs(1);
 
 /// "<what> rank R failed (how): its last line", for a rank that ended badly.
-pub fn rank_failure(what: &str, rank: usize, e: &Ended) -> String {
+pub(crate) fn rank_failure(what: &str, rank: usize, e: &Ended) -> String {
     let last = e.tail.last().cloned().unwrap_or_default();
     let last = last.trim_start_matches("error: ");
     let mut msg = format!("{what} rank {rank} failed ({})", e.how());
@@ -34,7 +34,7 @@ pub fn rank_failure(what: &str, rank: usize, e: &Ended) -> String {
 
 /// Starts this node's workers for `cfg` and waits for them; returns rank 0's
 /// exit code, or an error naming the first rank that failed.
-pub fn launch(cfg: &RunConfig) -> Result<i32> {
+pub(crate) fn launch(cfg: &RunConfig) -> Result<i32> {
     let d = &cfg.ddp;
     let local = cfg.devices.len();
     let world = cfg.world;
@@ -83,7 +83,7 @@ pub fn launch(cfg: &RunConfig) -> Result<i32> {
 /// Starts this node's `local` ranks (this same binary, as the hidden `rank`
 /// subcommand around this command line) with torchrun's variables set and stderr forwarded behind `[rank r]`; ddp's
 /// workers and `allreduce`'s ranks both start here.
-pub fn spawn_ranks(
+pub(crate) fn spawn_ranks(
     local: usize,
     node_rank: usize,
     world: usize,
@@ -127,7 +127,7 @@ fn rows_in(cfg: &RunConfig) -> usize {
 /// send the result they would wait for, and the row is ours to write. Returns
 /// (rank, how it ended) for each, in start order except that the first
 /// worker to fail comes first.
-pub fn wait_all(mut workers: Vec<(usize, Watched)>, mut grace: Duration) -> Vec<(usize, Ended)> {
+pub(crate) fn wait_all(mut workers: Vec<(usize, Watched)>, mut grace: Duration) -> Vec<(usize, Ended)> {
     let mut exits: Vec<Option<Exit>> = vec![None; workers.len()];
     let mut first_failure: Option<(usize, Instant)> = None;
     loop {

@@ -26,7 +26,7 @@ const FAILED_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs this process as rank `env.rank` of the job `cfg` describes (its
 /// `devices` is this rank's device); returns the exit code.
-pub fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
+pub(crate) fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
     if env.ours {
         watch_parent();
     }
@@ -68,7 +68,7 @@ pub fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
 }
 
 /// A ddp rank, as the session template's part.
-pub struct Rank {
+pub(crate) struct Rank {
     env: DistEnv,
     store: Store,
     /// Handed to the strategy when it is built.
@@ -216,13 +216,13 @@ impl Session for Rank {
 const FAULT_ENV: &str = crate::internal::Hook::Fault.var();
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultKind {
+pub(crate) enum FaultKind {
     Oom,
     Crash,
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct Fault {
+pub(crate) struct Fault {
     step: u64,
     kind: FaultKind,
 }
@@ -297,7 +297,7 @@ impl Strategy for Faulty {
 
 /// What each rank sends rank 0 through the store after the timed window.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct RankReport {
+pub(crate) struct RankReport {
     pub rank: usize,
     pub step_secs: Vec<f64>,
     pub losses: Vec<f64>,
@@ -332,7 +332,7 @@ pub struct RankReport {
 
 /// The Reducer's averaged runtime statistics (DDP logging's avg_* counters).
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
-pub struct ReducerStatsLite {
+pub(crate) struct ReducerStatsLite {
     pub forward_compute_ms: Option<f64>,
     pub backward_compute_ms: Option<f64>,
     pub backward_comm_ms: Option<f64>,
@@ -354,7 +354,7 @@ pub(crate) fn watch_parent() {
 
 /// --data PATH: how many distinct files the ranks skipped. Shards are
 /// reshuffled each epoch, so two ranks may meet the same bad file.
-pub fn distinct_bad(reports: &[RankReport]) -> Option<u64> {
+pub(crate) fn distinct_bad(reports: &[RankReport]) -> Option<u64> {
     let mut all: Vec<u32> = reports.iter().filter_map(|r| r.data_bad.as_deref()).flatten().copied().collect();
     if all.is_empty() && reports.iter().all(|r| r.data_bad.is_none()) {
         return None;
@@ -367,7 +367,7 @@ pub fn distinct_bad(reports: &[RankReport]) -> Option<u64> {
 /// Combines ranks: a step takes as long as its slowest rank; the loss is the
 /// global mean (already agreed); the first rank to fail sets the status,
 /// named in the error.
-pub fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>, Vec<DeviceMetrics>) {
+pub(crate) fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>, Vec<DeviceMetrics>) {
     let n = reports.iter().map(|r| r.step_secs.len()).min().unwrap_or(0);
     let step_secs: Vec<f64> = (0..n).map(|i| reports.iter().map(|r| r.step_secs[i]).fold(0.0, f64::max)).collect();
     let r0 = &reports[0];

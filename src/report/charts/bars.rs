@@ -12,7 +12,7 @@ use super::{pe, Chart};
 
 /// Bars in groups: `values[category][series]`. Vertical with categories on
 /// x, or horizontal with categories down the y axis (long names stay readable).
-pub struct Bars {
+pub(crate) struct Bars {
     pub title: String,
     pub subtitle: String,
     pub value_desc: String,
@@ -175,7 +175,7 @@ impl Chart for Bars {
 
 /// Two bar panels stacked under one title and legend (memory above
 /// utilization), sharing categories and series.
-pub struct StackedBars {
+pub(crate) struct StackedBars {
     pub title: String,
     pub subtitle: String,
     pub panels: Vec<Bars>,

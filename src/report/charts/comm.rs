@@ -16,7 +16,7 @@ fn size_label(x: f64) -> String {
 }
 
 /// Draws one busbw chart per machine that has all-reduce rows.
-pub fn allreduce_charts(w: &mut ChartWriter, runs: &[Run]) -> Result<()> {
+pub(crate) fn allreduce_charts(w: &mut ChartWriter, runs: &[Run]) -> Result<()> {
     let mut by_machine: BTreeMap<(String, String), Vec<XyLine>> = BTreeMap::new();
     for (i, ((hw, label, backend, n, dtype, ip), sizes)) in curves(runs).into_iter().enumerate() {
         let points: Vec<(f64, f64)> = sizes

@@ -27,7 +27,7 @@ pub(super) const GRID_BOLD: RGBColor = RGBColor(215, 215, 215);
 pub(super) const GRID_LIGHT: RGBColor = RGBColor(240, 240, 240);
 
 /// Strategies keep their colour across every chart.
-pub fn strategy_color(s: &str) -> RGBColor {
+pub(crate) fn strategy_color(s: &str) -> RGBColor {
     match s {
         "single" => TAB10[0],
         "dp" => TAB10[1],

@@ -9,7 +9,7 @@ use super::{pe, Chart};
 
 // ---- line charts: throughput and scaling against device count --------------
 
-pub struct Line {
+pub(crate) struct Line {
     pub name: String,
     pub color: RGBColor,
     pub dashed: bool,
@@ -18,7 +18,7 @@ pub struct Line {
     pub errors: Vec<Option<(f64, f64)>>,
 }
 
-pub struct LineChart {
+pub(crate) struct LineChart {
     pub title: String,
     pub subtitle: String,
     pub x_desc: String,

@@ -24,20 +24,16 @@ use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-pub use bars::{Bars, StackedBars};
-pub use comm::allreduce_charts;
-pub use draw::strategy_color;
-pub use line::{Line, LineChart};
-pub use report::{compare_chart, report_charts};
-pub use serving::{serving_charts, XyChart, XyLine};
-pub use step::{StepChart, StepDist};
+pub(crate) use comm::allreduce_charts;
+pub(crate) use report::{compare_chart, report_charts};
+pub(crate) use serving::serving_charts;
 
 // ---- fonts ----------------------------------------------------------------
 
 const DEJAVU: &str = "usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 /// Where a font is looked for, in order.
-pub fn font_candidates() -> Vec<PathBuf> {
+pub(crate) fn font_candidates() -> Vec<PathBuf> {
     let mut v = vec![];
     if let Some(p) = std::env::var_os("GPUBENCH_FONT").filter(|p| !p.is_empty()) {
         v.push(PathBuf::from(p));
@@ -68,7 +64,7 @@ static REGISTERED: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// Makes `path` the font of all charts (and its -Bold sibling, when present,
 /// for titles).
-pub fn register_font(path: &Path) -> Result<()> {
+pub(crate) fn register_font(path: &Path) -> Result<()> {
     let mut done = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
     if done.as_deref() == Some(path) {
         return Ok(());
@@ -98,7 +94,7 @@ pub(crate) fn pe<E: Display>(e: E) -> anyhow::Error {
     anyhow!("drawing chart: {e}")
 }
 
-pub trait Chart {
+pub(crate) trait Chart {
     fn size(&self) -> (u32, u32);
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>;
 }
@@ -106,7 +102,7 @@ pub trait Chart {
 /// Writes charts into one directory (`<stem>.svg` always, `<stem>.png` when a
 /// font is registered), keeps them in memory for an HTML page, or both: the
 /// page embeds the very SVG the directory gets.
-pub struct ChartWriter {
+pub(crate) struct ChartWriter {
     dir: Option<PathBuf>,
     png: bool,
     keep: bool,
@@ -117,7 +113,7 @@ pub struct ChartWriter {
 
 impl ChartWriter {
     /// Creates `dir` if needed. `font`: a font file to register for PNGs.
-    pub fn new(dir: &Path, font: Option<&Path>) -> Result<Self> {
+    pub(crate) fn new(dir: &Path, font: Option<&Path>) -> Result<Self> {
         std::fs::create_dir_all(dir)
             .map_err(|e| crate::error::usage(format!("--charts {}: cannot create directory ({e})", dir.display())))?;
         if let Some(f) = font {
@@ -133,17 +129,17 @@ impl ChartWriter {
     }
 
     /// Charts kept in memory only, for an HTML page; no file is written.
-    pub fn in_memory() -> Self {
+    pub(crate) fn in_memory() -> Self {
         ChartWriter { dir: None, png: false, keep: true, written: vec![], svgs: vec![] }
     }
 
     /// Also keeps every SVG in memory.
-    pub fn keeping_svgs(mut self) -> Self {
+    pub(crate) fn keeping_svgs(mut self) -> Self {
         self.keep = true;
         self
     }
 
-    pub fn write<C: Chart>(&mut self, stem: &str, chart: &C) -> Result<()> {
+    pub(crate) fn write<C: Chart>(&mut self, stem: &str, chart: &C) -> Result<()> {
         let size = chart.size();
         let mut svg = String::new();
         {

@@ -138,7 +138,12 @@ pub(super) fn run_labels(runs: &[Run], idx: &[usize]) -> Vec<String> {
 
 /// Draws every report chart that the data allows into `w`; returns notes on
 /// those left out and why.
-pub fn report_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group], devices: &DeviceData) -> Result<Vec<String>> {
+pub(crate) fn report_charts(
+    w: &mut ChartWriter,
+    runs: &[Run],
+    groups: &[Group],
+    devices: &DeviceData,
+) -> Result<Vec<String>> {
     let mut notes = vec![];
     let mut scenarios: BTreeMap<ScenarioKey, Vec<&Group>> = BTreeMap::new();
     for g in groups.iter().filter(|g| g.throughput.is_some()) {
@@ -464,7 +469,7 @@ pub(super) fn step_chart(w: &mut ChartWriter, runs: &[Run], ordered: &[usize]) -
 }
 
 /// `compare`'s grouped bars: throughput of each set for every joined config.
-pub fn compare_chart(
+pub(crate) fn compare_chart(
     w: &mut ChartWriter,
     set_names: &[String],
     configs: &[ConfigKey],

@@ -12,7 +12,7 @@ use super::{pe, ChartWriter};
 use crate::report::format::fmt_rate;
 use crate::report::summary::{column_median, Group, Run, Scope};
 
-pub struct XyLine {
+pub(crate) struct XyLine {
     pub name: String,
     pub color: RGBColor,
     pub points: Vec<(f64, f64)>,
@@ -20,7 +20,7 @@ pub struct XyLine {
 
 /// Points joined by lines on continuous axes, with an optional horizontal
 /// limit (the latency bound).
-pub struct XyChart {
+pub(crate) struct XyChart {
     pub title: String,
     pub subtitle: String,
     pub x_desc: String,
@@ -83,7 +83,7 @@ impl Chart for XyChart {
 type ServeKey = (Scope, String, Option<u32>, String, Option<u32>, String);
 
 /// Draws the serving charts the groups allow; returns notes on those left out.
-pub fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]) -> Result<Vec<String>> {
+pub(crate) fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]) -> Result<Vec<String>> {
     let mut sets: BTreeMap<ServeKey, Vec<&Group>> = BTreeMap::new();
     for g in groups.iter().filter(|g| g.key.is_infer()) {
         let scenario = runs[g.ok.first().or(g.excluded.first()).copied().unwrap_or(0)].row.scenario.clone();

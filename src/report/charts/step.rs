@@ -8,7 +8,7 @@ use super::{pe, Chart};
 
 // ---- step-time distribution -------------------------------------------------
 
-pub struct StepDist {
+pub(crate) struct StepDist {
     pub label: String,
     pub color: RGBColor,
     pub p50: f64,
@@ -20,7 +20,7 @@ pub struct StepDist {
 /// One row per run: a box from p50 to p90, a whisker on to p99 and a mark at
 /// the mean. The rows carry percentiles, not every step, so this is the
 /// honest shape of the distribution they allow (no lower quartile to draw).
-pub struct StepChart {
+pub(crate) struct StepChart {
     pub title: String,
     pub subtitle: String,
     pub runs: Vec<StepDist>,

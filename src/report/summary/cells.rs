@@ -6,17 +6,17 @@ use crate::report::format::fmt_half_width;
 use super::group::*;
 
 /// A whole number as a table cell, empty when unknown.
-pub fn int_cell(v: Option<u32>) -> Cell {
+pub(crate) fn int_cell(v: Option<u32>) -> Cell {
     v.map_or_else(Cell::none, |x| Cell::num(x as f64, x.to_string()))
 }
 
-pub fn cell_opt(v: Option<f64>, fmt: fn(f64) -> String) -> Cell {
+pub(crate) fn cell_opt(v: Option<f64>, fmt: fn(f64) -> String) -> Cell {
     v.map_or_else(Cell::none, |x| Cell::num(x, fmt(x)))
 }
 
 /// "1234 ±25", with `*` when the interval is one run's own; the raw value
 /// stays the estimate.
-pub fn cell_spread(v: Option<f64>, s: Option<Spread>, fmt: fn(f64) -> String) -> Cell {
+pub(crate) fn cell_spread(v: Option<f64>, s: Option<Spread>, fmt: fn(f64) -> String) -> Cell {
     match (v, s) {
         (Some(x), Some(s)) if s.half_width().is_finite() => {
             let pm = fmt_half_width(fmt, x, s.half_width());
@@ -27,7 +27,7 @@ pub fn cell_spread(v: Option<f64>, s: Option<Spread>, fmt: fn(f64) -> String) ->
 }
 
 /// The interval's bounds as two raw-only cells (CSV and JSON).
-pub fn spread_bounds(s: Option<Spread>) -> [Cell; 2] {
+pub(crate) fn spread_bounds(s: Option<Spread>) -> [Cell; 2] {
     match s {
         Some(s) => [Cell::num(s.ci.lo, ""), Cell::num(s.ci.hi, "")],
         None => [Cell::none(), Cell::none()],
@@ -35,7 +35,7 @@ pub fn spread_bounds(s: Option<Spread>) -> [Cell; 2] {
 }
 
 /// Which figures rest on one run's interval: "within-run", "repeats" or "".
-pub fn spread_basis(s: Option<Spread>) -> Cell {
+pub(crate) fn spread_basis(s: Option<Spread>) -> Cell {
     Cell::text(match s {
         Some(s) if s.within_run => "within-run",
         Some(_) => "repeats",

@@ -11,7 +11,7 @@ use super::runs::*;
 
 /// Repeated runs of one config in one scope, reduced to medians.
 #[derive(Debug, Clone)]
-pub struct Group {
+pub(crate) struct Group {
     pub scope: Scope,
     pub key: ConfigKey,
     /// Indices into the runs, status ok.
@@ -37,19 +37,19 @@ pub struct Group {
 
 /// A group's 95 % interval for one figure, and what it rests on.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Spread {
+pub(crate) struct Spread {
     pub ci: Interval,
     /// One run's own interval: run-to-run drift is not in it.
     pub within_run: bool,
 }
 
 impl Spread {
-    pub fn half_width(&self) -> f64 {
+    pub(crate) fn half_width(&self) -> f64 {
         (self.ci.hi - self.ci.lo) / 2.0
     }
 
     /// Two figures whose intervals overlap cannot be ranked.
-    pub fn overlaps(&self, other: &Spread) -> bool {
+    pub(crate) fn overlaps(&self, other: &Spread) -> bool {
         self.ci.overlaps(&other.ci)
     }
 }
@@ -86,25 +86,25 @@ fn efficiency_spread(eff: f64, t: f64, t_ci: &Spread, b: f64, b_ci: &Spread) -> 
     }
 }
 
-pub fn median(xs: &[f64]) -> Option<f64> {
+pub(crate) fn median(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| stats::percentile(xs, 50.0))
 }
 
 /// The median of one column over some rows (`idx` into `runs`), the rows without it left out.
-pub fn column_median(runs: &[Run], idx: &[usize], f: fn(&Row) -> Option<f64>) -> Option<f64> {
+pub(crate) fn column_median(runs: &[Run], idx: &[usize], f: fn(&Row) -> Option<f64>) -> Option<f64> {
     median(&idx.iter().filter_map(|&i| f(&runs[i].row)).collect::<Vec<_>>())
 }
 
 /// Peak-memory imbalance of one run: max/min across devices. From the row's
 /// `mem_imbalance` column when the schema has it, else from the per-device file.
-pub fn run_imbalance(run: &Run, devices: &DeviceData) -> Option<f64> {
+pub(crate) fn run_imbalance(run: &Run, devices: &DeviceData) -> Option<f64> {
     run.row.mem_imbalance.or_else(|| devices.mem_imbalance(&run.row.run_id))
 }
 
 /// Groups `members` (indices into `runs`) by scope and config, sorted.
 /// All-reduce rows are curves over message size, not configurations: they
 /// never form a group (`report::comm` has their table).
-pub fn summarize(
+pub(crate) fn summarize(
     runs: &[Run],
     members: &[usize],
     scope_of: impl Fn(&Row) -> Scope,
@@ -170,7 +170,7 @@ pub fn summarize(
 /// The 1-device group that group `i` scales from: same scope and workload,
 /// one device, preferring strategy `single` (then dp, ddp, ...), with a
 /// throughput.
-pub fn baseline_of(groups: &[Group], i: usize) -> Option<usize> {
+pub(crate) fn baseline_of(groups: &[Group], i: usize) -> Option<usize> {
     let g = &groups[i];
     groups
         .iter()

@@ -19,11 +19,11 @@ mod notes;
 mod runs;
 mod table;
 
-pub use cells::*;
-pub use group::*;
-pub use notes::*;
-pub use runs::*;
-pub use table::*;
+pub(crate) use cells::*;
+pub(crate) use group::*;
+pub(crate) use notes::*;
+pub(crate) use runs::*;
+pub(crate) use table::*;
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -36,7 +36,7 @@ pub(crate) mod tests {
     use crate::results::Implementation;
 
     /// A measured ok row; tests adjust what they need.
-    pub fn row(strategy: &str, n: u32, thr: f64) -> Row {
+    pub(crate) fn row(strategy: &str, n: u32, thr: f64) -> Row {
         Row {
             schema_version: 1,
             run_id: format!("{strategy}-{n}-{thr}"),
@@ -57,7 +57,7 @@ pub(crate) mod tests {
         }
     }
 
-    pub fn runs_of(rows: Vec<Row>) -> Vec<Run> {
+    pub(crate) fn runs_of(rows: Vec<Row>) -> Vec<Run> {
         rows.into_iter().enumerate().map(|(i, row)| Run { file: "t.csv".into(), line: i as u64 + 2, row }).collect()
     }
 

@@ -6,7 +6,8 @@ use crate::report::format::fmt_rate;
 
 use super::{group::*, runs::*};
 
-pub const INTERVAL_NOTE: &str = "± = half-width of the spread: with repeats, from the lowest to the highest of their \
+pub(crate) const INTERVAL_NOTE: &str =
+    "± = half-width of the spread: with repeats, from the lowest to the highest of their \
                                  own 95 % intervals; * = one run's own 95 % interval (batch means over its steps), \
                                  which does not cover run-to-run drift: repeat runs (--repeat) for that";
 
@@ -14,7 +15,7 @@ pub const INTERVAL_NOTE: &str = "± = half-width of the spread: with repeats, fr
 /// strategies fastest first, `>` between two whose throughput intervals are
 /// apart and `≈` where they overlap (noise cannot rank them). Groups without
 /// an interval (rows from before intervals) are left out of the ranking.
-pub fn ranking_notes(groups: &[Group]) -> Vec<String> {
+pub(crate) fn ranking_notes(groups: &[Group]) -> Vec<String> {
     let mut by: BTreeMap<(Scope, Workload, u32), Vec<&Group>> = BTreeMap::new();
     for g in groups.iter().filter(|g| g.throughput.is_some() && g.throughput_ci.is_some()) {
         by.entry((g.scope.clone(), g.key.workload(), g.key.n_devices)).or_default().push(g);
@@ -47,7 +48,7 @@ pub fn ranking_notes(groups: &[Group]) -> Vec<String> {
 }
 
 /// One note per ok row that recorded interference.
-pub fn disturbed_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Vec<String> {
+pub(crate) fn disturbed_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Vec<String> {
     idx.into_iter()
         .map(|i| {
             let r = &runs[i];
@@ -57,7 +58,7 @@ pub fn disturbed_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Ve
 }
 
 /// "2 oom, 1 failed" for a group's excluded runs.
-pub fn status_counts(runs: &[Run], idx: &[usize]) -> String {
+pub(crate) fn status_counts(runs: &[Run], idx: &[usize]) -> String {
     let mut c: BTreeMap<&str, usize> = BTreeMap::new();
     for &i in idx {
         *c.entry(runs[i].row.status.name()).or_default() += 1;
@@ -66,7 +67,7 @@ pub fn status_counts(runs: &[Run], idx: &[usize]) -> String {
 }
 
 /// One note per excluded row, saying where it is and why it does not count.
-pub fn excluded_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Vec<String> {
+pub(crate) fn excluded_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Vec<String> {
     idx.into_iter()
         .map(|i| {
             let r = &runs[i];
@@ -77,8 +78,9 @@ pub fn excluded_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Vec
         .collect()
 }
 
-pub const SCALING_NOTE: &str = "scaling = img/s / (devices x img/s of the 1-device run with the same hardware, model, \
+pub(crate) const SCALING_NOTE: &str =
+    "scaling = img/s / (devices x img/s of the 1-device run with the same hardware, model, \
                                 image size, precision and batch/dev); '-' where there is no such run";
 
-pub const PUBLISHED_NOTE: &str = "impl 'published' rows are other people's figures on other hardware, \
+pub(crate) const PUBLISHED_NOTE: &str = "impl 'published' rows are other people's figures on other hardware, \
                                   cited in their `source` column; they were not measured here";

@@ -13,31 +13,28 @@ use super::cells::*;
 
 /// One row and where it came from.
 #[derive(Debug, Clone)]
-pub struct Run {
+pub(crate) struct Run {
     pub file: PathBuf,
     pub line: u64,
     pub row: Row,
 }
 
 impl Run {
-    pub fn is_ok(&self) -> bool {
+    pub(crate) fn is_ok(&self) -> bool {
         self.row.status == crate::results::Status::Ok
     }
     /// `file:line`, for messages about this row.
-    pub fn place(&self) -> String {
+    pub(crate) fn place(&self) -> String {
         format!("{}:{}", self.file.display(), self.line)
-    }
-    pub fn is_published(&self) -> bool {
-        self.row.implementation == PUBLISHED
     }
 }
 
 /// The `impl` of reference rows: other people's figures, never measured here.
-pub const PUBLISHED: Implementation = Implementation::Published;
+pub(crate) const PUBLISHED: Implementation = Implementation::Published;
 
 /// Reads every file; a file with a header but no rows is an error, since a
 /// report or a gate over nothing is almost certainly the wrong file.
-pub fn load_files(paths: &[PathBuf]) -> Result<Vec<Run>> {
+pub(crate) fn load_files(paths: &[PathBuf]) -> Result<Vec<Run>> {
     let mut runs = vec![];
     for p in paths {
         let rows = read_rows_with_lines(p)?;
@@ -51,14 +48,14 @@ pub fn load_files(paths: &[PathBuf]) -> Result<Vec<Run>> {
 
 /// Model, image size, precision, batch per device, serving load and set-up:
 /// what scaling is measured across.
-pub type Workload = (String, Option<u32>, String, Option<u32>, String, String);
+pub(crate) type Workload = (String, Option<u32>, String, Option<u32>, String, String);
 
 /// The configuration a result belongs to; rows with equal keys are repeats.
 /// Every option that changes the measurement is in it: precision (fp32 and
 /// fp16 are different workloads), the set-up beside the columns, and ddp's
 /// communication.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ConfigKey {
+pub(crate) struct ConfigKey {
     pub model: String,
     pub image_size: Option<u32>,
     pub precision: String,
@@ -76,7 +73,7 @@ pub struct ConfigKey {
 
 /// The words of a row's set-up beside its own columns: channels-last,
 /// cudnn-benchmark, deterministic, the data, then the `variant` column's.
-pub fn setup_of(row: &Row) -> String {
+pub(crate) fn setup_of(row: &Row) -> String {
     let mut w: Vec<String> = vec![];
     for (on, word) in [
         (row.channels_last, "channels-last"),
@@ -98,7 +95,7 @@ pub fn setup_of(row: &Row) -> String {
 
 /// A ddp row's communication where it is not the default: a backend other
 /// than the device's default (gloo on the CPU, nccl on CUDA), a compression hook.
-pub fn comm_of(row: &Row) -> String {
+pub(crate) fn comm_of(row: &Row) -> String {
     let mut w: Vec<String> = vec![];
     let default_backend = if row.device_kind == "cuda" { "nccl" } else { "gloo" };
     if !row.backend.is_empty() && row.backend != default_backend {
@@ -112,7 +109,7 @@ pub fn comm_of(row: &Row) -> String {
 
 /// A serving row's scenario and load, e.g. `streams 200×5fps`, `server
 /// 500/s`, `offline`; empty for a training row.
-pub fn load_of(row: &Row) -> String {
+pub(crate) fn load_of(row: &Row) -> String {
     if !row.is_infer() {
         return String::new();
     }
@@ -132,7 +129,7 @@ fn load_rank(load: &str) -> (String, u64, String) {
 }
 
 /// single, dp, ddp in that order (simplest first), then anything else by name.
-pub fn strategy_rank(s: &str) -> u8 {
+pub(crate) fn strategy_rank(s: &str) -> u8 {
     match s {
         "single" => 0,
         "dp" => 1,
@@ -144,7 +141,7 @@ pub fn strategy_rank(s: &str) -> u8 {
 impl ConfigKey {
     /// The set-up and communication words, as the `variant` column of a
     /// table shows them.
-    pub fn variant(&self) -> String {
+    pub(crate) fn variant(&self) -> String {
         [self.setup.as_str(), self.comm.as_str()]
             .iter()
             .filter(|s| !s.is_empty())
@@ -154,13 +151,13 @@ impl ConfigKey {
     }
 
     /// Whether any of `keys` has a variant: tables show the column then.
-    pub fn any_variant<'a>(keys: impl IntoIterator<Item = &'a ConfigKey>) -> bool {
+    pub(crate) fn any_variant<'a>(keys: impl IntoIterator<Item = &'a ConfigKey>) -> bool {
         keys.into_iter().any(|k| !k.setup.is_empty() || !k.comm.is_empty())
     }
 
     /// The table columns that name a configuration (report and compare);
     /// `load` adds the serving load's column, `variant` what else was chosen.
-    pub fn columns(load: bool, variant: bool) -> Vec<Column> {
+    pub(crate) fn columns(load: bool, variant: bool) -> Vec<Column> {
         let mut c = vec![
             Column::text("model", "model"),
             Column::num("image_size", "image"),
@@ -179,7 +176,7 @@ impl ConfigKey {
     }
 
     /// This configuration's cells under `columns(load, variant)`.
-    pub fn cells(&self, load: bool, variant: bool) -> Vec<Cell> {
+    pub(crate) fn cells(&self, load: bool, variant: bool) -> Vec<Cell> {
         let mut c = vec![
             Cell::text(&self.model),
             int_cell(self.image_size),
@@ -198,11 +195,11 @@ impl ConfigKey {
     }
 
     /// A serving configuration (`gpubench infer`).
-    pub fn is_infer(&self) -> bool {
+    pub(crate) fn is_infer(&self) -> bool {
         !self.load.is_empty()
     }
 
-    pub fn of(row: &Row) -> Self {
+    pub(crate) fn of(row: &Row) -> Self {
         ConfigKey {
             model: row.model.clone(),
             image_size: row.image_size,
@@ -218,7 +215,7 @@ impl ConfigKey {
 
     /// The key without strategy, device count and communication: what
     /// scaling is measured across.
-    pub fn workload(&self) -> Workload {
+    pub(crate) fn workload(&self) -> Workload {
         (
             self.model.clone(),
             self.image_size,
@@ -231,7 +228,7 @@ impl ConfigKey {
 
     /// Short human form, e.g. `resnet50 224px fp32 ddp x8 b64` (serving:
     /// with its load).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut s = format!(
             "{} {} {} {} x{} b{}",
             self.model,
@@ -278,7 +275,7 @@ impl PartialOrd for ConfigKey {
     }
 }
 
-pub fn opt_or<T: ToString>(v: Option<T>, none: &str) -> String {
+pub(crate) fn opt_or<T: ToString>(v: Option<T>, none: &str) -> String {
     v.map_or_else(|| none.to_string(), |x| x.to_string())
 }
 
@@ -287,14 +284,14 @@ pub fn opt_or<T: ToString>(v: Option<T>, none: &str) -> String {
 /// are never pooled as repeats; `compare` and `check` have already split
 /// their inputs into sets and use one scope per set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Scope {
+pub(crate) struct Scope {
     pub hardware: String,
     pub label: String,
     pub implementation: Implementation,
 }
 
 impl Scope {
-    pub fn of(row: &Row) -> Self {
+    pub(crate) fn of(row: &Row) -> Self {
         Scope {
             hardware: if row.device_name.is_empty() { "unknown".into() } else { row.device_name.clone() },
             label: row.label.clone(),
@@ -304,7 +301,7 @@ impl Scope {
 }
 
 /// "a.csv" or "3 files".
-pub fn files_phrase(files: &[PathBuf]) -> String {
+pub(crate) fn files_phrase(files: &[PathBuf]) -> String {
     match files {
         [one] => one.display().to_string(),
         _ => format!("{} files", files.len()),
@@ -312,6 +309,6 @@ pub fn files_phrase(files: &[PathBuf]) -> String {
 }
 
 /// A file's name without directory and `.csv`, for labels.
-pub fn file_stem(p: &Path) -> String {
+pub(crate) fn file_stem(p: &Path) -> String {
     p.file_stem().map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into_owned())
 }

@@ -8,7 +8,7 @@ use crate::results::Implementation;
 use super::{cells::*, group::*, notes::*, runs::*};
 
 /// The `report` table: one line per (hardware, label, impl, config).
-pub fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table {
+pub(crate) fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table {
     let any_label = groups.iter().any(|g| !g.scope.label.is_empty());
     let any_impl = groups.iter().any(|g| g.scope.implementation != Implementation::Gpubench);
     let any_excluded = groups.iter().any(|g| !g.excluded.is_empty());
