@@ -71,9 +71,12 @@ fn duration_based_run() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let steps = v["step_ms"].as_array().unwrap();
     let timed: f64 = steps.iter().map(|x| x.as_f64().unwrap()).sum();
-    // The window's wall time reaches the duration; the steps themselves fill
-    // nearly all of it (the loss read between steps is not timed).
-    assert!(timed >= 0.8 * 300.0 && steps.len() > 1, "timed {timed} ms in {} steps", steps.len());
+    // Both phases ended by the clock, and the row counts every timed step.
+    // (How much of the window the steps fill depends on the host: the loss
+    // read between steps is not timed, and a busy host stretches it.)
+    assert_eq!((v["row"]["warmup_end"].as_str(), v["row"]["timed_end"].as_str()), (Some("time"), Some("duration")));
+    assert!(timed > 0.0 && steps.len() > 1, "timed {timed} ms in {} steps", steps.len());
+    assert_eq!(v["row"]["steps"].as_u64(), Some(steps.len() as u64));
 }
 
 #[test]
