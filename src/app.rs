@@ -31,6 +31,9 @@ pub enum Job {
     /// `run`, or one rank of a ddp job, in the role this process has.
     Run(Role, Box<RunConfig>),
     #[cfg(feature = "torch")]
+    /// `validate`: the line's configuration was built; nothing runs.
+    Validated(String),
+    #[cfg(feature = "torch")]
     /// The `write-init` child: the run's initial weights to a file.
     WriteInit(Box<RunConfig>, PathBuf),
     #[cfg(feature = "torch")]
@@ -165,6 +168,17 @@ pub(crate) fn configure(command: Command) -> Result<Job> {
             _ => return Err(usage("`gpubench write-init` serves `run` (it is started by gpubench itself)")),
         },
         #[cfg(feature = "torch")]
+        Command::Validate(v) => {
+            if let Some(n) = v.assume_gpus {
+                crate::device::assume_gpus(n);
+            }
+            let line: Vec<String> = v.line.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            match configure(parse_wrapped(&v.line)?)? {
+                Job::Print(_) => return Err(usage("`gpubench validate` checks a command line, not --help")),
+                _ => Job::Validated(line.join(" ")),
+            }
+        }
+        #[cfg(feature = "torch")]
         Command::InferWorker(w) => match parse_wrapped(&w.line)? {
             Command::Infer(a) =>
             {
@@ -185,6 +199,11 @@ pub(crate) fn execute(job: Job) -> Result<i32> {
             Ok(if missing { 2 } else { 0 })
         }
         Job::Info { json } => commands::info::run(json),
+        #[cfg(feature = "torch")]
+        Job::Validated(line) => {
+            println!("ok: gpubench {line}");
+            Ok(0)
+        }
         #[cfg(feature = "torch")]
         Job::Run(role, cfg) => commands::run::run(role, *cfg),
         #[cfg(feature = "torch")]

@@ -31,3 +31,17 @@ pub(crate) struct WriteInitArgs {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub line: Vec<OsString>,
 }
+
+/// `validate [--assume-gpus N] CMD …`: builds CMD's configuration, as a run
+/// would, and stops before any device work: scripts check their gpubench
+/// lines on any machine (scripts/gpu-smoke --plan).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ValidateArgs {
+    /// CUDA devices to take as present, each passing the kernel check;
+    /// without it, this machine's own.
+    #[arg(long, value_name = "N")]
+    pub assume_gpus: Option<usize>,
+    /// The command line checked (`run …`, `infer …`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub line: Vec<OsString>,
+}

@@ -89,6 +89,10 @@ pub(crate) enum Command {
     #[cfg(feature = "torch")]
     #[command(name = crate::internal::Role::WriteInit.subcommand(), hide = true)]
     WriteInit(internal::WriteInitArgs),
+    /// Checks a command line without running it (scripts use it).
+    #[cfg(feature = "torch")]
+    #[command(hide = true)]
+    Validate(internal::ValidateArgs),
 }
 
 /// A subcommand of the full build, in the torch-free one: whatever follows

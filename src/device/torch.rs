@@ -120,6 +120,9 @@ pub(crate) fn resolve_for_reference(gpus: Option<&str>, cpu: Option<usize>, quie
 /// CUDA headers match the libtorch it runs on, and libtorch has kernels for
 /// every device's compute capability.
 pub(crate) fn check_cuda(ordinals: &[usize]) -> Result<()> {
+    if ASSUMED_GPUS.get().is_some() {
+        return Ok(());
+    }
     let build = crate::ffi::cuda_build();
     let cudart = crate::ffi::cuda_versions().cudart;
     if let Some(msg) = runtime_mismatch(build.shim_cudart, cudart) {
@@ -199,7 +202,20 @@ pub(crate) fn kernel_message(
     ))
 }
 
+/// CUDA devices taken as present by `gpubench validate --assume-gpus`: a
+/// command line is checked without a GPU, and no CUDA call is made.
+static ASSUMED_GPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Takes `n` CUDA devices as present for the rest of this process, each
+/// passing `check_cuda`. Only `validate` calls it; nothing runs after it.
+pub(crate) fn assume_gpus(n: usize) {
+    let _ = ASSUMED_GPUS.set(n);
+}
+
 pub fn cuda_device_count() -> usize {
+    if let Some(&n) = ASSUMED_GPUS.get() {
+        return n;
+    }
     if tch::Cuda::is_available() {
         tch::Cuda::device_count().max(0) as usize
     } else {
@@ -208,6 +224,9 @@ pub fn cuda_device_count() -> usize {
 }
 
 pub(crate) fn device_name(ordinal: usize) -> String {
+    if ASSUMED_GPUS.get().is_some() {
+        return format!("assumed GPU {ordinal}");
+    }
     crate::ffi::cuda_device_props(ordinal).map(|p| p.name).unwrap_or_else(|_| "unknown".into())
 }
 

@@ -21,8 +21,25 @@ pub struct Gpubench {
     cmd: Command,
 }
 
+/// The gpubench binary under test: `$GPUBENCH_BIN` when set; else the one
+/// beside this test binary's folder (target/release/deps/it-HASH ->
+/// target/release/gpubench), so a copy of the tree carried to another
+/// machine (scripts/gpu-smoke) finds its own; else the path cargo built.
+pub fn bin() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("GPUBENCH_BIN").filter(|p| !p.is_empty()) {
+        return p.into();
+    }
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent()?.parent().map(|d| d.join(format!("gpubench{}", std::env::consts::EXE_SUFFIX))));
+    match beside {
+        Some(p) if p.is_file() => p,
+        _ => env!("CARGO_BIN_EXE_gpubench").into(),
+    }
+}
+
 pub fn gpubench(a: &str) -> Gpubench {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpubench"));
+    let mut cmd = Command::new(bin());
     cmd.args(args(a));
     for k in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"] {
         cmd.env_remove(k);

@@ -1,5 +1,7 @@
 //! CUDA tests, compiled only with `--features cuda-tests` (scripts/test
 //! --features cuda-tests) and skipped, saying so, without a CUDA device;
+//! they start the gpubench beside their own binary (`common::bin`), so a
+//! copied tree runs them (scripts/gpu-smoke);
 //! those that need two GPUs skip below two. None of them has run yet: this
 //! project's machines have no GPU (results/README.md says what has run).
 #![cfg(feature = "cuda-tests")]
@@ -31,7 +33,9 @@ fn single_on_gpu_0_reports_cuda_figures() {
     if !gpus(1, "single_on_gpu_0_reports_cuda_figures") {
         return;
     }
-    let v = json(&format!("{RUN} --gpus 0"));
+    // A 5-step window on an H200 lasts tens of ms, shorter than NVML's
+    // default sample interval (G6): 30 steps, sampled every 10 ms.
+    let v = json("run --json --model resnet18 --image-size 64 --batch-size 16 --steps 30 --warmup 2 --gpus 0 --sample-interval 10ms");
     let r = &v["row"];
     assert_eq!((r["status"].as_str(), r["device_kind"].as_str()), (Some("ok"), Some("cuda")));
     assert!(r["peak_mem_alloc_mb"].as_f64().unwrap() > 1.0, "allocator peak: {r}");

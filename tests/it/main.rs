@@ -6,6 +6,7 @@ mod data;
 mod ddp;
 mod fidelity;
 mod gpu;
+mod gpu_smoke;
 mod html;
 mod infer;
 mod interference;

@@ -208,10 +208,7 @@ fn a_cell_that_dies_without_a_row_gets_one_from_the_sweep() {
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let args = tiny("--cpu 1 --strategies single --batch-sizes 3,5,4 --out r.csv", "--steps 1 --warmup 0");
-    let o = sweep_in(dir.path(), &args)
-        .env("GPUBENCH_SWEEP_CHILD", &script)
-        .env("GPUBENCH_REAL", env!("CARGO_BIN_EXE_gpubench"))
-        .output();
+    let o = sweep_in(dir.path(), &args).env("GPUBENCH_SWEEP_CHILD", &script).env("GPUBENCH_REAL", bin()).output();
     let out = stdout(&o);
     // a failed cell makes the sweep exit 1, after running every cell
     assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
@@ -296,10 +293,8 @@ fn ctrl_c_stops_the_cell_and_its_processes_and_says_how_to_resume() {
         "--steps 2 --warmup 1 --label ctrl-c-test",
     );
     let out = dir.path().join("r.csv");
-    let mut sweep = sweep_in(dir.path(), &args)
-        .env("GPUBENCH_SWEEP_CHILD", &script)
-        .env("GPUBENCH_REAL", env!("CARGO_BIN_EXE_gpubench"))
-        .spawn();
+    let mut sweep =
+        sweep_in(dir.path(), &args).env("GPUBENCH_SWEEP_CHILD", &script).env("GPUBENCH_REAL", bin()).spawn();
     wait_for_rows(&out, 1, &mut sweep);
     // the second cell's launcher and its two workers are up
     let t = Instant::now();
@@ -338,7 +333,7 @@ fn a_second_sweep_on_the_same_file_waits_for_the_first() {
     let args = tiny("--cpu 1 --strategies single --batch-sizes 8 --out r.csv", "--steps 1 --warmup 0");
     let mut first = sweep_in(dir.path(), &args)
         .env("GPUBENCH_SWEEP_CHILD", &script)
-        .env("GPUBENCH_REAL", env!("CARGO_BIN_EXE_gpubench"))
+        .env("GPUBENCH_REAL", bin())
         .spawn_with(Stdio::null(), Stdio::null());
     let t = Instant::now();
     while processes_with(script.to_str().unwrap()).is_empty() {
