@@ -668,6 +668,16 @@ impl PredictConfig {
 
     /// The training configuration of the profiled device, with `threads`
     /// intra-op threads (CPU: a rank's share of the cores).
+    /// The backend the prediction is for: NCCL for GPUs (profiled on one,
+    /// or scaled to another's figure), Gloo for CPU ranks.
+    pub(crate) fn target_backend(&self) -> Backend {
+        if self.device.kind == crate::device::DeviceKind::Cuda || self.scale_to.is_some() {
+            Backend::Nccl
+        } else {
+            Backend::Gloo
+        }
+    }
+
     pub(crate) fn run_config(&self, threads: Option<usize>) -> RunConfig {
         RunConfig {
             strategy: StrategyKind::Ddp,
@@ -682,7 +692,12 @@ impl PredictConfig {
             quiet: self.quiet,
             channels_last: self.channels_last,
             breakdown: true,
-            ddp: DdpConfig { bucket_cap_mb: self.bucket_cap_mb, comm_hook: self.comm_hook, ..DdpConfig::default() },
+            ddp: DdpConfig {
+                backend: self.target_backend(),
+                bucket_cap_mb: self.bucket_cap_mb,
+                comm_hook: self.comm_hook,
+                ..DdpConfig::default()
+            },
             ..RunConfig::for_model(
                 self.model,
                 self.num_classes,

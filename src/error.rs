@@ -43,14 +43,22 @@ pub fn one_line(err: &anyhow::Error) -> String {
     parts.join(": ")
 }
 
-/// The message carried by a panic payload (tch panics with libtorch's error).
+/// The message carried by a panic payload. tch's infallible ops panic with
+/// "called `Result::unwrap()` on an `Err` value: Torch(\"…\")": libtorch's
+/// own message is what a row should say (a CUDA out-of-memory inside a
+/// module's forward comes this way).
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
+    let s = if let Some(s) = payload.downcast_ref::<String>() {
+        s.as_str()
     } else if let Some(s) = payload.downcast_ref::<&str>() {
-        s.to_string()
+        s
     } else {
-        "unknown panic".to_string()
+        return "unknown panic".to_string();
+    };
+    let s = s.strip_prefix("called `Result::unwrap()` on an `Err` value: ").unwrap_or(s);
+    match s.strip_prefix("Torch(\"") {
+        Some(inner) => inner.strip_suffix("\")").unwrap_or(inner).to_string(),
+        None => s.to_string(),
     }
 }
 
@@ -75,13 +83,15 @@ pub(crate) fn is_oom(msg: &str) -> bool {
 }
 
 /// A failed run's error for its row: the chain on one line, without the C++
-/// backtrace that tch's panic messages carry (escaped).
+/// backtrace and source location that tch's panic messages carry (escaped).
 pub(crate) fn failure_message(err: &anyhow::Error) -> String {
     let mut msg = one_line(err);
-    if let Some(i) = msg.find("\\nframe #") {
-        msg.truncate(i);
+    for cut in ["\\nframe #", "\\nException raised from"] {
+        if let Some(i) = msg.find(cut) {
+            msg.truncate(i);
+        }
     }
-    msg
+    msg.trim_end().to_string()
 }
 
 #[cfg(test)]
@@ -103,5 +113,19 @@ mod tests {
         assert_eq!(failure_message(&e), "step 3: shape mismatch");
         let p = guarded(|| -> anyhow::Result<()> { panic!("libtorch said no") }).unwrap_err();
         assert_eq!(p.to_string(), "libtorch said no");
+    }
+
+    #[cfg(feature = "torch")]
+    #[test]
+    fn a_tch_panic_reads_as_libtorchs_own_message() {
+        // As the first H200 run wrote it: an OOM inside tch's forward.
+        let p = guarded(|| -> anyhow::Result<()> {
+            Err(tch::TchError::Torch(
+                "CUDA out of memory. Tried to allocate 6.12 GiB.\nException raised from malloc at x.cpp:1574".into(),
+            ))
+            .unwrap()
+        })
+        .unwrap_err();
+        assert_eq!(failure_message(&p), "CUDA out of memory. Tried to allocate 6.12 GiB.");
     }
 }

@@ -449,8 +449,8 @@ pub(crate) type Predicted = (Profile, Prediction, String);
 pub(crate) fn predict(cfg: &PredictConfig) -> Result<(Vec<Predicted>, Vec<String>)> {
     let cpu = !cfg.device.device(0).is_cuda();
     // Another device's figure: a GPU target, whatever ran the profile.
-    let target_gpu = !cpu || cfg.scale_to.is_some();
-    let backend = if target_gpu { Backend::Nccl } else { Backend::Gloo };
+    let backend = cfg.target_backend();
+    let target_gpu = backend == Backend::Nccl;
     let (batch, _) = cfg.target();
     let file_rows = match &cfg.curve {
         CurveSource::File(p) => crate::results::csv::read_rows(p)?,

@@ -84,7 +84,10 @@ fn predict_turns_a_profile_and_a_curve_into_rows_beside_measurement() {
     assert!(step >= one && p["prediction"]["efficiency"].as_f64().unwrap() <= 1.0 + 1e-12, "{p}");
     assert!(!p["profile"]["buckets"].as_array().unwrap().is_empty());
     let r = read_csv(&out).pop().unwrap();
-    assert_eq!((r["impl"].as_str(), r["strategy"].as_str(), r["n_devices"].as_str()), ("predicted", "ddp", "2"));
+    assert_eq!(
+        (r["impl"].as_str(), r["strategy"].as_str(), r["n_devices"].as_str(), r["backend"].as_str()),
+        ("predicted", "ddp", "2", "gloo")
+    );
     assert!(num(&r, "throughput_img_s") > 0.0 && r["source"].contains("curve.csv"));
     assert_eq!(r["steps"], "3", "--min-time 0s: exactly --steps");
     // Published figures instead of a file: every world size. --min-time times more than 2 steps of a
@@ -143,6 +146,8 @@ fn predict_scales_the_profile_to_another_devices_published_figure() {
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["batch_per_device"], "64");
     assert_eq!(rows[0]["device_name"], "scaled to 1000 img/s/device");
+    // A GPU's figure: predicted for NCCL, as the first H200 run's rows were not (they said gloo).
+    assert_eq!(rows[0]["backend"], "nccl");
 }
 
 #[test]
