@@ -494,13 +494,14 @@ impl InferConfig {
         !self.quiet && !self.json
     }
 
-    /// Intra-op threads each worker uses on the CPU, so that workers do not
-    /// oversubscribe the cores; None on CUDA.
-    pub(crate) fn threads_per_worker(&self) -> Option<usize> {
-        (self.devices.kind == crate::device::DeviceKind::Cpu).then(|| {
-            let total = self.threads.unwrap_or_else(crate::device::cpu_cores);
-            (total / self.devices.len()).max(1)
-        })
+    /// Intra-op threads each worker uses, so that workers do not
+    /// oversubscribe the cores: the cores (or --threads) shared evenly, on
+    /// CUDA as on the CPU, by gpubench's workers and PyTorch's alike. On
+    /// CUDA they matter too: `--preprocess cpu` decodes and resizes on them
+    /// (G3: gpubench's workers had every core and PyTorch's one each).
+    pub(crate) fn threads_per_worker(&self) -> usize {
+        let total = self.threads.unwrap_or_else(crate::device::cpu_cores);
+        (total / self.devices.len()).max(1)
     }
 
     /// The training configuration whose model this server runs: model

@@ -925,7 +925,10 @@ mod tests {
                 assert_eq!((s.iteration, s.timed), (it, true), "{s:?}");
                 // d(sum(x w^T))/dw = column sums of x, repeated per output row.
                 let want = x.sum_dim_intlist(0, false, Kind::Float).repeat([3, 1]);
-                assert_eq!(values(&w.grad()), values(&want));
+                // On CUDA one side is a GEMM, the other a reduction: their
+                // accumulation orders may differ in the last bit (G13).
+                let diff = values(&w.grad()).iter().zip(values(&want)).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(diff <= 1e-4, "iteration {it}: |grad - want| = {diff}");
                 zero_grads_in_place(std::slice::from_ref(&w));
             }
         }

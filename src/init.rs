@@ -203,10 +203,28 @@ pub(crate) fn load_into(vs: &nn::VarStore, tensors: &[(String, Tensor)], path: &
 /// Builds the model exactly as a gpubench run with `cfg` would (same seed,
 /// same device) and writes its initial state with `data_seed`.
 pub(crate) fn save_init(cfg: &RunConfig, path: &Path, data_seed: u64) -> Result<InitMeta> {
-    let (vs, _model) = crate::model::build_model(cfg, cfg.devices.device(0));
+    let (vs, _model) = crate::model::build_model(cfg, init_device(cfg));
     let meta = InitMeta { model: cfg.model.name().into(), num_classes: cfg.num_classes, seed: cfg.seed, data_seed };
     write_init(path, &vs, &meta)?;
     Ok(meta)
+}
+
+/// The device the initial weights are drawn on: the run's first device, as
+/// a gpubench run there draws them (CUDA's generator differs from the
+/// CPU's), unless gpubench's own libtorch cannot use it. That is the legacy
+/// route (`--impl pytorch` on a GPU this libtorch sees no driver or kernels
+/// for, a K80 say; G2): no gpubench run exists there whose weights the
+/// reference must match, so the CPU draws them.
+fn init_device(cfg: &RunConfig) -> Device {
+    let d = &cfg.devices;
+    let usable = d.kind == crate::device::DeviceKind::Cuda
+        && d.ordinals[0] < crate::device::cuda_device_count()
+        && crate::device::check_cuda(&d.ordinals[..1]).is_ok();
+    if d.kind == crate::device::DeviceKind::Cuda && !usable {
+        Device::Cpu
+    } else {
+        d.device(0)
+    }
 }
 
 /// Writes the initial weights a gpubench run with `cfg` starts from to

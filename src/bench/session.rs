@@ -160,12 +160,15 @@ pub(crate) fn apply_knobs(cfg: &RunConfig) -> Result<()> {
 /// the process, while it has one thread (setenv beside another thread's
 /// getenv is undefined behaviour, and a ddp rank's process group starts
 /// NCCL's threads).
-pub(crate) fn set_process_env(cfg: &RunConfig) {
-    if cfg.deterministic && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
+/// `cli::run::job` calls it from the flags alone, before the devices are
+/// resolved: resolving starts the CUDA driver, which may start threads of
+/// its own (G18). `cpu`: the run will be on the CPU.
+pub(crate) fn set_process_env(deterministic: bool, profile: bool, cpu: bool) {
+    if deterministic && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
         // Deterministic cuBLAS needs a fixed workspace; read at its first use.
         std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
     }
-    if cfg.profile.is_some() && cfg.devices.kind == DeviceKind::Cpu && std::env::var_os("KINETO_LOG_LEVEL").is_none() {
+    if profile && cpu && std::env::var_os("KINETO_LOG_LEVEL").is_none() {
         // Kineto logs an ERROR when it finds no GPU, on every CPU run: silence
         // its log there (failures still surface as gpubench errors); a GPU run keeps it.
         std::env::set_var("KINETO_LOG_LEVEL", "5");

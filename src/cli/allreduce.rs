@@ -94,7 +94,12 @@ impl AllreduceArgs {
             (None, Some(n)) => Devices::cpu(n),
             (None, None) => match device::cuda_device_count() {
                 0 => Devices::cpu(2),
-                n => Devices::cuda((0..n).collect()),
+                n => {
+                    // Every visible GPU, checked as --gpus would be (G14).
+                    let all: Vec<usize> = (0..n).collect();
+                    device::check_cuda(&all)?;
+                    Devices::cuda(all)
+                }
             },
         };
         let backend = a.backend.unwrap_or(Backend::default_for(node.kind));

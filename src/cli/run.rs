@@ -259,6 +259,10 @@ pub fn parse_run_args<S: AsRef<str>>(args: &[S]) -> Result<RunArgs> {
 /// Slurm's variables; `ours`: this is a rank our launcher started, the
 /// hidden `rank` subcommand). Who writes `--save-init` is decided here too.
 pub(crate) fn job(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
+    // Without --gpus, a machine with no NVIDIA driver runs on the CPU; one
+    // with a driver but no usable GPU is refused by `resolve`. /proc only.
+    let cpu = a.cpu.is_some() || (a.gpus.is_none() && crate::device::driver_version().is_none());
+    crate::bench::session::set_process_env(a.deterministic, a.profile.is_some(), cpu);
     let (role, mut cfg) = role_and_config(a, ours)?;
     cfg.init.writer = init_writer(&role, &cfg, crate::internal::Hook::InitInChild.is_set());
     // The one process of the job that writes its row checks its outputs,
@@ -365,7 +369,9 @@ fn rank_devices(a: &RunArgs, env: &DistEnv) -> Result<(Devices, Devices)> {
 
 /// The GPU of local rank `local_rank` when `count` are visible: its own
 /// ordinal, or the only one when a launcher binds one GPU per task (Slurm's
-/// --gpus-per-task); never the CPU while GPUs are visible.
+/// --gpus-per-task); never the CPU while GPUs are visible. Ranks that really
+/// share one GPU run with `--backend gloo`; NCCL refuses them at its first
+/// collective ("Duplicate GPU detected").
 fn rank_gpu(local_rank: usize, count: usize) -> Result<Option<usize>> {
     match count {
         0 => Ok(None),

@@ -25,7 +25,7 @@ fn apply_settings(threads: Option<usize>, cfg: &InferConfig) -> Result<()> {
 
 /// One `processes` worker: its share of the load, with its share of the threads.
 pub(crate) fn worker(cfg: InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> {
-    apply_settings(cfg.threads_per_worker().or(cfg.threads), &cfg)?;
+    apply_settings(Some(cfg.threads_per_worker()), &cfg)?;
     serve::processes::run_worker(&cfg, k, p, dir)
 }
 

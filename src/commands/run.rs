@@ -11,7 +11,6 @@ use crate::error::guarded;
 use crate::init::{default_data_seed, save_init, write_start, Start};
 
 pub(crate) fn run(role: Role, cfg: RunConfig) -> Result<i32> {
-    session::set_process_env(&cfg);
     if role != Role::Pytorch {
         // `--save-init`, written by the one process of the job that
         // `cli::run::job` chose (the reference writes its own file).
@@ -29,7 +28,6 @@ pub(crate) fn run(role: Role, cfg: RunConfig) -> Result<i32> {
 
 /// The `write-init` child `init::write_start` starts: the weights, nothing else.
 pub(crate) fn write_init_only(cfg: &RunConfig, path: &std::path::Path) -> Result<i32> {
-    session::set_process_env(cfg);
     guarded(|| save_init(cfg, path, default_data_seed(cfg.seed)))?;
     Ok(0)
 }

@@ -153,6 +153,13 @@ pub(crate) fn no_device_message(driver: Option<&str>, cudart: i64, cvd: Option<&
             "the NVIDIA driver {driver} is loaded but CUDA_VISIBLE_DEVICES={v:?} hides every GPU; unset it, or use --cpu"
         ));
     }
+    if cudart <= 0 {
+        // A CPU-only libtorch or a GPUBENCH_NO_CUDA build: no driver would help (G14).
+        return Some(format!(
+            "the NVIDIA driver {driver} is loaded but this gpubench runs on a libtorch without CUDA (a CPU-only torch, \
+             or a GPUBENCH_NO_CUDA build): run scripts/setup and rebuild, or use --cpu"
+        ));
+    }
     let need = if cudart >= 13000 { "580" } else { "525.60.13" };
     Some(format!(
         "the NVIDIA driver {driver} is loaded but CUDA sees no GPU: this libtorch is built for CUDA {}, which needs \
@@ -243,6 +250,8 @@ mod tests {
         assert!(m.contains(">= 525.60.13"), "{m}");
         let m = no_device_message(Some("580.1"), 13000, Some("")).unwrap();
         assert!(m.contains("CUDA_VISIBLE_DEVICES"), "{m}");
+        let m = no_device_message(Some("580.1"), 0, None).unwrap();
+        assert!(m.contains("without CUDA") && !m.contains("n/a"), "{m}");
     }
 
     #[test]

@@ -18,6 +18,35 @@ fn drop_share(r: &Row) -> Option<f64> {
     }
 }
 
+/// Whether the servers compared had the same intra-op threads per worker:
+/// CPU-side work (`--preprocess cpu`, dynamic batching's host side) scales
+/// with them, so rows with different counts do not compare like with like.
+fn threads_note(runs: &[Run]) -> Option<String> {
+    let mut seen: Vec<(String, u32)> = vec![];
+    for r in runs.iter().filter(|r| r.is_ok()) {
+        if let Some(t) = r.row.threads {
+            let who = (r.row.implementation.name().to_string(), t);
+            if !seen.contains(&who) {
+                seen.push(who);
+            }
+        }
+    }
+    let mut counts: Vec<u32> = seen.iter().map(|(_, t)| *t).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    match counts.as_slice() {
+        [] => None,
+        [t] => Some(format!("threads: every server ran {t} intra-op thread{} per worker", if *t == 1 { "" } else { "s" })),
+        _ => {
+            let list: Vec<String> = seen.iter().map(|(who, t)| format!("{who} {t}")).collect();
+            Some(format!(
+                "threads per worker differ between rows ({}): their CPU-side work is not compared like with like",
+                list.join(", ")
+            ))
+        }
+    }
+}
+
 pub(crate) fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -> Table {
     let any_label = groups.iter().any(|g| !g.scope.label.is_empty());
     let any_impl = groups.iter().any(|g| g.scope.implementation != crate::results::Implementation::Gpubench);
@@ -87,6 +116,7 @@ pub(crate) fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -
             .to_string(),
         INTERVAL_NOTE.to_string(),
     ];
+    notes.extend(threads_note(runs));
     notes.extend(ranking_notes(groups));
     notes.extend(excluded_notes(runs, groups.iter().flat_map(|g| g.excluded.iter().copied())));
     notes.extend(disturbed_notes(runs, groups.iter().flat_map(|g| g.disturbed.iter().copied())));
@@ -123,6 +153,20 @@ mod tests {
             dropped: Some(2),
             ..row(strategy, n, answered)
         }
+    }
+
+    #[test]
+    fn the_threads_per_worker_of_the_servers_compared_are_named() {
+        let with = |imp, t| Row {
+            implementation: imp,
+            threads: Some(t),
+            ..infer("replicas", 1, 100, 500.0, 40.0)
+        };
+        use crate::results::Implementation::{Gpubench, Pytorch};
+        let same = runs_of(vec![with(Gpubench, 16), with(Pytorch, 16)]);
+        assert_eq!(threads_note(&same).unwrap(), "threads: every server ran 16 intra-op threads per worker");
+        let differ = threads_note(&runs_of(vec![with(Gpubench, 16), with(Pytorch, 1)])).unwrap();
+        assert!(differ.contains("gpubench 16, pytorch 1") && differ.contains("not compared like with like"), "{differ}");
     }
 
     #[test]

@@ -73,7 +73,6 @@ pub fn measure(cfg: &InferConfig) -> Measured {
     if let Some(a) = about {
         row.libtorch_version = a.torch_version;
         row.device_name = a.device_name;
-        row.threads = Some(a.threads);
         row.note = format!("{}; torch {} on Python {}", row.note, row.libtorch_version, a.python_version);
     }
     let lost = records::accounting_errors(&out.records, 0..expected);
@@ -111,7 +110,7 @@ fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, 
     row.strategy = cfg.strategy.name().into();
     row.global_batch = None;
     row.batch_per_device = Some(cfg.max_batch as u32);
-    row.threads = cfg.threads_per_worker().map(|t| t as u32).or(row.threads);
+    row.threads = Some(cfg.threads_per_worker() as u32);
     row.data = crate::data::column_name(&cfg.data);
     row.warmup = Some(cfg.warmup_batches as u32 * 2);
     row.warmup_end = "batches".into();

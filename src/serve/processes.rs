@@ -66,7 +66,7 @@ pub(crate) fn run_worker(cfg: &InferConfig, k: u32, p: u32, dir: &Path) -> Resul
     let (scenario, duration) =
         parse_load(&text).ok_or_else(|| anyhow!("{}/load: cannot parse {text:?}", dir.display()))?;
     let mut mine = cfg.clone();
-    mine.threads = cfg.threads_per_worker();
+    mine.threads = Some(cfg.threads_per_worker());
     mine.devices = Devices { kind: cfg.devices.kind, ordinals: vec![cfg.devices.ordinals[k as usize]] };
     mine.scenario = scenario;
     mine.duration = duration;

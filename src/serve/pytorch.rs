@@ -25,7 +25,6 @@ pub(crate) struct About {
     pub torch_version: String,
     pub python_version: String,
     pub device_name: String,
-    pub threads: u32,
     pub status: String,
     #[serde(default)]
     pub error: String,
@@ -69,7 +68,7 @@ fn run_script(cfg: &InferConfig, arrivals: &[Arrival], out: &mut ServeOutcome) -
     let job = serde_json::json!({
         "strategy": if cfg.strategy == ServeStrategy::Processes { "processes" } else { "threads" },
         "devices": devices,
-        "threads_per_worker": cfg.threads_per_worker().unwrap_or(1),
+        "threads_per_worker": cfg.threads_per_worker(),
         "model": cfg.model.name(),
         "num_classes": cfg.num_classes,
         "image_size": cfg.image_size,

@@ -207,6 +207,17 @@ impl Forward for DataParallel {
     }
 }
 
+/// The batch sizes warmed once each before the load, besides --warmup's
+/// rounds of the largest and of one: every size up to `max_batch` when cuDNN
+/// autotunes (each new shape is tuned at its first use), none otherwise.
+pub(crate) fn warmup_sizes(cudnn_benchmark: bool, max_batch: i64) -> Vec<i64> {
+    if cudnn_benchmark {
+        (1..=max_batch).rev().collect()
+    } else {
+        vec![]
+    }
+}
+
 /// The test hook `crate::internal::Hook::ServiceMs`: a model that takes
 /// exactly that long per batch. Rows say so in their note.
 pub(crate) fn test_service_ms() -> Option<f64> {
@@ -249,9 +260,8 @@ impl<'a> Worker<'a> {
         if let Device::Cuda(o) = device {
             crate::ffi::cuda_set_device(o)?;
         }
-        if let Some(t) = cfg.threads_per_worker() {
-            tch::set_num_threads(if dp { t * cfg.devices.len() } else { t } as i32);
-        }
+        let t = cfg.threads_per_worker();
+        tch::set_num_threads(if dp { t * cfg.devices.len() } else { t } as i32);
         let mcfg = cfg.model_config();
         let model: Box<dyn Forward> = if let Some(ms) = test_service_ms() {
             Box::new(Sleeper { per_batch: Duration::from_secs_f64(ms / 1e3), classes: cfg.num_classes, device })
@@ -353,6 +363,12 @@ impl<'a> Worker<'a> {
     fn warm_up(&mut self) -> Result<()> {
         let big: Vec<u64> = (0..self.cfg.max_batch as u64).collect();
         let t = Instant::now();
+        // cuDNN autotunes each new input shape at its first use; dynamic
+        // batching meets every size up to --max-batch, so under
+        // --cudnn-benchmark each is tuned here, not inside the load's p99 (G15).
+        for b in warmup_sizes(self.cfg.cudnn_benchmark, self.cfg.max_batch) {
+            self.serve(&big[..b as usize], t)?;
+        }
         for _ in 0..self.cfg.warmup_batches {
             self.serve(&big, t)?;
             self.serve(&[0], t)?;
@@ -493,6 +509,9 @@ pub(crate) fn serve(cfg: &InferConfig, frames: &Frames, arrivals: &[Arrival], st
             })
             .collect();
         warm.wait();
+        // Allocator peaks from here cover the load, not the model's build and
+        // warm-up, and each probe of a --find-max search starts afresh (G15).
+        crate::metrics::collect::reset_peaks(&cfg.devices);
         let failed = !errors.lock().expect("lock").is_empty();
         let t0 = if failed { Err(anyhow!("a worker failed to start")) } else { agree_start(start) };
         match t0 {
@@ -597,5 +616,14 @@ fn agree_start(start: &StartSignal) -> Result<Instant> {
             let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
             Ok(Instant::now() + Duration::from_nanos(at_ns.saturating_sub(now_ns) as u64))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_batch_size_is_tuned_before_the_load_under_cudnn_benchmark() {
+        assert_eq!(super::warmup_sizes(true, 4), [4, 3, 2, 1]);
+        assert!(super::warmup_sizes(false, 64).is_empty());
     }
 }

@@ -205,3 +205,26 @@ fn the_reference_runs_on_an_old_torch_for_the_legacy_route() {
         assert_close(&theirs, &ours, &format!("old torch vs gpubench ({cfg})"));
     }
 }
+
+#[test]
+fn the_legacy_route_draws_the_initial_weights_where_gpubench_can() {
+    // `--impl pytorch --gpus 0` where gpubench's libtorch sees no GPU (a K80
+    // box; this machine): the init child used to build the model on cuda:0
+    // and fail (gpu-audit G2). It draws them on the CPU, and the run goes
+    // on to the reference, here a stand-in Python that says it has torch.
+    if gpubench::device::cuda_device_count() > 0 {
+        eprintln!("skipped: gpubench sees a GPU here, so the legacy route is not taken");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let py = dir.path().join("python");
+    std::fs::write(&py, "#!/bin/sh\ncase \"$*\" in *importlib*) echo 2.11.0; exit 0;; esac\necho stand-in reference ran >&2\nexit 3\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = gpubench(&format!("run --impl pytorch --gpus 0 {TINY} --steps 1 --warmup 0 --quiet"))
+        .env("GPUBENCH_PYTHON", &py)
+        .output();
+    let err = stderr(&o);
+    assert!(!err.contains("initial weights"), "{err}");
+    assert!(err.contains("stand-in reference ran"), "the reference was reached: {err}");
+}

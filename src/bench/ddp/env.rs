@@ -67,11 +67,25 @@ impl DistEnv {
             Some(p) => p.trim().parse().map_err(|_| usage(format!("MASTER_PORT={p:?} is not a port number")))?,
             None => master_port.unwrap_or(DEFAULT_PORT),
         };
+        // torchrun says how many ranks share a node; Slurm does not, but its
+        // tasks spread evenly over SLURM_NNODES nodes tell the same (G17:
+        // without it a Slurm job's rows listed cuda:0..world-1 on one node).
+        let slurm_local = || -> Result<Option<usize>> {
+            let nodes = match var(get, "SLURM_NNODES")? {
+                Some(n) => Some(n),
+                None => var(get, "SLURM_JOB_NUM_NODES")?,
+            };
+            Ok(nodes.filter(|&n| n > 0 && world % n == 0 && get("SLURM_PROCID").is_some()).map(|n| world / n))
+        };
+        let local_world = match var(get, "LOCAL_WORLD_SIZE")?.filter(|&n| n > 0) {
+            Some(n) => Some(n),
+            None => slurm_local()?,
+        };
         Ok(Some(DistEnv {
             rank,
             world_size: world,
             local_rank: local,
-            local_world: var(get, "LOCAL_WORLD_SIZE")?.filter(|&n| n > 0),
+            local_world,
             master_addr,
             master_port,
             ours,
@@ -143,6 +157,13 @@ mod tests {
         assert_eq!((d.nnodes(), d.ranks_on_node()), (1, 1));
         let err = DistEnv::detect(None, None, &e, false).unwrap_err();
         assert!(err.to_string().contains("MASTER_ADDR"));
+        // Eight tasks on two nodes: four share each node (G17).
+        let e = env(&[("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8"), ("SLURM_NNODES", "2"), ("MASTER_ADDR", "n0")]);
+        let d = DistEnv::detect(None, None, &e, false).unwrap().unwrap();
+        assert_eq!((d.nnodes(), d.ranks_on_node()), (2, 4));
+        // Tasks that do not spread evenly: unknown, as before.
+        let e = env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "3"), ("SLURM_NNODES", "2"), ("MASTER_ADDR", "n0")]);
+        assert_eq!(DistEnv::detect(None, None, &e, false).unwrap().unwrap().ranks_on_node(), 1);
     }
 
     #[test]
