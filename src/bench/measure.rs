@@ -141,11 +141,15 @@ impl PhaseClock for RangeClock {
 }
 
 /// Starts PyTorch's profiler for `--profile`, with the `distributedInfo`
-/// Holistic Trace Analysis reads (rank, world size, backend).
+/// Holistic Trace Analysis reads (rank, world size, backend) and the device
+/// gpubench ran on.
 fn start_profile(p: &crate::config::ProfileSpec, cuda: bool) -> Result<()> {
     std::fs::create_dir_all(&p.dir)
         .map_err(|e| crate::error::usage(format!("--profile {}: cannot create it ({e})", p.dir.display())))?;
     crate::ffi::profiler_start(cuda)?;
+    // trace-summary tells a CUDA run from this, not from CUDA events, which
+    // are missing exactly when CUPTI was unavailable.
+    crate::ffi::profiler_metadata("gpubench", if cuda { r#"{"device": "cuda"}"# } else { r#"{"device": "cpu"}"# })?;
     // Spaced as Python's json.dumps writes it: HTA finds the rank with the
     // pattern `"rank":\s+(\d+)`.
     let info = format!(

@@ -4,14 +4,18 @@
 //! torch.profiler names its steps, so that HTA and TensorBoard find them), per rank:
 //! - **communication**: collectives (`gloo:*` on the CPU, NCCL kernels on
 //!   GPUs);
-//! - **compute**: GPU kernels other than NCCL's when the trace has kernels,
-//!   else the CPU's aten ops other than c10d's dispatch;
+//! - **compute**: GPU kernels other than NCCL's on a CUDA run's trace, the
+//!   CPU's aten ops other than c10d's dispatch on a CPU run's;
 //! - **data wait**: gpubench's `gpubench.data_wait` ranges;
 //! - **idle**: the span covered by none of them;
 //! - **overlap**: the share of communication time during which compute ran.
 //!
 //! Each is the length of a union of intervals, so nested ops and parallel
 //! threads are not counted twice.
+//!
+//! Kineto copies a user range onto the GPU stream whose kernels it launched
+//! (`gpu_user_annotation`); only the CPU range counts, or steps and data
+//! waits would be counted twice.
 use anyhow::{anyhow, Context, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -71,6 +75,40 @@ pub(crate) struct RankSummary {
     /// their difference is the master's extra work.
     pub main_thread_ms: f64,
     pub other_threads_ms: Option<f64>,
+    /// CPU ops on autograd's device threads, which run backward on CUDA (on
+    /// the CPU it runs on the caller): kept out of `other_threads_ms`, which
+    /// would otherwise compare the master with the backward pass.
+    pub autograd_threads_ms: Option<f64>,
+}
+
+/// Categories only CUPTI's activities and callbacks produce: a trace written
+/// before gpubench recorded its device is a CUDA run's if it holds any.
+const CUDA_CATEGORIES: [&str; 6] =
+    ["cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"];
+
+/// Whether trace `t` is a CUDA run's.
+fn is_cuda(t: &serde_json::Value, events: &[serde_json::Value]) -> bool {
+    match t["gpubench"]["device"].as_str() {
+        Some(d) => d == "cuda",
+        // Without CUPTI a CUDA run's trace has no CUDA categories, so older
+        // traces are told by NCCL too.
+        None => {
+            t["distributedInfo"]["backend"] == "nccl"
+                || events.iter().any(|e| e["cat"].as_str().is_some_and(|c| CUDA_CATEGORIES.contains(&c)))
+        }
+    }
+}
+
+/// The threads Kineto names after autograd's device threads
+/// (`"thread 123 (pt_autograd_0)"`). A thread is named again when it renames
+/// itself, so any of its names counts.
+fn autograd_threads(events: &[serde_json::Value]) -> std::collections::HashSet<i64> {
+    events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .filter(|e| e["args"]["name"].as_str().is_some_and(|n| n.contains("(pt_autograd_")))
+        .filter_map(|e| e["tid"].as_i64())
+        .collect()
 }
 
 /// The breakdown of one Chrome trace (`text`).
@@ -79,6 +117,7 @@ pub(crate) fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
     let events = t["traceEvents"]
         .as_array()
         .ok_or_else(|| anyhow!("{} has no traceEvents: not a Chrome trace", file.display()))?;
+    let autograd = autograd_threads(events);
     let mut steps = vec![];
     let mut step_tid = None;
     let mut by_thread: std::collections::BTreeMap<i64, Vec<(f64, f64)>> = Default::default();
@@ -89,6 +128,9 @@ pub(crate) fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
         };
         let iv = (ts, ts + dur);
         let cat = e["cat"].as_str().unwrap_or("");
+        if cat == "gpu_user_annotation" {
+            continue;
+        }
         let lower = name.to_ascii_lowercase();
         let tid = e["tid"].as_i64();
         if name.starts_with("ProfilerStep#") {
@@ -113,18 +155,34 @@ pub(crate) fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
             file.display()
         )));
     }
+    let cuda = is_cuda(&t, events);
+    if cuda && kernels.is_empty() {
+        return Err(usage(format!(
+            "{}: a CUDA run's trace holds no GPU kernel: CUPTI was unavailable (another CUPTI client such as \
+             Nsight Systems/Compute or DCGM profiling held it, or the container denies it), so Kineto recorded \
+             CPU ops only; rerun --profile without the other profiler",
+            file.display()
+        )));
+    }
     let span = union(vec![(
         steps.iter().map(|s| s.0).fold(f64::INFINITY, f64::min),
         steps.iter().map(|s| s.1).fold(f64::NEG_INFINITY, f64::max),
     )]);
-    let compute = intersect(&union(if kernels.is_empty() { cpu } else { kernels }), &span);
+    let compute = intersect(&union(if cuda { kernels } else { cpu }), &span);
     let comm = intersect(&union(comm), &span);
     let wait = intersect(&union(wait), &span);
     let busy = union(compute.iter().chain(&comm).chain(&wait).copied().collect());
     let comm_len = length(&comm);
     let busy_ms = |v: &Vec<(f64, f64)>| length(&intersect(&union(v.clone()), &span)) / 1e3;
     let main_thread_ms = step_tid.and_then(|t| by_thread.get(&t)).map_or(0.0, busy_ms);
-    let others: Vec<f64> = by_thread.iter().filter(|(t, _)| Some(**t) != step_tid).map(|(_, v)| busy_ms(v)).collect();
+    let others: Vec<f64> = by_thread
+        .iter()
+        .filter(|(t, _)| Some(**t) != step_tid && !autograd.contains(*t))
+        .map(|(_, v)| busy_ms(v))
+        .collect();
+    // One figure for all device threads: their union, as for the whole backward.
+    let autograd_ops: Vec<(f64, f64)> =
+        by_thread.iter().filter(|(t, _)| autograd.contains(*t)).flat_map(|(_, v)| v.iter().copied()).collect();
     Ok(RankSummary {
         rank: t["distributedInfo"]["rank"].as_i64().unwrap_or(0),
         file: file.to_path_buf(),
@@ -137,6 +195,7 @@ pub(crate) fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
         overlap: (comm_len > 0.0).then(|| (length(&intersect(&compute, &comm)) / comm_len).clamp(0.0, 1.0)),
         main_thread_ms,
         other_threads_ms: (!others.is_empty()).then(|| others.iter().sum::<f64>() / others.len() as f64),
+        autograd_threads_ms: (!autograd_ops.is_empty()).then(|| busy_ms(&autograd_ops)),
     })
 }
 
@@ -166,12 +225,22 @@ pub(crate) fn summarize_dir(dir: &Path) -> Result<Vec<RankSummary>> {
 /// The per-rank table.
 pub(crate) fn table(rows: &[RankSummary]) -> String {
     let mut t = format!(
-        "{:>4} {:>5} {:>9} {:>11} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}\n",
-        "rank", "steps", "span ms", "compute ms", "comm ms", "data ms", "idle ms", "overlap", "main ms", "others ms"
+        "{:>4} {:>5} {:>9} {:>11} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>11}\n",
+        "rank",
+        "steps",
+        "span ms",
+        "compute ms",
+        "comm ms",
+        "data ms",
+        "idle ms",
+        "overlap",
+        "main ms",
+        "others ms",
+        "autograd ms"
     );
     for r in rows {
         t += &format!(
-            "{:>4} {:>5} {:>9.1} {:>11.1} {:>9.1} {:>9.1} {:>9.1} {:>8} {:>8.1} {:>9}\n",
+            "{:>4} {:>5} {:>9.1} {:>11.1} {:>9.1} {:>9.1} {:>9.1} {:>8} {:>8.1} {:>9} {:>11}\n",
             r.rank,
             r.steps,
             r.span_ms,
@@ -181,13 +250,15 @@ pub(crate) fn table(rows: &[RankSummary]) -> String {
             r.idle_ms,
             r.overlap.map_or("-".into(), |o| format!("{:.0}%", (o * 100.0).max(0.0))),
             r.main_thread_ms,
-            r.other_threads_ms.map_or("-".into(), |o| format!("{o:.1}"))
+            r.other_threads_ms.map_or("-".into(), |o| format!("{o:.1}")),
+            r.autograd_threads_ms.map_or("-".into(), |o| format!("{o:.1}"))
         );
     }
     t += "compute: kernels (GPU) or aten ops (CPU), c10d dispatch and collectives excluded; comm: gloo/NCCL \
           collectives; overlap: share of comm time with compute beside it; main / others: CPU ops on the \
-          thread that ran the steps and, on average, on the other threads (dp: the master's and the replicas'; \
-          the difference is the master's extra work)\n";
+          thread that ran the steps and, on average, on the other threads that ran ops (dp: the master's and \
+          the replicas'; the difference is the master's extra work); autograd: CPU ops on autograd's device \
+          threads, which run backward on CUDA, kept out of others\n";
     t
 }
 
@@ -258,5 +329,99 @@ mod tests {
         assert!(summarize_trace("{}", Path::new("x.json")).is_err());
         let e = summarize_trace(r#"{"traceEvents": []}"#, Path::new("x.json")).unwrap_err();
         assert!(e.to_string().contains("no ProfilerStep ranges"), "{e}");
+    }
+
+    fn on(mut e: serde_json::Value, tid: i64) -> serde_json::Value {
+        e["tid"] = serde_json::json!(tid);
+        e
+    }
+
+    fn thread_name(tid: i64, name: &str) -> serde_json::Value {
+        serde_json::json!({"ph": "M", "name": "thread_name", "pid": 1, "tid": tid,
+            "args": {"name": format!("thread {tid} ({name})")}})
+    }
+
+    #[test]
+    fn autograds_device_threads_are_not_the_other_threads() {
+        // single on CUDA: the steps' thread runs forward 0-30, autograd's
+        // device thread (named twice, as on a rename) backward 40-80.
+        let mut events = vec![
+            thread_name(3, "python"),
+            thread_name(3, "pt_autograd_0"),
+            ev("ProfilerStep#0", "user_annotation", 0.0, 100.0),
+            ev("aten::conv2d", "cpu_op", 0.0, 30.0),
+            on(ev("aten::convolution_backward", "cpu_op", 40.0, 40.0), 3),
+            on(ev("sm90_gemm", "kernel", 10.0, 60.0), 7),
+        ];
+        let t = serde_json::json!({"gpubench": {"device": "cuda"}, "traceEvents": events});
+        let r = summarize_trace(&t.to_string(), Path::new("t.json")).unwrap();
+        assert_eq!(r.other_threads_ms, None, "{r:?}");
+        assert!((r.autograd_threads_ms.unwrap() - 0.04).abs() < 1e-12 && (r.main_thread_ms - 0.03).abs() < 1e-12);
+        let json = serde_json::to_value(&r).unwrap();
+        assert!((json["autograd_threads_ms"].as_f64().unwrap() - 0.04).abs() < 1e-12, "{json}");
+        let table = table(&[r]);
+        assert!(table.lines().next().unwrap().ends_with("others ms autograd ms"), "{table}");
+        let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(row[row.len() - 2..], ["-", "0.0"], "{table}");
+
+        // dp: a replica thread is still one of the others.
+        events.push(on(ev("aten::conv2d", "cpu_op", 10.0, 20.0), 2));
+        let t = serde_json::json!({"gpubench": {"device": "cuda"}, "traceEvents": events});
+        let r = summarize_trace(&t.to_string(), Path::new("t.json")).unwrap();
+        assert!((r.other_threads_ms.unwrap() - 0.02).abs() < 1e-12, "{r:?}");
+        assert!((r.autograd_threads_ms.unwrap() - 0.04).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_cpu_trace_has_no_autograd_column() {
+        let t = serde_json::json!({"gpubench": {"device": "cpu"}, "traceEvents": [
+            ev("ProfilerStep#0", "user_annotation", 0.0, 100.0),
+            ev("aten::conv2d", "cpu_op", 0.0, 30.0),
+        ]});
+        let r = summarize_trace(&t.to_string(), Path::new("t.json")).unwrap();
+        assert_eq!(r.autograd_threads_ms, None);
+        assert!(serde_json::to_value(&r).unwrap()["autograd_threads_ms"].is_null());
+        assert!((r.compute_ms - 0.03).abs() < 1e-12, "{r:?}");
+    }
+
+    #[test]
+    fn gpu_copies_of_cpu_ranges_are_ignored() {
+        // Kineto's stream copies come first, as they may in the file.
+        let t = serde_json::json!({"gpubench": {"device": "cuda"}, "traceEvents": [
+            on(ev("ProfilerStep#0", "gpu_user_annotation", 5.0, 90.0), 7),
+            on(ev("gpubench.data_wait", "gpu_user_annotation", 20.0, 30.0), 7),
+            ev("ProfilerStep#0", "user_annotation", 0.0, 100.0),
+            ev("gpubench.data_wait", "user_annotation", 0.0, 10.0),
+            ev("aten::conv2d", "cpu_op", 10.0, 20.0),
+            on(ev("sm90_gemm", "kernel", 20.0, 30.0), 7),
+        ]});
+        let r = summarize_trace(&t.to_string(), Path::new("t.json")).unwrap();
+        assert_eq!(r.steps, 1, "{r:?}");
+        assert!((r.main_thread_ms - 0.02).abs() < 1e-12, "the steps' thread is the CPU's: {r:?}");
+        assert!((r.data_wait_ms - 0.01).abs() < 1e-12, "{r:?}");
+        assert!((r.span_ms - 0.1).abs() < 1e-12);
+    }
+
+    fn assert_cupti_error(t: serde_json::Value) {
+        let e = summarize_trace(&t.to_string(), Path::new("d/rank0.json")).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("d/rank0.json: ") && msg.contains("CUPTI was unavailable"), "{msg}");
+        assert!(!msg.contains('\n') && crate::error::exit_code(&e) == 2, "{msg}");
+    }
+
+    #[test]
+    fn a_cuda_trace_without_kernels_is_an_error_naming_cupti() {
+        let steps = [ev("ProfilerStep#0", "user_annotation", 0.0, 100.0), ev("aten::conv2d", "cpu_op", 0.0, 30.0)];
+        assert_cupti_error(serde_json::json!({"gpubench": {"device": "cuda"}, "traceEvents": steps}));
+        // Traces from before gpubench recorded its device: told by a CUDA
+        // category, or by NCCL.
+        let mut runtime = steps.to_vec();
+        runtime.push(ev("cudaLaunchKernel", "cuda_runtime", 1.0, 2.0));
+        assert_cupti_error(serde_json::json!({"traceEvents": runtime}));
+        assert_cupti_error(serde_json::json!({"distributedInfo": {"backend": "nccl"}, "traceEvents": steps}));
+        // The recorded device wins over the fall-back.
+        let r = serde_json::json!({"gpubench": {"device": "cpu"}, "distributedInfo": {"backend": "nccl"},
+            "traceEvents": steps});
+        assert!(summarize_trace(&r.to_string(), Path::new("t.json")).is_ok());
     }
 }

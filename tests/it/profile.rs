@@ -32,6 +32,7 @@ fn single_and_ddp_traces_hold_ops_ranges_collectives_and_ranks() {
     }
     assert!(!n.iter().any(|x| x == "ProfilerStep#2"), "only --profile-steps 2 are traced");
     assert_eq!(t["distributedInfo"]["rank"], 0);
+    assert_eq!(t["gpubench"]["device"], "cpu", "trace-summary tells CPU traces by it");
     assert!(read_csv(&out)[0]["note"].contains("profiled"), "the row says it was profiled");
 
     let o = gpubench(&format!(
@@ -62,6 +63,7 @@ fn single_and_ddp_traces_hold_ops_ranges_collectives_and_ranks() {
         let parts: f64 =
             ["compute_ms", "comm_ms", "data_wait_ms", "idle_ms"].iter().map(|k| r[k].as_f64().unwrap()).sum();
         assert!(parts + 1e-9 >= r["span_ms"].as_f64().unwrap(), "the parts cover the span: {r}");
+        assert!(r.get("autograd_threads_ms").is_some(), "the JSON has the table's autograd column: {r}");
     }
     assert_usage_error(&format!("trace-summary {}", dir.path().join("missing").display()), "cannot read the directory");
     let empty = tempfile::tempdir().unwrap();
