@@ -111,6 +111,8 @@ extern "C" {
     fn gb_reducer_comm_hook(r: *mut GbReducer, kind: c_int) -> *mut c_char;
     fn gb_reducer_param_layout(r: *mut GbReducer, bucket_of: *mut i64, ready_ns: *mut i64, n: usize) -> *mut c_char;
     fn gb_reducer_prepare_forward(r: *mut GbReducer) -> *mut c_char;
+    fn gb_reducer_time_ready_on_device(r: *mut GbReducer) -> *mut c_char;
+    fn gb_reducer_device_ready_ms(r: *mut GbReducer, out: *mut f64, n: usize) -> *mut c_char;
     fn gb_reducer_prepare_backward(r: *mut GbReducer, outputs: *const *mut C_tensor, n: usize) -> *mut c_char;
     fn gb_reducer_stats(r: *mut GbReducer, out: *mut GbReducerStats) -> *mut c_char;
     fn gb_reducer_bucket_sizes(r: *mut GbReducer, out: *mut i64, cap: usize, n: *mut usize) -> *mut c_char;
@@ -542,6 +544,21 @@ impl Reducer {
         Ok(bucket.into_iter().zip(ready).map(|(b, r)| (usize::try_from(b).ok(), (r >= 0).then_some(r))).collect())
     }
 
+    /// From the next backward on, records when each gradient is ready on
+    /// the device (CUDA events), not when its kernels were queued (the host
+    /// times `param_layout` gives). CUDA parameters only.
+    pub(crate) fn time_ready_on_device(&mut self) -> Result<()> {
+        check(unsafe { gb_reducer_time_ready_on_device(self.ptr.as_ptr()) })
+    }
+
+    /// The last backward's device ready times in seconds after
+    /// `prepare_backward`, per parameter (None: not recorded); waits for them.
+    pub(crate) fn device_ready(&self, n_params: usize) -> Result<Vec<Option<f64>>> {
+        let mut ms = vec![-1f64; n_params];
+        check(unsafe { gb_reducer_device_ready_ms(self.ptr.as_ptr(), ms.as_mut_ptr(), n_params) })?;
+        Ok(ms.into_iter().map(|m| (m >= 0.0).then_some(m / 1e3)).collect())
+    }
+
     /// Current bucket sizes in bytes, in reduction order.
     pub(crate) fn bucket_sizes(&self) -> Result<Vec<i64>> {
         let mut n = 0usize;
@@ -878,6 +895,18 @@ mod tests {
                 assert!(s.avg_backward_comm_ms.is_some(), "{s:?}");
             }
         }
+    }
+
+    #[test]
+    fn device_ready_times_are_for_cuda_parameters_only() {
+        let store = Store::new("127.0.0.1", free_port(), 0, 1, true, TIMEOUT).unwrap();
+        let pg = ProcessGroup::new(&store, Backend::Gloo, 0, 1, None, TIMEOUT).unwrap();
+        let vs = tch::nn::VarStore::new(Device::Cpu);
+        let p = vs.root().var_copy("w", &Tensor::zeros([4], (Kind::Float, Device::Cpu)));
+        let mut reducer = Reducer::new(&pg, &[p], &[], &ReducerOptions::default()).unwrap();
+        let e = reducer.time_ready_on_device().unwrap_err().to_string();
+        assert!(e.contains("need CUDA parameters"), "{e}");
+        assert!(reducer.device_ready(1).unwrap_err().to_string().contains("not asked for"));
     }
 
     #[test]

@@ -9,8 +9,11 @@
 //!   libtorch's Reducer (world size 1): median forward, backward and
 //!   optimizer times (the device synchronised between phases), the bucket
 //!   each parameter is in after the Reducer rebuilt its buckets in
-//!   gradient-ready order, and when each gradient became ready, from the
-//!   Reducer's own `get_backward_stats`;
+//!   gradient-ready order, and when each gradient became ready: on a GPU
+//!   from CUDA events recorded after the Reducer's hook (when the gradient
+//!   is done on the device), on the CPU from the Reducer's own
+//!   `get_backward_stats` (host times, which on a GPU are only when the
+//!   kernels were queued);
 //! - bucket b is ready when its last gradient is (r_b); its all-reduce
 //!   starts when it is ready and the previous bucket's is done, and takes
 //!   t(S_b): `end_b = max(r_b, end_{b-1}) + t(S_b)`, buckets in index order;
@@ -386,6 +389,12 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
         ..Default::default()
     };
     let mut reducer = Reducer::new(&pg, &params, &[], &opts)?;
+    if cuda.is_some() {
+        reducer.time_ready_on_device()?;
+    }
+    // fp16 trains with loss scaling, as the ddp step does: its unscale and
+    // its one host read per step belong in the profile's optimizer phase (G16).
+    let mut amp = crate::strategy::precision::Amp::new(cfg.precision);
     let mut data = crate::data::synthetic::Synthetic::new(
         cfg.batch_per_device,
         cfg.image_size,
@@ -411,10 +420,12 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
         reducer.prepare_backward(&[])?;
         sync();
         let t1 = Instant::now();
-        loss.f_backward()?;
+        amp.scaled(&loss)?.f_backward()?;
         sync();
         let t2 = Instant::now();
-        opt.step();
+        if amp.should_step(&params)? {
+            opt.step();
+        }
         sync();
         let t3 = Instant::now();
         if i >= cfg.warmup {
@@ -426,14 +437,21 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
         i += 1;
     }
     let layout = reducer.param_layout(params.len())?;
+    let on_device = match cuda {
+        Some(_) => Some(reducer.device_ready(params.len())?),
+        None => None,
+    };
     let n_buckets = layout.iter().filter_map(|(b, _)| *b).max().map_or(0, |m| m + 1);
     let mut buckets = vec![Bucket { bytes: 0, ready: 0.0 }; n_buckets];
-    for (p, (bucket, ready)) in params.iter().zip(&layout) {
+    for (i, (p, (bucket, ready))) in params.iter().zip(&layout).enumerate() {
         let bi = bucket.ok_or_else(|| anyhow!("a parameter is in no bucket of the Reducer"))?;
         let bytes = p.numel() as u64 * p.kind().elt_size_in_bytes() as u64;
         buckets[bi].bytes += bytes;
-        let r = ready.ok_or_else(|| anyhow!("the Reducer recorded no ready time for a gradient"))?;
-        buckets[bi].ready = buckets[bi].ready.max(r as f64 / 1e9);
+        let r = match &on_device {
+            Some(d) => d[i].ok_or_else(|| anyhow!("no device ready time was recorded for a gradient"))?,
+            None => ready.ok_or_else(|| anyhow!("the Reducer recorded no ready time for a gradient"))? as f64 / 1e9,
+        };
+        buckets[bi].ready = buckets[bi].ready.max(r);
     }
     let med = |v: &[f64]| percentile(v, 50.0);
     let samples = f.iter().zip(&b).zip(&o).map(|((f, b), o)| (*f, *b, *o)).collect();

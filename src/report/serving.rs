@@ -36,7 +36,9 @@ fn threads_note(runs: &[Run]) -> Option<String> {
     counts.dedup();
     match counts.as_slice() {
         [] => None,
-        [t] => Some(format!("threads: every server ran {t} intra-op thread{} per worker", if *t == 1 { "" } else { "s" })),
+        [t] => {
+            Some(format!("threads: every server ran {t} intra-op thread{} per worker", if *t == 1 { "" } else { "s" }))
+        }
         _ => {
             let list: Vec<String> = seen.iter().map(|(who, t)| format!("{who} {t}")).collect();
             Some(format!(
@@ -157,16 +159,15 @@ mod tests {
 
     #[test]
     fn the_threads_per_worker_of_the_servers_compared_are_named() {
-        let with = |imp, t| Row {
-            implementation: imp,
-            threads: Some(t),
-            ..infer("replicas", 1, 100, 500.0, 40.0)
-        };
+        let with = |imp, t| Row { implementation: imp, threads: Some(t), ..infer("replicas", 1, 100, 500.0, 40.0) };
         use crate::results::Implementation::{Gpubench, Pytorch};
         let same = runs_of(vec![with(Gpubench, 16), with(Pytorch, 16)]);
         assert_eq!(threads_note(&same).unwrap(), "threads: every server ran 16 intra-op threads per worker");
         let differ = threads_note(&runs_of(vec![with(Gpubench, 16), with(Pytorch, 1)])).unwrap();
-        assert!(differ.contains("gpubench 16, pytorch 1") && differ.contains("not compared like with like"), "{differ}");
+        assert!(
+            differ.contains("gpubench 16, pytorch 1") && differ.contains("not compared like with like"),
+            "{differ}"
+        );
     }
 
     #[test]

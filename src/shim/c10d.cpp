@@ -25,7 +25,12 @@
 // with gb_free_error); C++ exceptions never leave this file.
 #include <ATen/ATen.h>
 #include <c10/util/Logging.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -117,7 +122,17 @@ struct gb_pg {
   bool nccl;
 };
 
+// When each gradient was ready on the device (gb_reducer_time_ready_on_device):
+// a timing event per parameter, recorded on the gradient's stream after the
+// Reducer has copied it into its bucket, and one at prepare_backward. Shared
+// with the hooks, which stay on the parameters' accumulators.
+struct ReadyEvents {
+  std::unique_ptr<c10::Event> start;
+  std::vector<std::unique_ptr<c10::Event>> ready;
+};
+
 struct gb_reducer {
+  std::shared_ptr<ReadyEvents> ready_events;  // null unless asked for
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
   std::vector<at::Tensor> params;  // as given, to name the Reducer's buckets' members
   std::shared_ptr<c10d::Reducer> reducer;
@@ -585,6 +600,63 @@ char* gb_reducer_prepare_backward(gb_reducer* r, void* const* outputs, size_t n)
     r->reducer->prepare_for_backward(tensors_from(outputs, n));
   } else {
     r->reducer->prepare_for_backward({});
+  }
+  if (r->ready_events) {
+    const auto dev = r->params[0].device();
+    r->ready_events->start->record(c10::impl::VirtualGuardImpl(dev.type()).getStream(dev));
+  }
+  GB_CATCH_C10
+}
+
+// From the next backward on, records when each gradient is ready on the
+// device. The Reducer's own ready times (get_backward_stats) are host times
+// of its autograd hook, which on a GPU is when the gradient's kernels were
+// queued, not when they finished: the GPU lags the host, so they would make
+// buckets look ready early and overlap look better than it is (gpu-audit
+// G4). The hooks are added after the Reducer's, so they run after it has
+// copied the gradient into its bucket, on the autograd engine's thread for
+// that device, whose current stream is the gradient's.
+char* gb_reducer_time_ready_on_device(gb_reducer* r) {
+  GB_TRY
+  if (r == nullptr) throw std::invalid_argument("gb_reducer_time_ready_on_device: null argument");
+  if (!r->params[0].is_cuda())
+    throw std::invalid_argument("device ready times need CUDA parameters (on the CPU the host clock is right)");
+  auto ev = std::make_shared<ReadyEvents>();
+  ev->start = std::make_unique<c10::Event>(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+  for (size_t i = 0; i < r->params.size(); ++i) {
+    ev->ready.push_back(std::make_unique<c10::Event>(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT));
+  }
+  for (size_t i = 0; i < r->params.size(); ++i) {
+    const auto dev = r->params[i].device();
+    std::weak_ptr<ReadyEvents> weak = ev;
+    torch::autograd::impl::grad_accumulator(r->params[i])
+        ->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [weak, i, dev](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+              if (auto e = weak.lock()) e->ready[i]->record(c10::impl::VirtualGuardImpl(dev.type()).getStream(dev));
+              return outputs;
+            }));
+  }
+  r->ready_events = std::move(ev);
+  GB_CATCH_C10
+}
+
+// The last backward's device ready time of each parameter, in ms after
+// prepare_backward; -1 where none was recorded. Waits for the events.
+char* gb_reducer_device_ready_ms(gb_reducer* r, double* out, size_t n) {
+  GB_TRY
+  if (r == nullptr || out == nullptr) throw std::invalid_argument("gb_reducer_device_ready_ms: null argument");
+  if (!r->ready_events) throw std::invalid_argument("gb_reducer_device_ready_ms: not asked for");
+  if (n != r->params.size()) throw std::invalid_argument("gb_reducer_device_ready_ms: wrong parameter count");
+  auto& e = *r->ready_events;
+  if (!e.start->was_marked_for_recording()) throw std::invalid_argument("gb_reducer_device_ready_ms: no backward yet");
+  e.start->synchronize();
+  for (size_t i = 0; i < n; ++i) {
+    if (!e.ready[i]->was_marked_for_recording()) {
+      out[i] = -1;
+      continue;
+    }
+    e.ready[i]->synchronize();
+    out[i] = e.start->elapsedTime(*e.ready[i]);
   }
   GB_CATCH_C10
 }

@@ -81,15 +81,7 @@ impl DistEnv {
             Some(n) => Some(n),
             None => slurm_local()?,
         };
-        Ok(Some(DistEnv {
-            rank,
-            world_size: world,
-            local_rank: local,
-            local_world,
-            master_addr,
-            master_port,
-            ours,
-        }))
+        Ok(Some(DistEnv { rank, world_size: world, local_rank: local, local_world, master_addr, master_port, ours }))
     }
 
     /// This process's environment; `ours` as in `detect`.
