@@ -164,6 +164,40 @@ pub(crate) fn gpu_notes(samples: &[DeviceSample], t0: f64, t1: f64) -> Vec<Strin
     v
 }
 
+/// CPU-bound processes for tests that need a disturbance they made
+/// themselves (this module's and the integration tests'): `yes` into
+/// nothing, each in its own process group (never the caller's nor a run's),
+/// ended by `timeout` after `secs` at the latest and killed on drop.
+#[doc(hidden)]
+pub struct Hogs(Vec<std::process::Child>);
+
+impl Hogs {
+    pub fn start(n: usize, secs: u32) -> Hogs {
+        use std::os::unix::process::CommandExt;
+        let spawn = || {
+            std::process::Command::new("timeout")
+                .args([secs.to_string().as_str(), "yes"])
+                .stdout(std::process::Stdio::null())
+                .process_group(0)
+                .spawn()
+                .expect("starting a busy process (timeout yes)")
+        };
+        Hogs((0..n).map(|_| spawn()).collect())
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for h in &mut self.0 {
+            // The whole group: killing `timeout` alone (SIGKILL is not
+            // forwarded) would leave its `yes` running on, orphaned.
+            // SAFETY: kill(2) on the group this struct started (pgid = pid).
+            unsafe { libc::kill(-(h.id() as i32), libc::SIGKILL) };
+            let _ = h.wait();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,33 +276,6 @@ mod tests {
         assert!(gpu_notes(&samples[1..2], 0.0, 5.0).is_empty());
     }
 
-    /// Busy loops in their own process groups (so never the caller's), each
-    /// bounded in time by itself, killed on drop.
-    struct Hogs(Vec<std::process::Child>);
-
-    impl Hogs {
-        fn start(n: usize) -> Hogs {
-            use std::os::unix::process::CommandExt;
-            let spawn = || {
-                std::process::Command::new("sh")
-                    .args(["-c", "end=$(($(date +%s)+20)); while [ $(date +%s) -lt $end ]; do :; done"])
-                    .process_group(0)
-                    .spawn()
-                    .unwrap()
-            };
-            Hogs((0..n).map(|_| spawn()).collect())
-        }
-    }
-
-    impl Drop for Hogs {
-        fn drop(&mut self) {
-            for h in &mut self.0 {
-                let _ = h.kill();
-                let _ = h.wait();
-            }
-        }
-    }
-
     /// The detector's reading of a one-second window in which this process sleeps.
     fn others_over_a_second() -> f64 {
         let a = HostSnapshot::take().unwrap();
@@ -286,7 +293,7 @@ mod tests {
         // than the cores, add at least a core's worth to it on any host short
         // of one whose hypervisor takes most of the time (the margin is wide).
         let baseline = others_over_a_second();
-        let hogs = Hogs::start(crate::device::cpu_cores() + 1);
+        let hogs = super::Hogs::start(crate::device::cpu_cores() + 1, 20);
         std::thread::sleep(std::time::Duration::from_millis(200));
         let disturbed = others_over_a_second();
         drop(hogs);

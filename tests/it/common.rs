@@ -145,32 +145,7 @@ pub fn assert_usage_error_of(g: Gpubench, what: &str, needle: &str) {
     assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
 }
 
-/// CPU-bound busy loops in their own process groups (never the test's nor a
-/// run's), each ending by itself after 30 s at most; killed on drop.
-pub struct Hogs(Vec<Child>);
-
-impl Hogs {
-    pub fn start(n: usize) -> Hogs {
-        use std::os::unix::process::CommandExt;
-        let spawn = || {
-            Command::new("sh")
-                .args(["-c", "end=$(($(date +%s)+30)); while [ $(date +%s) -lt $end ]; do :; done"])
-                .process_group(0)
-                .spawn()
-                .expect("starting a busy loop")
-        };
-        Hogs((0..n).map(|_| spawn()).collect())
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        for h in &mut self.0 {
-            let _ = h.kill();
-            let _ = h.wait();
-        }
-    }
-}
+pub use gpubench::metrics::interference::Hogs;
 
 /// Reads a results CSV as header→value maps.
 pub fn read_csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
