@@ -129,6 +129,13 @@ fn cuda_includes(torch_root: &Path) -> Vec<PathBuf> {
             && nccl.join("nccl.h").exists();
         if found {
             let mut dirs = vec![runtime, crt, cccl, nccl];
+            // NVTX3 is header-only: under cu13/include in the CUDA 13 layout,
+            // its own wheel's folder in the CUDA 12 one (G12: --nvtx was
+            // refused there as if the build had no CUDA).
+            let nvtx = nvidia.join("nvtx/include");
+            if nvtx.join("nvtx3/nvToolsExt.h").exists() {
+                dirs.push(nvtx);
+            }
             dirs.dedup();
             return dirs;
         }

@@ -82,6 +82,13 @@ pub(crate) fn is_oom(msg: &str) -> bool {
         || m.contains("cudnn_status_alloc_failed")
 }
 
+/// `msg` with the words `is_oom` reads as the device running out replaced,
+/// for a failure that is not that (page-locked host memory, say).
+pub(crate) fn without_oom_words(msg: &str) -> String {
+    let first = msg.lines().next().unwrap_or("");
+    first.replace("out of memory", "no page-locked memory left").replace("Out of memory", "No page-locked memory left")
+}
+
 /// A failed run's error for its row: the chain on one line, without the C++
 /// backtrace and source location that tch's panic messages carry (escaped).
 pub(crate) fn failure_message(err: &anyhow::Error) -> String {
@@ -105,6 +112,9 @@ mod tests {
         assert!(is_oom("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"));
         assert!(is_oom("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"));
         assert!(!is_oom("shape mismatch"));
+        // A failed pin (G11) says what ran out, and is not read as the GPU's OOM.
+        let pin = without_oom_words("CUDA error: out of memory\nmore");
+        assert!(!is_oom(&pin) && pin.contains("page-locked"), "{pin}");
     }
 
     #[test]

@@ -304,7 +304,7 @@ fn build_batch(sh: &Shared, k: u64, st: &mut WorkerState) -> Result<HostBatch> {
     let per = sh.shard.per_rank() as u64;
     let images = Tensor::f_empty([b as i64, s as i64, s as i64, 3], (Kind::Uint8, Device::Cpu))?;
     let images = match sh.cfg.pin {
-        Some(d) => images.f_pin_memory(d)?,
+        Some(d) => pin(&images, d)?,
         None => images,
     };
     let n = b * s * s * 3;
@@ -347,10 +347,25 @@ fn build_batch(sh: &Shared, k: u64, st: &mut WorkerState) -> Result<HostBatch> {
     }
     let labels = Tensor::f_from_slice(&labels)?;
     let labels = match sh.cfg.pin {
-        Some(d) => labels.f_pin_memory(d)?,
+        Some(d) => pin(&labels, d)?,
         None => labels,
     };
     Ok(HostBatch { images, labels, indices })
+}
+
+/// A page-locked copy of `t` for copies to `d`, as PyTorch's DataLoader
+/// makes with pin_memory=True. Running out of page-locked host memory is
+/// not the GPU running out (G11): the caching host allocator says "out of
+/// memory" either way, so the message is reworded and the row is `failed`
+/// with the fix, not `oom`.
+fn pin(t: &Tensor, d: Device) -> Result<Tensor> {
+    t.f_pin_memory(d).map_err(|e| {
+        let mb = t.numel() as f64 * t.kind().elt_size_in_bytes() as f64 / 1e6;
+        anyhow!(
+            "cannot page-lock a {mb:.0} MB host batch for {d:?} ({}); lower --workers or --batch-size",
+            crate::error::without_oom_words(&e.to_string())
+        )
+    })
 }
 
 /// `--data PATH` as a `DataSource`: host batches copied to the device and

@@ -11,10 +11,15 @@ fn setup() -> PathBuf {
 /// Runs `scripts/setup --plan` with a fake nvidia-smi printing `rows` (None:
 /// no nvidia-smi at all) first on PATH; returns (choice, reason).
 fn plan(rows: Option<&str>) -> (String, String) {
+    plan_with(rows.map(|r| format!("cat <<'EOF'\n{r}\nEOF\n")).as_deref())
+}
+
+/// `plan` with a fake nvidia-smi whose body (sh) is `script`.
+fn plan_with(script: Option<&str>) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
-    if let Some(r) = rows {
+    if let Some(body) = script {
         let fake = dir.path().join("nvidia-smi");
-        std::fs::write(&fake, format!("#!/bin/sh\ncat <<'EOF'\n{r}\nEOF\n")).unwrap();
+        std::fs::write(&fake, format!("#!/bin/sh\n{body}")).unwrap();
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     }
     let home = dir.path().join("cache");
@@ -63,6 +68,17 @@ fn k80_on_a_470_driver_is_sent_to_the_legacy_route() {
     assert_eq!(c, "torch==2.11.0+cu130 from PyPI");
     assert!(r.contains("Tesla K80 (compute capability 3.7)") && r.contains("driver 470.256.02"), "{r}");
     assert!(r.contains("native binary cannot use these GPUs") && r.contains("--impl pytorch"), "{r}");
+}
+
+#[test]
+fn an_old_nvidia_smi_without_compute_cap_still_gets_the_legacy_advice() {
+    // R470's nvidia-smi may not know the compute_cap field (G12).
+    let (c, r) = plan_with(Some(
+        "case \"$*\" in *compute_cap*) echo 'Field \"compute_cap\" is not a valid field to query.' >&2; exit 2;; esac\n\
+         echo 470.82.01\n",
+    ));
+    assert_eq!(c, "torch==2.11.0+cu130 from PyPI");
+    assert!(r.contains("driver 470.82.01") && r.contains("--impl pytorch"), "{r}");
 }
 
 #[test]
