@@ -90,9 +90,9 @@ fn main() -> anyhow::Result<()> {
         let mut step = || -> anyhow::Result<()> {
             let batch = bare_data.next_batch()?;
             let loss = loss_fn(&model.forward_t(&batch.images, true), &batch.labels)?;
-            opt.zero_grad();
+            opt.zero_grad()?;
             loss.backward();
-            opt.step();
+            opt.step()?;
             Ok(())
         };
         step()?;

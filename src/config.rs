@@ -247,6 +247,8 @@ pub struct RunConfig {
     pub lr: f64,
     pub momentum: f64,
     pub weight_decay: f64,
+    /// The SGD step's implementation, resolved (never `Auto`).
+    pub optimizer_impl: OptimizerImpl,
     pub seed: u64,
     pub threads: Option<usize>,
     pub data: String,
@@ -306,6 +308,7 @@ impl RunConfig {
             lr: 0.0,
             momentum: 0.0,
             weight_decay: 0.0,
+            optimizer_impl: OptimizerImpl::Auto.resolve(),
             seed,
             threads: None,
             data: "synthetic".into(),
@@ -754,6 +757,47 @@ impl FromStr for Backend {
             "gloo" => Ok(Backend::Gloo),
             "nccl" => Ok(Backend::Nccl),
             _ => anyhow::bail!("unknown backend {s:?} (expected gloo or nccl)"),
+        }
+    }
+}
+
+/// How the SGD step updates the parameters (`--optimizer-impl`): each does
+/// the same arithmetic (torch.optim.SGD's), in fewer kernel launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerImpl {
+    /// The fastest this device has: fused (libtorch 2.11 has fused SGD
+    /// kernels for CUDA and the CPU).
+    #[default]
+    Auto,
+    /// One kernel for every parameter's whole update (`_fused_sgd_`), as
+    /// torch.optim.SGD(fused=True).
+    Fused,
+    /// A handful of multi-tensor kernels (`_foreach_*`), as PyTorch's default
+    /// on CUDA, torch.optim.SGD(foreach=True).
+    Foreach,
+    /// Three or four kernels per parameter: libtorch's C++ torch::optim::SGD
+    /// (tch's nn::Sgd), as torch.optim.SGD(foreach=False).
+    Loop,
+}
+
+impl OptimizerImpl {
+    pub(crate) const ALL: [Self; 4] = [Self::Auto, Self::Fused, Self::Foreach, Self::Loop];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Fused => "fused",
+            Self::Foreach => "foreach",
+            Self::Loop => "loop",
+        }
+    }
+
+    /// What `auto` becomes; any other choice as given.
+    pub(crate) fn resolve(self) -> Self {
+        match self {
+            Self::Auto => Self::Fused,
+            other => other,
         }
     }
 }

@@ -51,6 +51,17 @@ extern "C" {
         found_inf: *mut std::ffi::c_void,
         inv_scale: *mut std::ffi::c_void,
     ) -> *mut c_char;
+    fn gb_sgd_step(
+        imp: c_int,
+        params: *const *mut std::ffi::c_void,
+        bufs: *const *mut std::ffi::c_void,
+        n: usize,
+        lr: f64,
+        momentum: f64,
+        weight_decay: f64,
+        first_step: c_int,
+    ) -> *mut c_char;
+    fn gb_zero_grads(params: *const *mut std::ffi::c_void, n: usize) -> *mut c_char;
     fn gb_amp_update_scale(
         scale: *mut std::ffi::c_void,
         growth_tracker: *mut std::ffi::c_void,
@@ -367,6 +378,33 @@ pub(crate) fn amp_unscale(grads: &[tch::Tensor], found_inf: &tch::Tensor, inv_sc
     check(unsafe {
         gb_amp_unscale(ptrs.as_mut_ptr(), ptrs.len(), found_inf.as_ptr() as *mut _, inv_scale.as_ptr() as *mut _)
     })
+}
+
+/// One SGD step over every parameter in multi-tensor kernels (`fused`: one
+/// `_fused_sgd_`, else `_foreach_*`); `bufs` are the momentum buffers.
+pub(crate) fn sgd_step(
+    fused: bool,
+    params: &[tch::Tensor],
+    bufs: &[tch::Tensor],
+    lr: f64,
+    momentum: f64,
+    weight_decay: f64,
+    first_step: bool,
+) -> Result<()> {
+    if params.len() != bufs.len() {
+        return Err(anyhow!("sgd_step: {} parameters but {} momentum buffers", params.len(), bufs.len()));
+    }
+    let p: Vec<*mut std::ffi::c_void> = params.iter().map(|t| t.as_ptr() as *mut _).collect();
+    let b: Vec<*mut std::ffi::c_void> = bufs.iter().map(|t| t.as_ptr() as *mut _).collect();
+    let imp = if fused { 2 } else { 1 };
+    check(unsafe { gb_sgd_step(imp, p.as_ptr(), b.as_ptr(), p.len(), lr, momentum, weight_decay, first_step as c_int) })
+        .map_err(|e| e.context(if fused { "fused SGD step" } else { "foreach SGD step" }))
+}
+
+/// Every gradient of `params` dropped (set to None), as PyTorch's zero_grad.
+pub(crate) fn zero_grads(params: &[tch::Tensor]) -> Result<()> {
+    let p: Vec<*mut std::ffi::c_void> = params.iter().map(|t| t.as_ptr() as *mut _).collect();
+    check(unsafe { gb_zero_grads(p.as_ptr(), p.len()) })
 }
 
 /// GradScaler's fused scale update, on the device: after a step with

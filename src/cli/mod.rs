@@ -24,7 +24,7 @@ use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{
-    Backend, CommDtype, CommHook, Impl, ModelKind, Precision, Preprocess, ServeStrategy, StrategyKind,
+    Backend, CommDtype, CommHook, Impl, ModelKind, OptimizerImpl, Precision, Preprocess, ServeStrategy, StrategyKind,
 };
 use crate::report::check::Metric;
 use crate::report::export::Format;
@@ -179,6 +179,12 @@ value_enum!(CommDtype {
     Fp32 => "",
     Fp16 => "",
     Bf16 => "",
+});
+value_enum!(OptimizerImpl {
+    Auto => "The fastest this device has (fused on CUDA and the CPU in libtorch 2.11)",
+    Fused => "One fused kernel for all parameters, as SGD(fused=True)",
+    Foreach => "Multi-tensor kernels, as SGD(foreach=True), PyTorch's default on CUDA",
+    Loop => "libtorch's C++ SGD: a few kernels per parameter, as SGD(foreach=False)",
 });
 value_enum!(CommHook {
     None => "The Reducer's own fp32 all-reduce",

@@ -14,7 +14,8 @@ use super::parse::{parse_duration, parse_on_off};
 use crate::bench::ddp::env::DistEnv;
 use crate::bench::Role;
 use crate::config::{
-    Backend, CommHook, DdpConfig, Impl, InitSpec, InitWriter, Length, ModelKind, Precision, RunConfig, StrategyKind,
+    Backend, CommHook, DdpConfig, Impl, InitSpec, InitWriter, Length, ModelKind, OptimizerImpl, Precision, RunConfig,
+    StrategyKind,
 };
 use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
@@ -81,6 +82,11 @@ pub struct RunArgs {
     pub momentum: f64,
     #[arg(long, default_value_t = WEIGHT_DECAY)]
     pub weight_decay: f64,
+    /// How the SGD step runs: the same update in one fused kernel, a few
+    /// multi-tensor kernels, or a few kernels per parameter (recorded in the
+    /// row's variant; --impl pytorch makes the same choice).
+    #[arg(long, value_enum, default_value_t = OptimizerImpl::Auto, value_name = "IMPL")]
+    pub optimizer_impl: OptimizerImpl,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Intra-op threads on the CPU (per process; dp splits them among replicas).
@@ -211,6 +217,10 @@ fn variant(a: &RunArgs) -> String {
     word(a.lr.is_some(), format!("lr={}", a.lr.unwrap_or_default()));
     word(a.momentum != MOMENTUM, format!("momentum={}", a.momentum));
     word(a.weight_decay != WEIGHT_DECAY, format!("weight-decay={}", a.weight_decay));
+    // Rows without it ran libtorch's per-parameter loop, as every row did
+    // before --optimizer-impl; the others name theirs.
+    let opt = a.optimizer_impl.resolve();
+    word(opt != OptimizerImpl::Loop, format!("optimizer={}", opt.name()));
     word(a.seed != 0, format!("seed={}", a.seed));
     word(a.threads.is_some(), format!("threads={}", a.threads.unwrap_or_default()));
     word(a.workers.is_some() && a.data != "synthetic", format!("workers={}", a.workers.unwrap_or_default()));
@@ -604,6 +614,7 @@ impl RunArgs {
             lr: a.lr.unwrap_or(0.1 * global as f64 / 256.0),
             momentum: a.momentum,
             weight_decay: a.weight_decay,
+            optimizer_impl: a.optimizer_impl.resolve(),
             seed: a.seed,
             threads: a.threads,
             workers: a.workers.unwrap_or_else(|| crate::data::default_workers(node_share)),

@@ -313,10 +313,10 @@ fn companion(rc: crate::config::RunConfig, stop: Arc<AtomicBool>, steady: Arc<At
     let mut steps = 0;
     while !stop.load(Ordering::Relaxed) {
         let b = data.next_batch()?;
-        opt.zero_grad();
+        opt.zero_grad()?;
         let loss = autocast(rc.precision, Device::Cpu, || loss_fn(&model.forward_t(&b.images, true), &b.labels))??;
         loss.f_backward()?;
-        opt.step();
+        opt.step()?;
         steps += 1;
         if steps == 2 {
             steady.fetch_add(1, Ordering::Relaxed);
@@ -411,7 +411,7 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
     while i < cfg.warmup + cfg.steps || (timed < cfg.min_time.as_secs_f64() && i < cap) {
         use crate::data::DataSource;
         let batch = data.next_batch()?;
-        opt.zero_grad();
+        opt.zero_grad()?;
         sync();
         let t0 = Instant::now();
         reducer.prepare_forward()?;
@@ -424,7 +424,7 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
         sync();
         let t2 = Instant::now();
         if amp.should_step(&params)? {
-            opt.step();
+            opt.step()?;
         }
         sync();
         let t3 = Instant::now();

@@ -113,6 +113,9 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         cfg.momentum.to_string(),
         "--weight-decay".into(),
         cfg.weight_decay.to_string(),
+        // The same step implementation as gpubench's row, like with like.
+        "--optimizer-impl".into(),
+        cfg.optimizer_impl.resolve().name().into(),
         "--seed".into(),
         cfg.seed.to_string(),
         "--init".into(),

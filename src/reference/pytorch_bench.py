@@ -39,6 +39,7 @@ implementations start identical.
 
 import argparse
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -222,8 +223,23 @@ def build(args, device):
         dampening=0.0,
         weight_decay=args.weight_decay,
         nesterov=False,
+        **sgd_impl(args.optimizer_impl),
     )
     return model, opt
+
+
+def sgd_impl(impl):
+    """torch.optim.SGD's keywords for gpubench's --optimizer-impl; an older
+    torch without them (the legacy route) is told which to pass instead."""
+    params = inspect.signature(torch.optim.SGD.__init__).parameters
+    want = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}[impl]
+    missing = [k for k in want if k not in params]
+    if missing and impl != "loop":
+        raise SystemExit(
+            f"torch {torch.__version__}'s SGD has no {missing[0]}= argument: "
+            "run gpubench with --optimizer-impl loop for this torch"
+        )
+    return {k: v for k, v in want.items() if k in params}
 
 
 INIT_SCALE = 2.0**16
@@ -451,6 +467,12 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=None, help="default 0.1 * global batch / 256")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=1e-4)
+    p.add_argument(
+        "--optimizer-impl",
+        choices=["fused", "foreach", "loop"],
+        default="loop",
+        help="SGD(fused=True), SGD(foreach=True) or SGD(foreach=False)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-seed", type=int, default=None, help="default seed ^ 0x5eed (or the --init file's)")
     p.add_argument("--threads", type=int, default=None)

@@ -130,14 +130,16 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
         name: "threads",
         unit: "",
         meaning: "libtorch intra-op threads of the (master) process: dp's one process, ddp's rank 0, the PyTorch \
-                  process of a pytorch row.",
+                  process of a pytorch row; for serving rows, each worker's share of the cores (gpubench's and \
+                  PyTorch's servers alike).",
     },
     ColumnDoc {
         name: "variant",
         unit: "",
         meaning: "The run options that change what is measured and have no column of their own, where they differ \
-                  from run's defaults, as option=value words: num-classes, lr, momentum, weight-decay, seed, threads \
-                  and workers (as asked), ddp's bucket-cap-mb, gradient-as-bucket-view, find-unused-parameters and \
+                  from run's defaults, as option=value words: num-classes, lr, momentum, weight-decay, \
+                  optimizer (the SGD step's implementation, fused or foreach; rows without it ran libtorch's \
+                  per-parameter loop, as every row before --optimizer-impl did), seed, threads and workers (as asked), ddp's bucket-cap-mb, gradient-as-bucket-view, find-unused-parameters and \
                   no-broadcast-buffers, breakdown, profile, nvtx, init-from (the file's name). Rows that differ in it \
                   are different configurations in report, compare, check and a sweep's --resume; empty for serving, \
                   all-reduce and published rows.",

@@ -41,7 +41,7 @@ pub struct Ddp {
     device: Devices,
     vs: nn::VarStore,
     model: Model,
-    opt: nn::Optimizer,
+    opt: super::optim::Sgd,
     params: Vec<Tensor>,
     // Declared before `pg` so it is dropped first: it holds the group.
     reducer: Reducer,
@@ -116,7 +116,7 @@ impl Strategy for Ddp {
             // place (tch's zero_grad would try to detach them and fail).
             crate::dist::zero_grads_in_place(&self.params);
         } else {
-            self.opt.zero_grad();
+            self.opt.zero_grad()?;
         }
         self.reducer.prepare_forward()?;
         let dev = self.device.device(0);
@@ -132,7 +132,7 @@ impl Strategy for Ddp {
         self.amp.scaled(&loss)?.f_backward()?;
         clock.mark(Phase::Backward);
         if self.amp.should_step(&self.params)? {
-            self.opt.step();
+            self.opt.step()?;
         }
         clock.mark(Phase::Optimizer);
         Ok(loss)

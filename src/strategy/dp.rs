@@ -59,7 +59,7 @@ pub struct DataParallel {
     devices: Devices,
     /// Replica 0 is the master's own model, as in PyTorch.
     replicas: Vec<Replica>,
-    opt: nn::Optimizer,
+    opt: super::optim::Sgd,
     global_batch: i64,
     /// Intra-op threads per replica thread on the CPU, so that N replicas do
     /// not oversubscribe the cores; None on CUDA.
@@ -316,13 +316,13 @@ impl Strategy for DataParallel {
         let master = self.replicas[0].device;
         let loss = autocast(self.amp.precision, master, || loss_fn(&logits, &batch.labels))??;
         clock.mark(Phase::Forward);
-        self.opt.zero_grad();
+        self.opt.zero_grad()?;
         self.zero_replica_grads()?;
         self.amp.scaled(&loss)?.f_backward()?;
         self.reduce_gradients()?;
         clock.mark(Phase::Backward);
         if self.amp.should_step(&self.replicas[0].params)? {
-            self.opt.step();
+            self.opt.step()?;
         }
         clock.mark(Phase::Optimizer);
         Ok(loss)

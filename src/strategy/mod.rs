@@ -4,11 +4,12 @@
 //! and how the optimizer steps.
 pub mod ddp;
 pub mod dp;
+pub mod optim;
 pub mod precision;
 pub mod single;
 
 use anyhow::Result;
-use tch::nn::{self, OptimizerConfig};
+use tch::nn;
 use tch::{Device, Tensor};
 
 use crate::config::RunConfig;
@@ -77,10 +78,10 @@ impl PhaseClock for NoClock {
     fn mark(&mut self, _: Phase) {}
 }
 
-/// SGD with momentum and weight decay, as in the ResNet ImageNet recipe.
-pub fn build_optimizer(cfg: &RunConfig, vs: &nn::VarStore) -> Result<nn::Optimizer> {
-    let sgd = nn::Sgd { momentum: cfg.momentum, dampening: 0.0, wd: cfg.weight_decay, nesterov: false };
-    Ok(sgd.build(vs, cfg.lr)?)
+/// SGD with momentum and weight decay, as in the ResNet ImageNet recipe,
+/// in the implementation `cfg.optimizer_impl` names.
+pub fn build_optimizer(cfg: &RunConfig, vs: &nn::VarStore) -> Result<optim::Sgd> {
+    optim::Sgd::new(cfg, vs)
 }
 
 /// Mean cross-entropy of logits against integer labels.

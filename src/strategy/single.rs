@@ -13,7 +13,7 @@ pub struct Single {
     devices: Devices,
     vs: nn::VarStore,
     model: Model,
-    opt: nn::Optimizer,
+    opt: super::optim::Sgd,
     batch: i64,
     amp: Amp,
     params: Vec<Tensor>,
@@ -43,11 +43,11 @@ impl Strategy for Single {
         let loss =
             autocast(self.amp.precision, dev, || loss_fn(&self.model.forward_t(&batch.images, true), &batch.labels))??;
         clock.mark(Phase::Forward);
-        self.opt.zero_grad();
+        self.opt.zero_grad()?;
         self.amp.scaled(&loss)?.f_backward()?;
         clock.mark(Phase::Backward);
         if self.amp.should_step(&self.params)? {
-            self.opt.step();
+            self.opt.step()?;
         }
         clock.mark(Phase::Optimizer);
         Ok(loss)
