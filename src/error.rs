@@ -130,10 +130,11 @@ mod tests {
     fn a_tch_panic_reads_as_libtorchs_own_message() {
         // As the first H200 run wrote it: an OOM inside tch's forward.
         let p = guarded(|| -> anyhow::Result<()> {
-            Err(tch::TchError::Torch(
+            // What Result::unwrap on tch's error panics with.
+            let e = tch::TchError::Torch(
                 "CUDA out of memory. Tried to allocate 6.12 GiB.\nException raised from malloc at x.cpp:1574".into(),
-            ))
-            .unwrap()
+            );
+            panic!("called `Result::unwrap()` on an `Err` value: {e:?}")
         })
         .unwrap_err();
         assert_eq!(failure_message(&p), "CUDA out of memory. Tried to allocate 6.12 GiB.");
