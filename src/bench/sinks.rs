@@ -79,6 +79,11 @@ impl Sinks {
             if let Some(out) = &self.out {
                 println!("row appended to {}", out.display());
             }
+        } else if o.row.status != Status::Ok {
+            // --quiet silences the summary, never a failure: one line, as
+            // main prints every other error.
+            let kept = self.out.as_ref().map(|p| format!(" (its row is in {})", p.display())).unwrap_or_default();
+            eprintln!("error: the run ended {}: {}{kept}", o.row.status.name(), o.row.error);
         }
         Ok(if o.row.status == Status::Ok { 0 } else { 1 })
     }

@@ -329,6 +329,10 @@ pub(crate) fn check_writable(path: &Path) -> Result<()> {
         if len > 0 && first_line(path)? != Row::header() {
             return Err(header_mismatch(path));
         }
+        // A cut-short last line is refused now, before any work, not after it.
+        if len > 0 {
+            unterminated_tail(path, &Row::header())?;
+        }
         OpenOptions::new()
             .append(true)
             .open(path)
@@ -361,6 +365,13 @@ pub fn append_rows(path: &Path, rows: &[Row]) -> Result<()> {
 /// `header` first when the file is new or empty, in one write, then flushed
 /// to disk; an existing file with another header gets `mismatch(path)`.
 /// Every gpubench CSV (results, devices, telemetry) is written through here.
+///
+/// The append lands whole or not at all: a write that fails part way (a full
+/// disk, a file size limit) is cut back to the file's length before it, so
+/// the file stays byte for byte as it was and every later append still
+/// parses. A last line without its newline (a hand edit, a copy cut short)
+/// gets one when it is a whole record; anything else there is refused with
+/// its line number, the file untouched (`unterminated_tail`).
 pub(crate) fn append_locked(path: &Path, header: &str, body: &str, mismatch: fn(&Path) -> anyhow::Error) -> Result<()> {
     let mut f = OpenOptions::new()
         .create(true)
@@ -383,10 +394,60 @@ pub(crate) fn append_locked(path: &Path, header: &str, body: &str, mismatch: fn(
     } else if first_line(path)? != header {
         return Err(mismatch(path));
     }
+    if len > 0 && unterminated_tail(path, header)? {
+        buf.push('\n');
+    }
     buf.push_str(body);
-    f.write_all(buf.as_bytes()).with_context(|| format!("cannot write to {}", path.display()))?;
-    f.sync_data().with_context(|| format!("cannot flush {}", path.display()))?;
+    let written = f.write_all(buf.as_bytes()).and_then(|_| f.sync_data());
+    if let Err(e) = written {
+        // Whatever part of the append reached the file goes again.
+        let restored = f.set_len(len).and_then(|_| f.sync_data());
+        let state = match restored {
+            Ok(()) => "the file is as it was before".to_string(),
+            Err(r) => format!("cutting it back to {len} bytes failed too ({r}): its last line may be partial"),
+        };
+        return Err(anyhow::anyhow!("cannot append a row to {}: {e}; {state}", path.display()));
+    }
     Ok(())
+}
+
+/// Whether the file's last line lacks its newline while being a whole
+/// record of `header`'s columns (it gets one before the append). Any other
+/// unterminated last line is refused: the next row would be glued to it.
+fn unterminated_tail(path: &Path, header: &str) -> Result<bool> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.last().is_none_or(|&b| b == b'\n') {
+        return Ok(false);
+    }
+    let columns = header.split(',').count();
+    // The last record as CSV reads it (a quoted label may hold a newline),
+    // and the line it starts on; None when the tail does not parse.
+    let mut rd = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(&bytes[..]);
+    let (mut fields, mut line) = (None, 1);
+    let mut rec = csv::ByteRecord::new();
+    loop {
+        match rd.read_byte_record(&mut rec) {
+            Ok(true) => {
+                fields = Some(rec.len());
+                line = rec.position().map_or(line, |p| p.line());
+            }
+            Ok(false) => break,
+            Err(e) => {
+                fields = None;
+                line = e.position().map_or(line, |p| p.line());
+                break;
+            }
+        }
+    }
+    match fields {
+        Some(n) if n == columns => Ok(true),
+        got => Err(usage(format!(
+            "{}:{line}: the last line has no newline and is not a whole row ({} of {columns} columns): a copy cut \
+             short or a hand edit; finish or remove that line, then run again (the file was not changed)",
+            path.display(),
+            got.map_or("unreadable".to_string(), |n| n.to_string())
+        ))),
+    }
 }
 
 /// Whether the open file `f` is still the one at `path`.
@@ -569,6 +630,30 @@ mod tests {
         assert_eq!(rows[0], sample());
         assert_eq!(rows[1].throughput_img_s, Some(123.5));
         assert_eq!(rows[1].step_ms_p50, None);
+    }
+
+    #[test]
+    fn an_unterminated_last_line_gets_its_newline_when_whole_and_is_refused_when_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.csv");
+        // A whole row without its newline (a hand edit): completed, then appended to.
+        append_rows(&p, &[sample()]).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, text.trim_end_matches('\n')).unwrap();
+        append_rows(&p, &[sample()]).unwrap();
+        assert_eq!(read_rows(&p).unwrap().len(), 2);
+        // The header alone, unterminated: the row goes on a line of its own.
+        std::fs::write(&p, Row::header()).unwrap();
+        append_rows(&p, &[sample()]).unwrap();
+        assert_eq!(read_rows(&p).unwrap().len(), 1);
+        // A row cut short (a copy interrupted): refused, the file untouched, its line named.
+        let whole = std::fs::read_to_string(&p).unwrap();
+        let cut = format!("{whole}{}", &sample().to_record()[..60]);
+        std::fs::write(&p, &cut).unwrap();
+        let err = append_rows(&p, &[sample()]).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2, "{err}");
+        assert!(err.to_string().contains("r.csv:3:") && err.to_string().contains("not a whole row"), "{err}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), cut);
     }
 
     #[test]

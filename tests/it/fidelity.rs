@@ -231,4 +231,13 @@ fn the_legacy_route_draws_the_initial_weights_where_gpubench_can() {
     let all = format!("{}{}", stdout(&o), stderr(&o));
     assert!(!all.contains("initial weights"), "{all}");
     assert!(all.contains("stand-in reference ran"), "the reference was reached: {all}");
+    // --quiet silences the summary, never the failure (it printed nothing, exit 1).
+    let o = gpubench(&format!("run --impl pytorch --gpus 0 {TINY} --steps 1 --warmup 0 --quiet"))
+        .env("GPUBENCH_PYTHON", &py)
+        .output();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(errors[0].contains("ended failed") && errors[0].contains("exited with code 3"), "{err}");
 }

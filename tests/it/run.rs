@@ -349,3 +349,30 @@ fn cudnn_benchmark_is_said_one_way_in_every_command() {
     }
     assert_usage_error(&format!("run --cpu {tiny} --cudnn-benchmark maybe"), "maybe");
 }
+
+#[test]
+fn a_write_cut_short_by_a_full_disk_leaves_the_results_file_as_it_was() {
+    // A file size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes the append's
+    // write fail part way, as a full disk does, without root or a tmpfs.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.csv");
+    // A label longer than a block, so that the limit always falls inside the row.
+    let label = "x".repeat(1500);
+    let run =
+        format!("run --cpu {TINY} --batch-size 4 --steps 2 --warmup 0 --quiet --label {label} --out {}", out.display());
+    let o = gpubench(&run).output();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let before = std::fs::read(&out).unwrap();
+    // Room for part of the next row only (bash's ulimit -f counts 1024-byte blocks).
+    let blocks = before.len() / 1024 + 1;
+    let cmd = format!("ulimit -f {blocks}; trap '' XFSZ; exec \"$0\" \"$@\"");
+    let o = std::process::Command::new("bash").args(["-c", &cmd]).arg(bin()).args(args(&run)).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("r.csv") && err.contains("as it was before"), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), before, "the file changed");
+    // And the next append, with room, lands and parses.
+    assert!(gpubench(&run).output().status.success());
+    assert_eq!(gpubench::results::csv::read_rows(&out).unwrap().len(), 2);
+}
