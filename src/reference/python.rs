@@ -58,6 +58,23 @@ pub(crate) fn python_candidates() -> Vec<PathBuf> {
 
 /// The first candidate that has torch installed.
 pub(crate) fn find_python() -> Result<Python> {
+    // A Python named on purpose is the one to use, or an error: falling back
+    // to another torch would run the legacy route (a K80's old torch) on the
+    // wrong one without a word.
+    if let Some(v) = std::env::var_os("GPUBENCH_PYTHON").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(&v);
+        return match torch_version_of(&p) {
+            Some(torch_version) => Ok(Python { path: p, torch_version }),
+            None => {
+                let why = if p.components().count() > 1 && !p.exists() { "does not exist" } else { "has no torch" };
+                Err(anyhow!(
+                    "GPUBENCH_PYTHON={} {why}: point it at a python with torch installed, or unset it to use \
+                     set-up's venv (scripts/setup)",
+                    p.display()
+                ))
+            }
+        };
+    }
     let cands = python_candidates();
     for p in &cands {
         if let Some(v) = torch_version_of(p) {

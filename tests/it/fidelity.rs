@@ -241,3 +241,20 @@ fn the_legacy_route_draws_the_initial_weights_where_gpubench_can() {
     assert_eq!(errors.len(), 1, "{err}");
     assert!(errors[0].contains("ended failed") && errors[0].contains("exited with code 3"), "{err}");
 }
+
+#[test]
+fn a_gpubench_python_without_torch_is_an_error_never_a_fall_back() {
+    // Set-up's venv (with torch) is there; GPUBENCH_PYTHON names another
+    // python, which has none: the legacy route must not quietly run on the
+    // venv's torch instead.
+    let dir = tempfile::tempdir().unwrap();
+    let py = dir.path().join("python");
+    std::fs::write(&py, "#!/bin/sh\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o =
+        gpubench(&format!("run --impl pytorch --cpu {TINY} --steps 1 --quiet")).env("GPUBENCH_PYTHON", &py).output();
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), err.trim_end().lines().count()), (Some(1), 1), "{err}");
+    assert!(err.contains("GPUBENCH_PYTHON=") && err.contains("has no torch"), "{err}");
+}
