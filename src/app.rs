@@ -7,7 +7,6 @@
 //! `run_from` is the whole program on an argument list; the tests call it
 //! in-process to check parsing and validation without starting a process.
 use anyhow::Result;
-use clap::Parser;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -87,7 +86,7 @@ where
     I: IntoIterator<Item = S>,
     S: Into<OsString> + Clone,
 {
-    match Cli::try_parse_from(argv) {
+    match Cli::parse_args(argv) {
         Ok(cli) => configure(cli.command),
         Err(e) => clap_outcome(e),
     }
@@ -97,7 +96,7 @@ where
 #[cfg(feature = "torch")]
 fn parse_wrapped(line: &[OsString]) -> Result<Command> {
     let argv = std::iter::once(OsString::from("gpubench")).chain(line.iter().cloned());
-    match Cli::try_parse_from(argv) {
+    match Cli::parse_args(argv) {
         Ok(cli) => Ok(cli.command),
         Err(e) => match clap_outcome(e) {
             Err(e) => Err(e),

@@ -127,9 +127,8 @@ pub(crate) struct InferArgs {
 /// Parses `gpubench infer ARGS` (without `gpubench infer`) into its
 /// configuration; a bad argument is a usage error with clap's first line.
 pub fn parse_infer<S: AsRef<str>>(args: &[S]) -> Result<InferConfig> {
-    use clap::Parser;
     let argv = ["gpubench", "infer"].into_iter().map(String::from).chain(args.iter().map(|s| s.as_ref().to_string()));
-    match super::Cli::try_parse_from(argv) {
+    match super::Cli::parse_args(argv) {
         Ok(super::Cli { command: super::Command::Infer(a) }) => a.into_config(false),
         Ok(_) => unreachable!("parsed as infer"),
         Err(e) => {

@@ -41,6 +41,21 @@ pub(crate) struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Parses `argv` (the program name first). A negative number is taken as
+    /// an option's value, so that `--batch-size -4` is refused by that
+    /// option's own check, naming it, not as "unexpected argument '-4'".
+    pub(crate) fn parse_args<I, S>(argv: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::{CommandFactory, FromArgMatches};
+        let cmd = Cli::command().mut_subcommands(|s| s.allow_negative_numbers(true));
+        Cli::from_arg_matches(&cmd.try_get_matches_from(argv)?)
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub(crate) enum Command {
     /// Print versions, CUDA devices, CPU and which process groups work here.

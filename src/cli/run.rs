@@ -7,7 +7,7 @@
 //! the PyTorch reference; the role decides which devices the configuration
 //! is for (`Placement`).
 use anyhow::Result;
-use clap::{Args, Parser};
+use clap::Args;
 use std::path::PathBuf;
 
 use super::parse::{parse_duration, parse_on_off};
@@ -254,7 +254,7 @@ pub enum Placement {
 /// usage error with clap's first line.
 pub fn parse_run_args<S: AsRef<str>>(args: &[S]) -> Result<RunArgs> {
     let argv = ["gpubench", "run"].into_iter().map(String::from).chain(args.iter().map(|s| s.as_ref().to_string()));
-    match super::Cli::try_parse_from(argv) {
+    match super::Cli::parse_args(argv) {
         Ok(super::Cli { command: super::Command::Run(a) }) => Ok(*a),
         Ok(_) => unreachable!("parsed as run"),
         Err(e) => {

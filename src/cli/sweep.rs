@@ -442,7 +442,7 @@ mod tests {
     fn parse(extra: &[&str]) -> SweepArgs {
         let mut v = vec!["gpubench", "sweep"];
         v.extend(extra);
-        match crate::cli::Cli::try_parse_from(v).unwrap().command {
+        match crate::cli::Cli::parse_args(v).unwrap().command {
             crate::cli::Command::Sweep(a) => *a,
             _ => unreachable!(),
         }

@@ -115,6 +115,9 @@ fn bad_inputs_give_one_line_and_exit_2() {
         ("run --model resnet9".into(), "resnet9"),
         (format!("{base} --batch-size 0"), "--batch-size"),
         (format!("{base} --steps 0"), "--steps"),
+        // A negative number is the option's value, refused by its own check.
+        (format!("{base} --batch-size -4"), "--batch-size must be at least 1"),
+        (format!("{base} --steps -3"), "'--steps"),
         ("run --cpu --model resnet18 --image-size 16".into(), "too small"),
         (format!("{base} --duration soon"), "not a duration"),
         (format!("{base} --out /nonexistent-gpubench-dir/r.csv"), "does not exist"),
