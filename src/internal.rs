@@ -14,6 +14,10 @@
 //! | `infer-worker K P DIR infer …` | `infer --strategy processes` (`serve::processes`) | serves worker K's share of P, reading the load from DIR and writing its records there |
 //! | `write-init PATH run …` | `init::write_start`, on CUDA | writes the run's initial weights to PATH and exits, so the parent keeps no CUDA context |
 //!
+//! infer's workers and the launcher's ranks are given their parent's pid
+//! (`PARENT_PID`) and exit once it is gone (`bench::ddp::worker::watch_parent`),
+//! so a killed gpubench leaves no worker behind.
+//!
 //! The launcher variables (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
 //! `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`, `SLURM_*`) are not
 //! ours: torchrun and Slurm set them, and `bench::ddp::env` reads them.
@@ -24,6 +28,11 @@
 //! unless set to a non-empty value (`Hook`). A run that one changed says so
 //! in its row's note or error.
 use std::ffi::OsString;
+
+/// The variable a parent sets to its own pid for its children (infer's
+/// workers), which exit once their parent is another: race-free even when
+/// the parent dies before the child looks.
+pub(crate) const PARENT_PID: &str = "GPUBENCH_PARENT_PID";
 
 /// A copy of gpubench started by gpubench, as a hidden subcommand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

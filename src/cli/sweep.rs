@@ -436,7 +436,6 @@ pub(crate) fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
     use std::path::Path;
 
     fn parse(extra: &[&str]) -> SweepArgs {

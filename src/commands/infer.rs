@@ -25,6 +25,9 @@ fn apply_settings(threads: Option<usize>, cfg: &InferConfig) -> Result<()> {
 
 /// One `processes` worker: its share of the load, with its share of the threads.
 pub(crate) fn worker(cfg: InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32> {
+    // A worker whose parent was killed ends too, as ddp's ranks do; none is
+    // left serving a load nobody will read.
+    crate::bench::ddp::worker::watch_parent();
     apply_settings(Some(cfg.threads_per_worker()), &cfg)?;
     serve::processes::run_worker(&cfg, k, p, dir)
 }

@@ -92,10 +92,29 @@ pub(crate) fn find_python() -> Result<Python> {
 /// A private temporary directory, removed on drop.
 pub(crate) struct TempDir(pub PathBuf);
 
+const TEMP_PREFIX: &str = "gpubench-pytorch-";
+
+/// Temporary directories of gpubench processes that no longer exist (killed,
+/// so their drop never ran): removed at the next start. Each name carries its
+/// owner's pid; a live pid keeps its directory.
+fn remove_orphans() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(TEMP_PREFIX).and_then(|r| r.split('-').next()?.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 impl TempDir {
     pub(crate) fn new() -> Result<Self> {
+        remove_orphans();
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-        let p = std::env::temp_dir().join(format!("gpubench-pytorch-{}-{nanos:x}", std::process::id()));
+        let p = std::env::temp_dir().join(format!("{TEMP_PREFIX}{}-{nanos:x}", std::process::id()));
         std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
         Ok(TempDir(p))
     }

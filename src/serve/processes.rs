@@ -127,7 +127,9 @@ fn parent(cfg: &InferConfig, out: &mut ServeOutcome) -> Result<()> {
     for k in 0..p {
         let mut cmd = Command::new(&program);
         let params = [k.to_string().into(), p.to_string().into(), dir.0.clone().into_os_string()];
-        cmd.args(Role::InferWorker.args(&params, line.iter().cloned())).stdout(Stdio::null());
+        cmd.args(Role::InferWorker.args(&params, line.iter().cloned()))
+            .env(crate::internal::PARENT_PID, std::process::id().to_string())
+            .stdout(Stdio::null());
         let prefix = cfg.talks().then(|| format!("[worker {k}] "));
         match proc::spawn(&mut cmd, prefix, 20) {
             Ok(w) => kids.push(Some(w)),

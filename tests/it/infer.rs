@@ -176,3 +176,47 @@ fn a_server_of_known_capacity_is_found_and_overload_grows_latency() {
     assert!(num(&over, "latency_ms_p50") > 200.0, "queueing must show: {:?}", over["latency_ms_p50"]);
     assert!(num(&over, "queue_ms_mean") > 100.0);
 }
+
+/// Processes whose command line holds `needle`.
+fn processes_with(needle: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return vec![] };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+#[test]
+fn killing_the_parent_of_processes_ends_its_workers_and_the_next_start_removes_its_folder() {
+    // A unique label marks this test's workers among the host's processes.
+    let tag = format!("orphan-test-{}", std::process::id());
+    let a = format!("{TINY_SERVER} --strategy processes --cpu 2 --scenario offline --duration 30s -q --label {tag}");
+    let mut parent = gpubench(&a).env("GPUBENCH_TEST_SERVICE_MS", "10").spawn();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while processes_with(&tag).len() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(processes_with(&tag).len(), 3, "the parent and its two workers");
+    let folder = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains(&format!("gpubench-pytorch-{}-", parent.id())))
+        .expect("the parent's temporary folder");
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    // The workers notice within their 200 ms poll; 20 s is a hang guard.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !processes_with(&tag).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(processes_with(&tag).is_empty(), "workers left running: {:?}", processes_with(&tag));
+    assert!(folder.exists(), "a killed parent cannot clean up; the next start does");
+    let o = gpubench(&format!("{TINY_SERVER} --strategy processes --cpu 2 --scenario offline --duration 200ms -q"))
+        .env("GPUBENCH_TEST_SERVICE_MS", "10")
+        .run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!folder.exists(), "{} was left behind", folder.display());
+}

@@ -102,7 +102,8 @@ pub(crate) fn spawn_ranks(
             .env("WORLD_SIZE", world.to_string())
             .env("LOCAL_WORLD_SIZE", local.to_string())
             .env("MASTER_ADDR", addr)
-            .env("MASTER_PORT", port.to_string());
+            .env("MASTER_PORT", port.to_string())
+            .env(crate::internal::PARENT_PID, std::process::id().to_string());
         match proc::spawn(&mut cmd, Some(format!("[rank {rank}] ")), 1) {
             Ok(w) => workers.push((rank, w)),
             Err(e) => {

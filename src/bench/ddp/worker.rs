@@ -341,9 +341,14 @@ pub(crate) struct ReducerStatsLite {
 }
 
 /// Workers of our launcher exit when it goes away (SIGTERM, SIGKILL), so that
-/// no worker is left behind waiting in a collective.
+/// no worker is left behind waiting in a collective. The parent's pid comes
+/// from `GPUBENCH_PARENT_PID` where the parent set it (`crate::internal`),
+/// so a parent killed before this runs is noticed too.
 pub(crate) fn watch_parent() {
-    let parent = std::os::unix::process::parent_id();
+    let parent = std::env::var(crate::internal::PARENT_PID)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(std::os::unix::process::parent_id);
     std::thread::spawn(move || loop {
         if std::os::unix::process::parent_id() != parent {
             std::process::exit(1);
