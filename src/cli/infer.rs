@@ -92,7 +92,9 @@ pub(crate) struct InferArgs {
     /// ...and long enough for this many requests at its load.
     #[arg(long, default_value_t = 1000)]
     pub min_requests: u64,
-    /// How long the load runs.
+    /// How long the load runs. A run schedules at most 2,000,000 requests
+    /// (--rate, or --streams × --fps, times --duration): each is timed and
+    /// recorded.
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub duration: String,
     /// Untimed warm-up batches per worker, at --max-batch and at batch 1 each.
@@ -226,6 +228,10 @@ impl InferArgs {
                 Scenario::Streams { streams: u32::try_from(streams).map_err(|_| usage("--streams is too large"))?, fps }
             }
         };
+        let duration = parse_duration("--duration", &a.duration)?;
+        if let Some(msg) = too_many_requests(&scenario, duration) {
+            return Err(usage(msg));
+        }
         if a.find_max_streams && a.scenario != ScenarioArg::Streams {
             return Err(usage("--find-max-streams searches --scenario streams; add --scenario streams --fps F"));
         }
@@ -291,7 +297,7 @@ impl InferArgs {
                 .transpose()?,
             latency_bound,
             search,
-            duration: parse_duration("--duration", &a.duration)?,
+            duration,
             warmup_batches: a.warmup,
             precision: a.precision,
             channels_last: a.channels_last,
@@ -305,4 +311,27 @@ impl InferArgs {
             sample_interval: parse_duration("--sample-interval", &a.sample_interval)?,
         })
     }
+}
+
+/// The most requests one run schedules: each becomes an arrival, a timed
+/// record and, for PyTorch's server, a line of its schedule (a 1e9 req/s
+/// load once aborted on a 4 GB allocation).
+const MAX_REQUESTS: f64 = 2_000_000.0;
+
+/// Why a load is too large to schedule, naming the options that set it.
+fn too_many_requests(scenario: &Scenario, duration: std::time::Duration) -> Option<String> {
+    let secs = duration.as_secs_f64();
+    let (n, what) = match *scenario {
+        Scenario::Server { rate } => (rate * secs, format!("--rate {rate} × --duration {secs} s")),
+        Scenario::Streams { streams, fps } => {
+            (streams as f64 * fps * secs, format!("--streams {streams} × --fps {fps} × --duration {secs} s"))
+        }
+        _ => return None,
+    };
+    (n > MAX_REQUESTS).then(|| {
+        format!(
+            "{what} is {n:.0} requests, over the {MAX_REQUESTS:.0} one run schedules (each is timed and \
+             recorded): lower the load or the duration"
+        )
+    })
 }

@@ -110,6 +110,9 @@ fn bad_serving_input_is_one_line_and_exit_2() {
     );
     assert_usage_error(&format!("{s} --frame-size 12by3"), "--frame-size");
     assert_usage_error(&format!("{s} --impl pytorch --strategy dp"), "dp serving");
+    // Loads too large to schedule, refused before any work (one aborted on a 4 GB allocation).
+    assert_usage_error(&format!("{s} --scenario server --rate 1e9 --duration 10s"), "--rate 1000000000");
+    assert_usage_error(&format!("{s} --scenario streams --streams 100000 --fps 5"), "lower the load or the duration");
 }
 
 #[test]
