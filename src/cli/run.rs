@@ -377,6 +377,34 @@ fn rank_devices(a: &RunArgs, env: &DistEnv) -> Result<(Devices, Devices)> {
     }
 }
 
+/// `--profile DIR` can hold the traces: a directory, or a path whose
+/// nearest existing ancestor is a writable directory (it is created at the
+/// first traced step). Checked before any work: a file there, or a place
+/// that cannot be written, failed only after the warm-up, as a failed row.
+fn profile_dir_usable(dir: &std::path::Path) -> Result<()> {
+    let d = dir.display();
+    if dir.exists() && !dir.is_dir() {
+        return Err(usage(format!("--profile {d} is a file; give a directory for the traces")));
+    }
+    let mut at = dir;
+    while !at.exists() {
+        at = match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+    }
+    if !at.is_dir() {
+        return Err(usage(format!("--profile {d}: {} is a file, so the directory cannot be made", at.display())));
+    }
+    let c =
+        std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).map_err(|_| usage("--profile: a NUL in the path"))?;
+    // SAFETY: access(2) on a NUL-terminated path.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+        return Err(usage(format!("--profile {d}: {} is not writable; choose another place", at.display())));
+    }
+    Ok(())
+}
+
 /// The GPU of local rank `local_rank` when `count` are visible: its own
 /// ordinal, or the only one when a launcher binds one GPU per task (Slurm's
 /// --gpus-per-task); never the CPU while GPUs are visible. Ranks that really
@@ -573,6 +601,7 @@ impl RunArgs {
                         )));
                     }
                 }
+                profile_dir_usable(dir)?;
                 // Ranks find the directory their launcher checked (and other ranks' traces in it).
                 if rank.is_none() && !a.force && std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
                     return Err(usage(format!(

@@ -121,6 +121,12 @@ fn bad_inputs_give_one_line_and_exit_2() {
         ("run --cpu --model resnet18 --image-size 16".into(), "too small"),
         (format!("{base} --duration soon"), "not a duration"),
         (format!("{base} --out /nonexistent-gpubench-dir/r.csv"), "does not exist"),
+        // --profile's place is checked before any work (it failed after the warm-up, as a failed row).
+        (format!("{base} --profile-steps 1 --profile {}/Cargo.toml", env!("CARGO_MANIFEST_DIR")), "is a file; give"),
+        (
+            format!("{base} --profile-steps 1 --profile {}/Cargo.toml/traces", env!("CARGO_MANIFEST_DIR")),
+            "the directory cannot be made",
+        ),
         (format!("{base} --cpu 0"), "--cpu"),
         ("run --strategy single --cpu 2".into(), "dp or ddp"),
         ("run --strategy ddp --cpu 1000 --model tinycnn".into(), "8 per core"),
