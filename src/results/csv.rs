@@ -214,8 +214,15 @@ pub(crate) fn unescape_cell(s: &str) -> &str {
 
 pub(crate) fn first_line(path: &Path) -> Result<String> {
     let f = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut line = String::new();
-    BufReader::new(f).read_line(&mut line).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut line = vec![];
+    BufReader::new(f).read_until(b'\n', &mut line).with_context(|| format!("cannot read {}", path.display()))?;
+    // A binary file is a wrong input, not a failure: exit 2, naming it.
+    let line = String::from_utf8(line).map_err(|_| {
+        usage(format!(
+            "{} is not a gpubench CSV file (its first line is not text); write to a new file with --out",
+            path.display()
+        ))
+    })?;
     Ok(line.trim_end_matches(['\r', '\n']).to_string())
 }
 
@@ -654,6 +661,17 @@ mod tests {
         assert_eq!(crate::error::exit_code(&err), 2, "{err}");
         assert!(err.to_string().contains("r.csv:3:") && err.to_string().contains("not a whole row"), "{err}");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), cut);
+    }
+
+    #[test]
+    fn a_binary_file_is_refused_as_a_wrong_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bin.csv");
+        std::fs::write(&p, [0xffu8, 0xfe, 0x00, 0x81, b'\n', 0x90]).unwrap();
+        let err = check_writable(&p).unwrap_err();
+        assert_eq!(crate::error::exit_code(&err), 2, "{err}");
+        assert!(err.to_string().contains("not a gpubench CSV file"), "{err}");
+        assert_eq!(std::fs::read(&p).unwrap(), [0xffu8, 0xfe, 0x00, 0x81, b'\n', 0x90]);
     }
 
     #[test]
