@@ -396,13 +396,7 @@ fn profile_dir_usable(dir: &std::path::Path) -> Result<()> {
     if !at.is_dir() {
         return Err(usage(format!("--profile {d}: {} is a file, so the directory cannot be made", at.display())));
     }
-    let c =
-        std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).map_err(|_| usage("--profile: a NUL in the path"))?;
-    // SAFETY: access(2) on a NUL-terminated path.
-    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
-        return Err(usage(format!("--profile {d}: {} is not writable; choose another place", at.display())));
-    }
-    Ok(())
+    crate::results::csv::writable_dir(at, "--profile", dir)
 }
 
 /// The GPU of local rank `local_rank` when `count` are visible: its own

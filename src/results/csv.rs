@@ -347,6 +347,12 @@ pub(crate) fn check_writable(path: &Path) -> Result<()> {
         return Ok(());
     }
     let dir = existing_parent(path, "--out")?;
+    writable_dir(dir, "--out", path)
+}
+
+/// Whether files can be created in `dir` (for `flag PATH`): a probe file is
+/// made and removed, which answers for root, read-only mounts and ACLs alike.
+pub(crate) fn writable_dir(dir: &Path, flag: &str, path: &Path) -> Result<()> {
     let probe = dir.join(format!(".gpubench-probe-{}", std::process::id()));
     match File::create(&probe) {
         Ok(_) => {
@@ -354,7 +360,7 @@ pub(crate) fn check_writable(path: &Path) -> Result<()> {
             Ok(())
         }
         Err(e) => Err(usage(format!(
-            "--out {}: directory {} is not writable ({e}); choose another location",
+            "{flag} {}: directory {} is not writable ({e}); choose another location",
             path.display(),
             dir.display()
         ))),

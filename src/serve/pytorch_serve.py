@@ -271,7 +271,8 @@ class Server:
                 w = Worker(self.job, k, device, self.frames)
                 # As gpubench's server: under cudnn.benchmark every batch size is
                 # tuned once before the load, not inside its p99.
-                tuned = list(range(self.job["max_batch"], 0, -1)) if self.job["cudnn_benchmark"] else []
+                cudnn = self.job["cudnn_benchmark"] and torch.device(device).type == "cuda"
+                tuned = list(range(self.job["max_batch"], 0, -1)) if cudnn else []
                 for b in tuned + [self.job["max_batch"], 1] * self.job["warmup_batches"]:
                     if self.abort.is_set():
                         return

@@ -209,9 +209,10 @@ impl Forward for DataParallel {
 
 /// The batch sizes warmed once each before the load, besides --warmup's
 /// rounds of the largest and of one: every size up to `max_batch` when cuDNN
-/// autotunes (each new shape is tuned at its first use), none otherwise.
-pub(crate) fn warmup_sizes(cudnn_benchmark: bool, max_batch: i64) -> Vec<i64> {
-    if cudnn_benchmark {
+/// autotunes (`cudnn`: --cudnn-benchmark on a GPU; each new shape is tuned
+/// at its first use), none otherwise.
+pub(crate) fn warmup_sizes(cudnn: bool, max_batch: i64) -> Vec<i64> {
+    if cudnn {
         (1..=max_batch).rev().collect()
     } else {
         vec![]
@@ -366,7 +367,8 @@ impl<'a> Worker<'a> {
         // cuDNN autotunes each new input shape at its first use; dynamic
         // batching meets every size up to --max-batch, so under
         // --cudnn-benchmark each is tuned here, not inside the load's p99 (G15).
-        for b in warmup_sizes(self.cfg.cudnn_benchmark, self.cfg.max_batch) {
+        let cudnn = self.cfg.cudnn_benchmark && self.cfg.devices.kind == crate::device::DeviceKind::Cuda;
+        for b in warmup_sizes(cudnn, self.cfg.max_batch) {
             self.serve(&big[..b as usize], t)?;
         }
         for _ in 0..self.cfg.warmup_batches {
