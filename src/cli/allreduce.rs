@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use super::parse::{parse_duration, parse_size};
 use crate::bench::ddp::env::DistEnv;
 use crate::config::{AllreduceConfig, Backend, CommDtype};
+use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
 
@@ -22,10 +23,10 @@ pub(crate) struct AllreduceArgs {
     #[arg(long, value_enum)]
     pub backend: Option<Backend>,
     /// Smallest message (e.g. 8, 1K, 32M).
-    #[arg(short = 'b', long = "minbytes", default_value = "8", value_name = "SIZE")]
+    #[arg(short = 'b', long = "minbytes", default_value = "8", allow_hyphen_values = true, value_name = "SIZE")]
     pub minbytes: String,
     /// Largest message.
-    #[arg(short = 'e', long = "maxbytes", default_value = "64M", value_name = "SIZE")]
+    #[arg(short = 'e', long = "maxbytes", default_value = "64M", allow_hyphen_values = true, value_name = "SIZE")]
     pub maxbytes: String,
     /// Each size is the previous one times this (at least 2).
     #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
@@ -50,7 +51,7 @@ pub(crate) struct AllreduceArgs {
     pub master_addr: Option<String>,
     #[arg(long)]
     pub master_port: Option<u16>,
-    #[arg(long, default_value = "300s", value_name = "DURATION")]
+    #[arg(long, default_value = "300s", allow_hyphen_values = true, value_name = "DURATION")]
     pub dist_timeout: String,
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub label: String,
@@ -102,6 +103,10 @@ impl AllreduceArgs {
                 }
             },
         };
+        if env.is_none() && node.kind == DeviceKind::Cpu {
+            // Each rank is a libtorch process: 1000 of them once woke the OOM killer.
+            check_cpu_workers(node.len(), Workers::Processes, quiet)?;
+        }
         let backend = a.backend.unwrap_or(Backend::default_for(node.kind));
         if backend == Backend::Nccl && node.kind == DeviceKind::Cpu {
             return Err(usage("--backend nccl needs CUDA devices; use --backend gloo on the CPU"));
@@ -146,5 +151,21 @@ impl AllreduceArgs {
                 quiet,
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// 1000 ranks once woke the kernel's OOM killer: refused before any starts.
+    #[test]
+    fn ranks_beyond_the_host_are_refused_before_any_starts() {
+        let v = ["gpubench", "allreduce", "--cpu", "100000", "-q"];
+        let a = match crate::cli::Cli::parse_args(v).unwrap().command {
+            crate::cli::Command::Allreduce(a) => *a,
+            _ => unreachable!(),
+        };
+        let e = a.job(false).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(e.to_string().contains("8 per core"), "{e}");
     }
 }

@@ -15,7 +15,7 @@ pub(crate) struct DataBenchArgs {
     #[arg(long, default_value_t = 64)]
     pub batch_size: i64,
     /// How long to time the pipeline (after one batch per worker of warm-up).
-    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_name = "DURATION")]
     pub duration: String,
     /// At most this many files for the decode-only pass.
     #[arg(long, default_value_t = 300)]

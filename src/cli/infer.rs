@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use super::parse::{parse_duration, parse_fraction, parse_on_off};
 use crate::config::{CapacitySearch, Impl, InferConfig, ModelKind, Precision, Preprocess, Scenario, ServeStrategy};
+use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, DeviceKind};
 use crate::error::usage;
 
@@ -69,13 +70,13 @@ pub(crate) struct InferArgs {
     #[arg(long, default_value_t = 8)]
     pub max_batch: i64,
     /// Dynamic batching: how long a batch waits for more after its first request.
-    #[arg(long, default_value = "2ms", value_name = "DURATION")]
+    #[arg(long, default_value = "2ms", allow_hyphen_values = true, value_name = "DURATION")]
     pub max_wait: String,
     /// Drop a frame older than this when a worker takes it (a stale camera frame).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub drop_older_than: Option<String>,
     /// The p99 latency the load must stay within (needed by the searches).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub latency_bound: Option<String>,
     /// Search for the most streams within --latency-bound (scenario streams).
     #[arg(long, conflicts_with = "find_max_rate")]
@@ -87,7 +88,7 @@ pub(crate) struct InferArgs {
     #[arg(long, default_value = "1%", value_parser = parse_fraction)]
     pub max_drop_rate: f64,
     /// Searches: each probe runs at least this long...
-    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_name = "DURATION")]
     pub min_duration: String,
     /// ...and long enough for this many requests at its load.
     #[arg(long, default_value_t = 1000)]
@@ -95,7 +96,7 @@ pub(crate) struct InferArgs {
     /// How long the load runs. A run schedules at most 2,000,000 requests
     /// (--rate, or --streams × --fps, times --duration): each is timed and
     /// recorded.
-    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    #[arg(long, default_value = "30s", allow_hyphen_values = true, value_name = "DURATION")]
     pub duration: String,
     /// Untimed warm-up batches per worker, at --max-batch and at batch 1 each.
     #[arg(long, default_value_t = 5)]
@@ -122,7 +123,7 @@ pub(crate) struct InferArgs {
     pub json: bool,
     #[arg(long, short)]
     pub quiet: bool,
-    #[arg(long, default_value = "100ms", value_name = "DURATION")]
+    #[arg(long, default_value = "100ms", allow_hyphen_values = true, value_name = "DURATION")]
     pub sample_interval: String,
 }
 
@@ -268,13 +269,13 @@ impl InferArgs {
         if devices.kind == DeviceKind::Cpu && a.precision == Precision::Tf32 {
             return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
         }
-        if let Some(n) = a.cpu.filter(|&n| n > 1) {
-            let processes = a.strategy == ServeStrategy::Processes || a.implementation == Impl::Pytorch;
-            if let Some(w) = super::run::cpu_capacity(n, processes, device::cpu_cores(), None)? {
-                if talks && !worker {
-                    eprintln!("{w}");
-                }
-            }
+        if let Some(n) = a.cpu {
+            // PyTorch's server runs its workers as processes whatever the strategy.
+            let workers = match a.strategy == ServeStrategy::Processes || a.implementation == Impl::Pytorch {
+                true => Workers::Processes,
+                false => Workers::Threads,
+            };
+            check_cpu_workers(n, workers, !talks || worker)?;
         }
         Ok(InferConfig {
             strategy: a.strategy,

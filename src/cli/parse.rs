@@ -17,6 +17,9 @@ pub(crate) fn parse_duration(flag: &str, s: &str) -> Result<Duration> {
 /// `parse_duration` for the options where zero means something (no wait,
 /// no latency, no minimum time).
 pub(crate) fn parse_duration_or_zero(flag: &str, s: &str) -> Result<Duration> {
+    if s.trim().starts_with('-') {
+        return Err(usage(format!("{flag} {s}: a duration is zero or more, written like 30s, 2m or 500ms")));
+    }
     humantime::parse_duration(s.trim())
         .map_err(|e| usage(format!("{flag} {s:?} is not a duration ({e}); write it like 30s, 2m, 1m30s or 500ms")))
 }
@@ -34,6 +37,9 @@ pub(crate) fn parse_size(flag: &str, s: &str) -> Result<u64> {
         "t" | "tb" | "tib" => 1099511627776.0,
         _ => f64::NAN,
     };
+    if t.starts_with('-') {
+        return Err(usage(format!("{flag} {s}: a size is above zero, written like 800M, 2G or 1.5GiB")));
+    }
     let v: f64 = num.parse().unwrap_or(f64::NAN);
     let bytes = v * mult;
     if !bytes.is_finite() || bytes < 1.0 {

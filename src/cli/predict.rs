@@ -63,14 +63,14 @@ pub(crate) struct PredictArgs {
     #[arg(long, value_name = "GB/s")]
     pub busbw: Option<f64>,
     /// ...and the latency of an all-reduce.
-    #[arg(long, default_value = "20us", value_name = "DURATION")]
+    #[arg(long, default_value = "20us", allow_hyphen_values = true, value_name = "DURATION")]
     pub latency: String,
     /// Timed profile steps, after --warmup untimed ones...
     #[arg(long, default_value_t = 10)]
     pub steps: u64,
     /// ...and more until this much time was timed (a short step needs many
     /// samples for a steady median).
-    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    #[arg(long, default_value = "2s", allow_hyphen_values = true, value_name = "DURATION")]
     pub min_time: String,
     #[arg(long, default_value_t = 3)]
     pub warmup: u64,

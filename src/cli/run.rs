@@ -17,6 +17,7 @@ use crate::config::{
     Backend, CommHook, DdpConfig, Impl, InitSpec, InitWriter, Length, ModelKind, OptimizerImpl, Precision, RunConfig,
     StrategyKind,
 };
+use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
 
@@ -64,16 +65,16 @@ pub struct RunArgs {
     /// Time the run for this long instead of a step count (e.g. 30s, 2m), or
     /// `auto`: until throughput's 95 % interval is within --ci-target, at
     /// most --max-duration.
-    #[arg(long, value_name = "DURATION|auto")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION|auto")]
     pub duration: Option<String>,
     /// With --duration auto: the interval half-width to reach, e.g. 2% or 0.02.
     #[arg(long, default_value = "2%", value_name = "PCT", value_parser = super::parse::parse_fraction)]
     pub ci_target: f64,
     /// With --duration auto: stop here even if the target is not met.
-    #[arg(long, default_value = "2m", value_name = "DURATION")]
+    #[arg(long, default_value = "2m", allow_hyphen_values = true, value_name = "DURATION")]
     pub max_duration: String,
     /// Warm up for this long instead of a step count (e.g. 10s).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub warmup_time: Option<String>,
     /// Learning rate. Default: 0.1 × global_batch / 256 (Goyal et al.).
     #[arg(long)]
@@ -134,7 +135,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub breakdown: bool,
     /// How often to sample device telemetry (NVML) and the process.
-    #[arg(long, default_value = "100ms", value_name = "DURATION")]
+    #[arg(long, default_value = "100ms", allow_hyphen_values = true, value_name = "DURATION")]
     pub sample_interval: String,
     /// Write the full sampled timeline (every device, every field) to this CSV.
     #[arg(long, value_name = "FILE.csv")]
@@ -187,7 +188,7 @@ pub struct DdpArgs {
     #[arg(long)]
     pub master_port: Option<u16>,
     /// How long to wait for peers at rendezvous and in collectives.
-    #[arg(long, default_value = "300s", value_name = "DURATION")]
+    #[arg(long, default_value = "300s", allow_hyphen_values = true, value_name = "DURATION")]
     pub dist_timeout: String,
     /// Gradient compression: fp16 (libtorch's builtin FP16 hook) or bf16,
     /// all-reducing gradients in half precision.
@@ -308,13 +309,12 @@ fn init_writer(role: &Role, cfg: &RunConfig, in_child: bool) -> InitWriter {
 
 fn role_and_config(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
     let talks = !(a.quiet || a.json);
-    if let Some(n) = a.cpu.filter(|&n| n > 1) {
-        let processes = a.strategy == StrategyKind::Ddp;
-        if let Some(w) = cpu_capacity(n, processes, device::cpu_cores(), available_mb())? {
-            if talks && std::env::var_os("RANK").is_none() {
-                eprintln!("{w}");
-            }
-        }
+    if let Some(n) = a.cpu {
+        let workers = match a.strategy == StrategyKind::Ddp {
+            true => Workers::Processes,
+            false => Workers::Threads,
+        };
+        check_cpu_workers(n, workers, !talks || std::env::var_os("RANK").is_some())?;
     }
     if a.implementation == Impl::Pytorch {
         let devices = device::resolve_for_reference(a.gpus.as_deref(), a.cpu, !talks)?;
@@ -425,42 +425,6 @@ pub(crate) fn check_nodes(nnodes: usize, node_rank: usize, addr: Option<&str>, p
         return Err(usage("a multi-node run needs --master-addr HOST and --master-port PORT, the same on every node"));
     }
     Ok(())
-}
-
-/// How many CPU replicas (dp) or ranks (ddp) this machine can hold: refused
-/// when the processes would not fit in memory or far outnumber the cores, a
-/// warning when they outnumber the cores. `mem_mb`: memory available, MiB.
-pub(crate) fn cpu_capacity(n: usize, processes: bool, cores: usize, mem_mb: Option<f64>) -> Result<Option<String>> {
-    /// libtorch's own resident memory per process, about (measured: 0.4 to 0.6 GiB).
-    const PROCESS_MB: f64 = 512.0;
-    if n > 8 * cores {
-        return Err(usage(format!(
-            "--cpu {n}: {n} replicas or ranks on {cores} cores would measure contention, not a strategy; use at most \
-             {} (8 per core), ideally no more than {cores}",
-            8 * cores
-        )));
-    }
-    if let (true, Some(mem)) = (processes, mem_mb) {
-        let fit = (mem / PROCESS_MB).floor() as usize;
-        if n > fit {
-            return Err(usage(format!(
-                "--cpu {n} starts {n} ddp processes of about {:.1} GiB each, but {:.1} GiB are available; use at most {fit}",
-                PROCESS_MB / 1024.0,
-                mem / 1024.0
-            )));
-        }
-    }
-    Ok((n > cores).then(|| {
-        format!("gpubench: warning: --cpu {n} runs more replicas or ranks than the {cores} cores; they will contend for them")
-    }))
-}
-
-/// MemAvailable from /proc/meminfo, MiB.
-fn available_mb() -> Option<f64> {
-    let t = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: f64 =
-        t.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
-    Some(kb / 1024.0)
 }
 
 impl RunArgs {
@@ -688,17 +652,5 @@ mod tests {
         let e = rank_gpu(3, 2).unwrap_err();
         assert_eq!(crate::error::exit_code(&e), 2);
         assert!(e.to_string().contains("LOCAL_RANK 3"), "{e}");
-    }
-
-    #[test]
-    fn cpu_ranks_must_fit_the_machine() {
-        assert_eq!(cpu_capacity(2, true, 2, Some(20_000.0)).unwrap(), None);
-        assert!(cpu_capacity(4, true, 2, Some(20_000.0)).unwrap().unwrap().contains("warning"));
-        let e = cpu_capacity(1000, true, 2, Some(20_000.0)).unwrap_err();
-        assert!(e.to_string().contains("8 per core"), "{e}");
-        let e = cpu_capacity(12, true, 16, Some(4096.0)).unwrap_err();
-        assert!(e.to_string().contains("use at most 8"), "{e}");
-        // dp's replicas share one process: only the cores count.
-        assert!(cpu_capacity(12, false, 16, Some(4096.0)).unwrap().is_none());
     }
 }

@@ -11,6 +11,7 @@ use super::parse::{parse_duration, parse_size};
 use super::run::{parse_run_args, Placement};
 use super::run_line::{parse_vary, RunLine};
 use crate::config::{Impl, ModelKind, RunConfig, StrategyKind};
+use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, Devices};
 use crate::error::usage;
 use crate::sweep::plan::{default_counts, resolve_pool, Cell, CellSpec, Matrix, MaxBatchPlan, Plan, Pool, Vary};
@@ -77,10 +78,10 @@ pub(crate) struct SweepArgs {
     pub html: Option<PathBuf>,
     /// Cap each cell's processes' data memory (RLIMIT_DATA, CPU runs only),
     /// e.g. 2G, to emulate a smaller device; libtorch itself takes ~0.6G.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE")]
     pub mem_limit: Option<String>,
     /// Stop a cell that runs longer than this (its row: status failed).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub cell_timeout: Option<String>,
     /// `gpubench run` options for every cell, after `--`.
     #[arg(last = true, value_name = "RUN OPTIONS")]
@@ -120,10 +121,10 @@ pub(crate) struct MaxBatchArgs {
     pub out: Option<PathBuf>,
     /// Cap each probe's data memory (RLIMIT_DATA, CPU only), e.g. 2G, to find
     /// the batch for a smaller device; libtorch itself takes ~0.6G of it.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE")]
     pub mem_limit: Option<String>,
     /// Stop a probe that runs longer than this (it then counts as failed).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub probe_timeout: Option<String>,
     /// `gpubench run` options for every probe, after `--`. Probes default to
     /// --warmup 1 --steps 3 and --lr 0.01 (so that a huge batch does not
@@ -310,6 +311,14 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
     } else {
         dedup(&a.strategies)
     };
+    if let Pool::Cpu(_) = pool {
+        // The largest cell decides; ddp's ranks (and PyTorch's) are processes.
+        let workers = match strategies.contains(&StrategyKind::Ddp) {
+            true => Workers::Processes,
+            false => Workers::Threads,
+        };
+        check_cpu_workers(counts.iter().copied().max().unwrap_or(1), workers, false)?;
+    }
     let batches = if a.batch_sizes.is_empty() { vec![64] } else { dedup(&a.batch_sizes) };
     if let Some(b) = batches.iter().find(|&&b| b < 1) {
         return Err(usage(format!("--batch-sizes {b}: batch sizes are per device and at least 1")));
@@ -389,6 +398,13 @@ pub(crate) fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
         device::DeviceKind::Cuda => Pool::Gpus(devices.ordinals.clone()),
         device::DeviceKind::Cpu => Pool::Cpu(devices.len()),
     };
+    if let Pool::Cpu(n) = pool {
+        let workers = match a.strategy {
+            StrategyKind::Ddp => Workers::Processes,
+            _ => Workers::Threads,
+        };
+        check_cpu_workers(n, workers, false)?;
+    }
     let mem_limit = a.mem_limit.as_deref().map(|s| parse_size("--mem-limit", s)).transpose()?;
     if mem_limit.is_some() && matches!(pool, Pool::Gpus(_)) {
         return Err(usage(
@@ -445,6 +461,20 @@ mod tests {
             crate::cli::Command::Sweep(a) => *a,
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn cpu_counts_beyond_the_host_are_refused_before_any_cell() {
+        let e = plan(parse(&["--cpu", "100000", "--models", "tinycnn", "--out", "x.csv"])).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(e.to_string().contains("8 per core"), "{e}");
+        let v = ["gpubench", "max-batch", "--strategy", "ddp", "--cpu", "100000", "--model", "tinycnn"];
+        let a = match crate::cli::Cli::parse_args(v).unwrap().command {
+            crate::cli::Command::MaxBatch(a) => *a,
+            _ => unreachable!(),
+        };
+        let Err(e) = max_batch_plan(a) else { panic!("max-batch --cpu 100000 was accepted") };
+        assert!(e.to_string().contains("8 per core"), "{e}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! against what this machine has. What needs no libtorch is here, so that
 //! the torch-free build's configurations and rows name devices too; asking
 //! libtorch and CUDA (resolving, checking, synchronizing) is `torch`'s.
+pub(crate) mod capacity;
 #[cfg(feature = "torch")]
 mod torch;
 use anyhow::Result;

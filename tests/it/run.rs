@@ -120,6 +120,11 @@ fn bad_inputs_give_one_line_and_exit_2() {
         (format!("{base} --steps -3"), "'--steps"),
         ("run --cpu --model resnet18 --image-size 16".into(), "too small"),
         (format!("{base} --duration soon"), "not a duration"),
+        // A negative duration names its option (it was "unexpected argument '-2' found").
+        (format!("{base} --duration -2s"), "--duration -2s: a duration is zero or more"),
+        (format!("{base} --warmup-time -1s"), "--warmup-time -1s"),
+        ("sweep --cpu 2 --out x.csv --cell-timeout -5s".into(), "--cell-timeout -5s"),
+        ("allreduce --cpu 2 -b -8".into(), "--minbytes -8: a size is above zero"),
         (format!("{base} --out /nonexistent-gpubench-dir/r.csv"), "does not exist"),
         // --profile's place is checked before any work (it failed after the warm-up, as a failed row).
         (format!("{base} --profile-steps 1 --profile {}/Cargo.toml", env!("CARGO_MANIFEST_DIR")), "is a file; give"),
