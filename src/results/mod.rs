@@ -33,6 +33,9 @@ pub(crate) fn append_run(out: &Path, row: &csv::Row, devs: &[DeviceMetrics]) -> 
 pub enum Status {
     Ok,
     Diverged,
+    /// A serving run that dropped more than 1 % of its requests: measured,
+    /// but not the load it was asked to carry.
+    Overloaded,
     #[default]
     Failed,
     Oom,
@@ -46,12 +49,13 @@ impl<'de> serde::Deserialize<'de> for Status {
 }
 
 impl Status {
-    pub(crate) const ALL: [Status; 4] = [Status::Ok, Status::Diverged, Status::Failed, Status::Oom];
+    pub(crate) const ALL: [Status; 5] = [Status::Ok, Status::Diverged, Status::Overloaded, Status::Failed, Status::Oom];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Ok => "ok",
             Self::Diverged => "diverged",
+            Self::Overloaded => "overloaded",
             Self::Failed => "failed",
             Self::Oom => "oom",
         }

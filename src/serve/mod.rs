@@ -36,7 +36,7 @@ pub struct Measured {
 pub fn measure(cfg: &InferConfig) -> Measured {
     let mut row = base_row(&cfg.model_config());
     let workers = if cfg.strategy == ServeStrategy::Processes { cfg.devices.len() as u32 } else { 1 };
-    let arrivals = schedule::arrivals(&cfg.scenario, cfg.duration.as_secs_f64(), workers, cfg.seed);
+    let arrivals = || schedule::schedule(&cfg.scenario, cfg.duration.as_secs_f64(), workers, cfg.seed);
     // On the CPU the counters are this process's: they say nothing of the
     // PyTorch server or of worker processes. NVML sees every process.
     let in_process = cfg.implementation == Impl::Gpubench && cfg.strategy != ServeStrategy::Processes;
@@ -45,13 +45,13 @@ pub fn measure(cfg: &InferConfig) -> Measured {
     let mut about = None;
     let out = match (cfg.implementation, cfg.strategy) {
         (Impl::Pytorch, _) => {
-            let (out, a) = pytorch::run(cfg, &arrivals);
+            let (out, a) = pytorch::run(cfg, arrivals());
             about = a;
             out
         }
         (_, ServeStrategy::Processes) => processes::run_parent(cfg),
         _ => match crate::error::guarded(|| Frames::load(cfg)) {
-            Ok(frames) => server::serve(cfg, &frames, &arrivals, &StartSignal::Now),
+            Ok(frames) => server::serve(cfg, &frames, arrivals(), &StartSignal::Now),
             Err(e) => ServeOutcome { records: vec![], late: 0, error: Some(e), window: None, interference: vec![] },
         },
     };
@@ -65,7 +65,8 @@ pub fn measure(cfg: &InferConfig) -> Measured {
     };
     let mut interference = out.interference.clone();
     interference.extend(notes);
-    let expected = if out.error.is_none() && !arrivals.is_empty() { arrivals.len() as u64 } else { 0 };
+    // Counted afresh rather than kept: the schedule is never held whole.
+    let expected = if out.error.is_none() { arrivals().count() as u64 } else { 0 };
     let backlog = matches!(cfg.scenario, Scenario::Offline | Scenario::SingleStream);
     let figures =
         records::figures(&out.records, cfg.duration.as_secs_f64(), cfg.scenario != Scenario::Offline, backlog);
@@ -75,8 +76,14 @@ pub fn measure(cfg: &InferConfig) -> Measured {
         row.device_name = a.device_name;
         row.note = format!("{}; torch {} on Python {}", row.note, row.libtorch_version, a.python_version);
     }
+    if row.status == Status::Ok {
+        if let Some(why) = overload(&out.records, cfg) {
+            row.status = Status::Overloaded;
+            row.error = why;
+        }
+    }
     let lost = records::accounting_errors(&out.records, 0..expected);
-    if !lost.is_empty() && row.status == Status::Ok {
+    if !lost.is_empty() && matches!(row.status, Status::Ok | Status::Overloaded) {
         row.status = Status::Failed;
         row.error =
             format!("requests lost or doubled: {}", lost.iter().take(3).cloned().collect::<Vec<_>>().join("; "));
@@ -88,6 +95,40 @@ pub fn measure(cfg: &InferConfig) -> Measured {
         &Default::default(),
     );
     Measured { row, devs }
+}
+
+/// More than this share of requests dropped, and a run is overloaded.
+const OVERLOAD_DROPS: f64 = 0.01;
+
+/// Why a run that dropped over 1 % of its requests dropped them, in words;
+/// None when it did not. A dropped request was taken when it was already
+/// too old (`--drop-older-than`), or was still queued when the grace period
+/// after the window ended (its record is taken then); the servers have no
+/// queue limit, so nothing is refused on arrival.
+fn overload(records: &[records::Record], cfg: &InferConfig) -> Option<String> {
+    let dropped: Vec<&records::Record> = records.iter().filter(|r| r.served.is_none()).collect();
+    let share = dropped.len() as f64 / records.len().max(1) as f64;
+    if share <= OVERLOAD_DROPS {
+        return None;
+    }
+    let end = (cfg.duration + server::grace(cfg)).as_secs_f64();
+    // 1 ms of slack: the end is measured by the worker that found it passed.
+    let queued = dropped.iter().filter(|r| r.taken >= end - 1e-3).count();
+    let stale = dropped.len() - queued;
+    let mut why = vec![];
+    if stale > 0 {
+        let limit = cfg.drop_older_than.map(|d| format!(" {}", humantime::format_duration(d))).unwrap_or_default();
+        why.push(format!("{stale} older than --drop-older-than{limit} when a worker took them"));
+    }
+    if queued > 0 {
+        why.push(format!("{queued} still queued when the grace period after the window ended"));
+    }
+    Some(format!(
+        "overloaded: {:.1}% of {} requests dropped ({}); offer less load or add workers",
+        share * 100.0,
+        records.len(),
+        why.join("; ")
+    ))
 }
 
 /// Each device's role in the per-device metrics.

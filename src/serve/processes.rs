@@ -70,10 +70,7 @@ pub(crate) fn run_worker(cfg: &InferConfig, k: u32, p: u32, dir: &Path) -> Resul
     mine.devices = Devices { kind: cfg.devices.kind, ordinals: vec![cfg.devices.ordinals[k as usize]] };
     mine.scenario = scenario;
     mine.duration = duration;
-    let arrivals: Vec<_> = schedule::arrivals(&scenario, duration.as_secs_f64(), p, cfg.seed)
-        .into_iter()
-        .filter(|a| a.worker == k)
-        .collect();
+    let arrivals = schedule::schedule(&scenario, duration.as_secs_f64(), p, cfg.seed).filter(|a| a.worker == k);
     let frames = Frames::load(&mine)?;
     let start = StartSignal::Files { ready: dir.join(format!("ready.{k}")), go: dir.join("go") };
     if Hook::InferCrash.get().is_some_and(|v| v == k.to_string()) {
@@ -82,7 +79,7 @@ pub(crate) fn run_worker(cfg: &InferConfig, k: u32, p: u32, dir: &Path) -> Resul
         std::thread::sleep(Duration::from_millis(300));
         std::process::exit(3);
     }
-    let mut out = serve(&mine, &frames, &arrivals, &start);
+    let mut out = serve(&mine, &frames, arrivals, &start);
     if matches!(scenario, Scenario::Offline | Scenario::SingleStream) {
         // Ids of an endless backlog are per process: make them unique.
         for r in &mut out.records {

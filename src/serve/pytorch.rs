@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::records;
-use super::schedule::{self, Arrival};
+use super::schedule::{self, Schedule};
 use super::server::{grace, ServeOutcome};
 use crate::config::{InferConfig, Scenario, ServeStrategy};
 use crate::proc;
@@ -31,7 +31,7 @@ pub(crate) struct About {
 }
 
 /// Runs the PyTorch server on `arrivals`; its outcome and what it said of itself.
-pub(crate) fn run(cfg: &InferConfig, arrivals: &[Arrival]) -> (ServeOutcome, Option<About>) {
+pub(crate) fn run(cfg: &InferConfig, arrivals: Schedule) -> (ServeOutcome, Option<About>) {
     let mut out = ServeOutcome { records: vec![], late: 0, error: None, window: None, interference: vec![] };
     match run_script(cfg, arrivals, &mut out) {
         Ok(about) => (out, Some(about)),
@@ -42,7 +42,7 @@ pub(crate) fn run(cfg: &InferConfig, arrivals: &[Arrival]) -> (ServeOutcome, Opt
     }
 }
 
-fn run_script(cfg: &InferConfig, arrivals: &[Arrival], out: &mut ServeOutcome) -> Result<About> {
+fn run_script(cfg: &InferConfig, arrivals: Schedule, out: &mut ServeOutcome) -> Result<About> {
     let py = find_python()?;
     let dir = TempDir::new()?;
     let write = |name: &str, text: &str| -> Result<std::path::PathBuf> {
@@ -52,7 +52,14 @@ fn run_script(cfg: &InferConfig, arrivals: &[Arrival], out: &mut ServeOutcome) -
     };
     write("pytorch_common.py", crate::reference::COMMON)?;
     let script = write("pytorch_serve.py", SCRIPT)?;
-    let sched = write("schedule.txt", &schedule::to_text(arrivals))?;
+    let sched = dir.0.join("schedule.txt");
+    // Written as it is generated: the file, not memory, holds a long load.
+    (|| -> std::io::Result<()> {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&sched)?);
+        schedule::write_text(arrivals, &mut f)?;
+        std::io::Write::flush(&mut f)
+    })()
+    .with_context(|| format!("writing {}", sched.display()))?;
     let rec = dir.0.join("records.csv");
     let devices: Vec<String> = (0..cfg.devices.len())
         .map(|i| match cfg.devices.device(i) {

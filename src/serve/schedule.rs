@@ -12,6 +12,9 @@
 //!
 //! `offline` and `single-stream` have no schedule: their requests are made
 //! as fast as they are served.
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use crate::config::Scenario;
 use crate::data::transform::Rng;
 
@@ -26,48 +29,102 @@ pub(crate) struct Arrival {
 }
 
 /// The arrivals of `scenario` in [0, duration), sorted by time, ids in that
-/// order; empty for offline and single-stream.
-pub(crate) fn arrivals(scenario: &Scenario, duration: f64, workers: u32, seed: u64) -> Vec<Arrival> {
+/// order, made one at a time as they are taken: memory stays that of the
+/// cameras (streams) or nothing (Poisson), however long the load.
+pub(crate) fn schedule(scenario: &Scenario, duration: f64, workers: u32, seed: u64) -> Schedule {
     let workers = workers.max(1);
     let mut rng = Rng::keyed(&[seed, 0x5e_7e]);
-    let mut v: Vec<(f64, u32)> = match *scenario {
-        Scenario::Server { rate } => {
-            let mut t = 0.0;
-            let mut out = vec![];
-            loop {
-                // Inverse CDF of the exponential; 1 - u is in (0, 1].
-                t += -(1.0 - rng.uniform()).ln() / rate;
-                if t >= duration {
-                    break out;
-                }
-                out.push((t, (rng.next_u64() % workers as u64) as u32));
-            }
-        }
+    let source = match *scenario {
+        Scenario::Server { rate } => Source::Poisson { rng, rate, t: 0.0 },
         Scenario::Streams { streams, fps } => {
             let period = 1.0 / fps;
-            let mut out = vec![];
-            for s in 0..streams {
-                let mut t = rng.uniform() * period;
-                while t < duration {
-                    out.push((t, s % workers));
-                    t += period;
-                }
-            }
-            out.sort_by(|a, b| a.0.total_cmp(&b.0));
-            out
+            // Every camera's phase is drawn up front, in camera order, so the
+            // schedule depends on the seed alone; then the cameras are merged
+            // by their next frame's time (ties in camera order).
+            let next = (0..streams).map(|s| Reverse(Due(rng.uniform() * period, s))).collect();
+            Source::Streams { next, period }
         }
-        Scenario::Offline | Scenario::SingleStream => vec![],
+        Scenario::Offline | Scenario::SingleStream => Source::None,
     };
-    v.drain(..).enumerate().map(|(i, (offset, worker))| Arrival { id: i as u64, offset, worker }).collect()
+    Schedule { source, duration, workers, id: 0 }
+}
+
+/// `schedule`, all of it: for the tests and the PyTorch server's file.
+#[cfg(test)]
+pub(crate) fn arrivals(scenario: &Scenario, duration: f64, workers: u32, seed: u64) -> Vec<Arrival> {
+    schedule(scenario, duration, workers, seed).collect()
+}
+
+/// The load generator's schedule, lazily; see `schedule`.
+pub(crate) struct Schedule {
+    source: Source,
+    duration: f64,
+    workers: u32,
+    id: u64,
+}
+
+enum Source {
+    None,
+    Poisson { rng: Rng, rate: f64, t: f64 },
+    Streams { next: BinaryHeap<Reverse<Due>>, period: f64 },
+}
+
+/// A camera's next frame: (offset, camera), ordered by time, then camera.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Due(f64, u32);
+
+impl Eq for Due {}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
+    }
+}
+
+impl Iterator for Schedule {
+    type Item = Arrival;
+
+    fn next(&mut self) -> Option<Arrival> {
+        let (offset, worker) = match &mut self.source {
+            Source::None => return None,
+            Source::Poisson { rng, rate, t } => {
+                // Inverse CDF of the exponential; 1 - u is in (0, 1].
+                *t += -(1.0 - rng.uniform()).ln() / *rate;
+                if *t >= self.duration {
+                    self.source = Source::None;
+                    return None;
+                }
+                (*t, (rng.next_u64() % self.workers as u64) as u32)
+            }
+            Source::Streams { next, period } => {
+                let Reverse(Due(t, s)) = next.pop()?;
+                if t >= self.duration {
+                    // The earliest frame left is past the end: so are all the others.
+                    self.source = Source::None;
+                    return None;
+                }
+                next.push(Reverse(Due(t + *period, s)));
+                (t, s % self.workers)
+            }
+        };
+        let a = Arrival { id: self.id, offset, worker };
+        self.id += 1;
+        Some(a)
+    }
 }
 
 /// The schedule as the PyTorch server reads it: `id offset worker` per line.
-pub(crate) fn to_text(arrivals: &[Arrival]) -> String {
-    let mut s = String::with_capacity(arrivals.len() * 24);
+pub(crate) fn write_text(arrivals: impl Iterator<Item = Arrival>, to: &mut impl std::io::Write) -> std::io::Result<()> {
     for a in arrivals {
-        s += &format!("{} {:.9} {}\n", a.id, a.offset, a.worker);
+        writeln!(to, "{} {:.9} {}", a.id, a.offset, a.worker)?;
     }
-    s
+    Ok(())
 }
 
 #[cfg(test)]
@@ -113,6 +170,35 @@ mod tests {
         // Cameras are spread over the workers: 3, 2 and 2.
         let per = |w: u32| a.iter().filter(|x| x.worker == w).count();
         assert_eq!((per(0), per(1), per(2)), (150, 100, 100));
+    }
+
+    /// The merge gives what sorting every camera's frames at once gave.
+    #[test]
+    fn streams_are_merged_in_time_order_as_a_full_sort_would() {
+        let (streams, fps, dur) = (40u32, 7.0, 3.0);
+        let mut rng = Rng::keyed(&[9, 0x5e_7e]);
+        let (period, mut all) = (1.0 / fps, vec![]);
+        for s in 0..streams {
+            let mut t = rng.uniform() * period;
+            while t < dur {
+                all.push((t, s % 3));
+                t += period;
+            }
+        }
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let got: Vec<(f64, u32)> =
+            arrivals(&Scenario::Streams { streams, fps }, dur, 3, 9).iter().map(|a| (a.offset, a.worker)).collect();
+        assert!(got == all, "{} arrivals, {} from the sort", got.len(), all.len());
+    }
+
+    /// A long load is generated as it is taken, never held whole.
+    #[test]
+    fn a_schedule_is_made_as_it_is_taken() {
+        let s = schedule(&Scenario::Streams { streams: 1000, fps: 30.0 }, 1e9, 1, 1);
+        // 30 billion arrivals in all; the first million cost only the heap of 1000 cameras.
+        assert_eq!(s.skip(999_999).next().map(|a| a.id), Some(999_999));
+        let mut p = schedule(&Scenario::Server { rate: 1e6 }, 1e9, 4, 1);
+        assert!(p.nth(1_000_000).is_some_and(|a| a.offset < 2.0));
     }
 
     #[test]

@@ -18,7 +18,8 @@ const MAX_DOUBLINGS: u32 = 20;
 /// Whether a probe's row meets the bound; the reason when it does not.
 pub(crate) fn verdict(row: &Row, s: &CapacitySearch) -> Result<(), String> {
     match row.status {
-        Status::Ok => {}
+        // The drop rate is judged below, against the search's own limit.
+        Status::Ok | Status::Overloaded => {}
         Status::Oom => return Err("does not fit (out of memory)".into()),
         _ => return Err(format!("status {}", row.status)),
     }

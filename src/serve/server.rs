@@ -456,7 +456,12 @@ pub(crate) fn grace(cfg: &InferConfig) -> Duration {
 
 /// Runs the load `arrivals` (this process's share; empty for offline and
 /// single-stream) against this process's workers.
-pub(crate) fn serve(cfg: &InferConfig, frames: &Frames, arrivals: &[Arrival], start: &StartSignal) -> ServeOutcome {
+pub(crate) fn serve(
+    cfg: &InferConfig,
+    frames: &Frames,
+    arrivals: impl Iterator<Item = Arrival>,
+    start: &StartSignal,
+) -> ServeOutcome {
     let n_workers = match (cfg.strategy, cfg.scenario) {
         (ServeStrategy::Dp, _) | (_, Scenario::SingleStream) => 1,
         _ => cfg.devices.len(),
@@ -564,11 +569,16 @@ pub(crate) fn host_notes(host: Option<(HostSnapshot, HostSnapshot)>) -> Vec<Stri
 
 /// Issues each arrival at its time; returns how many were issued late. For
 /// offline and single-stream (no arrivals) it just waits out the window.
-fn generate(sh: &Shared, arrivals: &[Arrival], t0: Instant, duration: Duration) -> u64 {
+fn generate(sh: &Shared, arrivals: impl Iterator<Item = Arrival>, t0: Instant, duration: Duration) -> u64 {
     let mut late = 0;
-    let mut i = 0;
-    while i < arrivals.len() && !sh.stop.load(Ordering::Relaxed) {
-        let due = t0 + Duration::from_secs_f64(arrivals[i].offset);
+    let mut arrivals = arrivals.peekable();
+    let at = |a: &Arrival| t0 + Duration::from_secs_f64(a.offset);
+    let none = arrivals.peek().is_none();
+    while let Some(first) = arrivals.peek() {
+        if sh.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let due = at(first);
         let now = Instant::now();
         if due > now {
             std::thread::sleep(due - now);
@@ -576,18 +586,16 @@ fn generate(sh: &Shared, arrivals: &[Arrival], t0: Instant, duration: Duration) 
         let now = Instant::now();
         // Everything due by now goes in at once, then one wake-up.
         let mut q = sh.queue.lock().expect("queue lock");
-        while i < arrivals.len() && t0 + Duration::from_secs_f64(arrivals[i].offset) <= now {
-            let a = arrivals[i];
-            if now - (t0 + Duration::from_secs_f64(a.offset)) > LATE_AFTER {
+        while let Some(a) = arrivals.next_if(|a| at(a) <= now) {
+            if now - at(&a) > LATE_AFTER {
                 late += 1;
             }
             q.push_back(Pending { id: a.id, sched: a.offset });
-            i += 1;
         }
         drop(q);
         sh.cv.notify_all();
     }
-    if arrivals.is_empty() {
+    if none {
         let end = t0 + duration;
         while Instant::now() < end && !sh.stop.load(Ordering::Relaxed) {
             std::thread::sleep((end - Instant::now()).min(Duration::from_millis(20)));
