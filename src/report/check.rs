@@ -89,7 +89,7 @@ impl Metric {
     /// runs' spread.
     fn samples(self, runs: &[Run], groups: &[Group], gi: usize) -> Option<Vec<f64>> {
         let g = &groups[gi];
-        let pick = |f: fn(&Run) -> Option<f64>| -> Vec<f64> { g.ok.iter().filter_map(|&i| f(&runs[i])).collect() };
+        let pick = |f: fn(&Run) -> Option<f64>| -> Vec<f64> { g.pooled.iter().filter_map(|&i| f(&runs[i])).collect() };
         let v = match self {
             Metric::Throughput => pick(|r| r.row.throughput_img_s),
             Metric::StepP50 => pick(|r| r.row.step_ms_p50),
@@ -110,7 +110,7 @@ impl Metric {
         match self {
             Metric::Throughput => g.throughput_ci.map(|s| s.ci),
             Metric::Scaling => g.efficiency_ci.map(|s| s.ci),
-            Metric::StepP50 => match g.ok.as_slice() {
+            Metric::StepP50 => match g.pooled.as_slice() {
                 [one] => {
                     let r = &runs[*one].row;
                     Some(Interval { lo: r.step_ms_p50_ci95_lo?, hi: r.step_ms_p50_ci95_hi? })
@@ -349,8 +349,8 @@ pub(crate) fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) ->
     }
     notes.extend(excluded_notes(base_runs, bg.iter().flat_map(|g| g.excluded.iter().copied())));
     notes.extend(excluded_notes(cur_runs, cg.iter().flat_map(|g| g.excluded.iter().copied())));
-    notes.extend(disturbed_notes(base_runs, bg.iter().flat_map(|g| g.disturbed.iter().copied())));
-    notes.extend(disturbed_notes(cur_runs, cg.iter().flat_map(|g| g.disturbed.iter().copied())));
+    notes.extend(disturbed_notes(base_runs, bg.iter()));
+    notes.extend(disturbed_notes(cur_runs, cg.iter()));
     notes.push(format!(
         "rule: a change beyond {} that is also significant: Welch t-test p < {} when both sides have 2+ runs, \
          else the two 95 % intervals apart (p column: 'apart' or 'overlap'); with neither, the threshold alone \

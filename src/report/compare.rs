@@ -227,7 +227,7 @@ impl Comparison {
                 ));
             }
             notes.extend(excluded_notes(runs, m.values().flat_map(|g| g.excluded.iter().copied())));
-            notes.extend(disturbed_notes(runs, m.values().flat_map(|g| g.disturbed.iter().copied())));
+            notes.extend(disturbed_notes(runs, m.values()));
         }
         Table { title: format!("gpubench compare: {}", names.join(" vs ")), columns, rows, notes }
     }

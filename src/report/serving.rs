@@ -85,7 +85,7 @@ pub(crate) fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -
     let rows = groups
         .iter()
         .map(|g| {
-            let m = |f: fn(&Row) -> Option<f64>| column_median(runs, &g.ok, f);
+            let m = |f: fn(&Row) -> Option<f64>| column_median(runs, &g.pooled, f);
             let mut row = vec![Cell::text(&g.scope.hardware)];
             if any_label {
                 row.push(Cell::text(&g.scope.label));
@@ -121,7 +121,7 @@ pub(crate) fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -
     notes.extend(threads_note(runs));
     notes.extend(ranking_notes(groups));
     notes.extend(excluded_notes(runs, groups.iter().flat_map(|g| g.excluded.iter().copied())));
-    notes.extend(disturbed_notes(runs, groups.iter().flat_map(|g| g.disturbed.iter().copied())));
+    notes.extend(disturbed_notes(runs, groups.iter()));
     Table {
         title: format!(
             "gpubench serving report: {n_ok} ok run{} from {}",

@@ -180,6 +180,16 @@ pub(super) fn top(max: f64) -> f64 {
     }
 }
 
+/// The value axis' top for `values` with intervals reaching `interval_tops`:
+/// an interval may lift it to twice the highest value, no further, so one
+/// disturbed run's wide interval cannot flatten every bar and line beside it
+/// (its bar is cut at the top instead).
+pub(super) fn value_top(values: impl Iterator<Item = f64>, interval_tops: impl Iterator<Item = f64>) -> f64 {
+    let v = max_of(values);
+    let i = max_of(interval_tops);
+    top(if v > 0.0 { v.max(i.min(2.0 * v)) } else { i })
+}
+
 pub(super) fn max_of(it: impl Iterator<Item = f64>) -> f64 {
     it.filter(|v| v.is_finite()).fold(0.0, f64::max)
 }

@@ -43,11 +43,9 @@ impl Chart for LineChart {
             .collect();
         let area = frame(root, &self.title, &self.subtitle, &entries)?;
         let x_max = self.x_max.max(1.0);
-        let highest = self
-            .lines
-            .iter()
-            .flat_map(|l| l.points.iter().map(|p| p.1).chain(l.errors.iter().filter_map(|e| e.map(|(_, hi)| hi))));
-        let y_top = top(max_of(highest)).max(self.y_min_top);
+        let values = self.lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+        let interval_tops = self.lines.iter().flat_map(|l| l.errors.iter().filter_map(|e| e.map(|(_, hi)| hi)));
+        let y_top = value_top(values, interval_tops).max(self.y_min_top);
         let mut chart = ChartBuilder::on(&area)
             .margin(16)
             .margin_right(40)

@@ -33,6 +33,9 @@ pub(crate) struct Group {
     pub efficiency_ci: Option<Spread>,
     /// Indices of ok runs whose row names interference.
     pub disturbed: Vec<usize>,
+    /// The ok runs its figures pool: the undisturbed ones, or every ok run
+    /// when all were disturbed (the notes say which).
+    pub pooled: Vec<usize>,
 }
 
 /// A group's 95 % interval for one figure, and what it rests on.
@@ -123,12 +126,16 @@ pub(crate) fn summarize(
     let mut groups: Vec<Group> = by
         .into_iter()
         .map(|((scope, key), (ok, excluded))| {
+            let disturbed: Vec<usize> = ok.iter().copied().filter(|&i| !runs[i].row.interference.is_empty()).collect();
+            // A run another process slowed is not this configuration's figure:
+            // its neighbours' work would be pooled with it.
+            let clean: Vec<usize> = ok.iter().copied().filter(|i| !disturbed.contains(i)).collect();
+            let pooled = if clean.is_empty() { ok.clone() } else { clean };
             let vals = |f: &dyn Fn(&Run) -> Option<f64>| -> Option<f64> {
-                median(&ok.iter().filter_map(|&i| f(&runs[i])).collect::<Vec<_>>())
+                median(&pooled.iter().filter_map(|&i| f(&runs[i])).collect::<Vec<_>>())
             };
             let throughput = vals(&|r| r.row.throughput_img_s);
-            let throughput_ci = throughput_spread(runs, &ok);
-            let disturbed = ok.iter().copied().filter(|&i| !runs[i].row.interference.is_empty()).collect();
+            let throughput_ci = throughput_spread(runs, &pooled);
             let n = key.n_devices.max(1) as f64;
             let per_device = vals(&|r| r.row.throughput_per_device_img_s).or(throughput.map(|t| t / n));
             Group {
@@ -146,6 +153,7 @@ pub(crate) fn summarize(
                 throughput_ci,
                 efficiency_ci: None,
                 disturbed,
+                pooled,
             }
         })
         .collect();

@@ -218,6 +218,19 @@ pub(crate) mod tests {
         let text = String::from_utf8(crate::report::export::TextExporter.export(&t).unwrap()).unwrap();
         assert!(text.contains("disturbed t.csv:3 (resnet50 224px fp32 single x1 b64): host busy: load 4.2"), "{text}");
         assert!(text.contains(" 1/2 "), "{text}");
+        // Its slowed throughput is left out of the group's figure, and the note says so.
+        assert_eq!(g[0].throughput, Some(100.0));
+        assert!(text.contains("left out of the pooled figures"), "{text}");
+        // When every run was disturbed, they are all the figures there are.
+        let mut busy2 = row("single", 1, 80.0);
+        busy2.interference = "CPU steal 30 %".into();
+        let mut busy = row("single", 1, 90.0);
+        busy.interference = "host busy".into();
+        let runs = runs_of(vec![busy, busy2]);
+        let g = groups(&runs);
+        assert_eq!(g[0].throughput, Some(85.0));
+        let notes = disturbed_notes(&runs, g.iter());
+        assert!(notes.iter().all(|n| n.contains("every run of this configuration was disturbed")), "{notes:?}");
     }
 
     #[test]

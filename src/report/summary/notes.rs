@@ -47,14 +47,26 @@ pub(crate) fn ranking_notes(groups: &[Group]) -> Vec<String> {
         .collect()
 }
 
-/// One note per ok row that recorded interference.
-pub(crate) fn disturbed_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>) -> Vec<String> {
-    idx.into_iter()
-        .map(|i| {
+/// One note per ok row that recorded interference, saying whether its
+/// group's figures left it out.
+pub(crate) fn disturbed_notes<'a>(runs: &[Run], groups: impl IntoIterator<Item = &'a Group>) -> Vec<String> {
+    let mut notes = vec![];
+    for g in groups {
+        for &i in &g.disturbed {
             let r = &runs[i];
-            format!("disturbed {} ({}): {}", r.place(), ConfigKey::of(&r.row).describe(), r.row.interference)
-        })
-        .collect()
+            let fate = match g.pooled.contains(&i) {
+                false => "left out of the pooled figures",
+                true => "kept in the figures: every run of this configuration was disturbed",
+            };
+            notes.push(format!(
+                "disturbed {} ({}): {}; {fate}",
+                r.place(),
+                ConfigKey::of(&r.row).describe(),
+                r.row.interference
+            ));
+        }
+    }
+    notes
 }
 
 /// "2 oom, 1 failed" for a group's excluded runs.

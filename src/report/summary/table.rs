@@ -93,7 +93,7 @@ pub(crate) fn report_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) ->
     }
     notes.extend(ranking_notes(groups));
     notes.extend(excluded_notes(runs, groups.iter().flat_map(|g| g.excluded.iter().copied())));
-    notes.extend(disturbed_notes(runs, groups.iter().flat_map(|g| g.disturbed.iter().copied())));
+    notes.extend(disturbed_notes(runs, groups.iter()));
     Table {
         title: format!(
             "gpubench report: {n_ok} ok run{} from {}",
