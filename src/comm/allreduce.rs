@@ -142,7 +142,12 @@ impl Rank<'_> {
 }
 
 /// This rank's part of the benchmark; every rank returns the same figures.
-pub(crate) fn run_rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<Vec<SizeResult>> {
+pub(crate) fn run_rank(
+    cfg: &AllreduceConfig,
+    env: &DistEnv,
+    each: &mut dyn FnMut(&SizeResult) -> Result<()>,
+) -> Result<()> {
+    let fault = crate::bench::ddp::worker::Fault::from_env(env.rank)?;
     let device = cfg.devices.device(0);
     let store = Store::new(&env.master_addr, env.master_port, env.rank, env.world_size, env.rank == 0, cfg.timeout)
         .context("rendezvous")?;
@@ -161,43 +166,54 @@ pub(crate) fn run_rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<Vec<SizeR
         }
     }
     r.sync();
-    let mut out = vec![];
-    for &b in &sizes {
+    // Each size is handed on as soon as it is measured, so that a rank
+    // dying later loses none of the sizes before it.
+    for (i, &b) in sizes.iter().enumerate() {
+        if let Some(f) = &fault {
+            f.strike(i as u64 + 1)?;
+        }
         let count = (b / e) as i64;
         let oop = r.timing(b, count, true)?;
         let ip = r.timing(b, count, false)?;
-        out.push(SizeResult { size: b, count: count as u64, out_of_place: oop, in_place: ip });
+        each(&SizeResult { size: b, count: count as u64, out_of_place: oop, in_place: ip })?;
     }
-    Ok(out)
+    Ok(())
 }
 
-/// nccl-tests' table, with the per-operation p50 and p99 added.
-pub(crate) fn table(results: &[SizeResult], dtype: CommDtype) -> String {
-    let mut t = String::new();
-    t += "#                                        out-of-place                                   in-place\n";
-    t += "#       size      count      type redop      time    p50    p99   algbw   busbw #wrong      time    p50    p99   algbw   busbw #wrong\n";
-    t += "#        (B) (elements)                      (us)   (us)   (us)  (GB/s)  (GB/s)             (us)   (us)   (us)  (GB/s)  (GB/s)\n";
+/// nccl-tests' table head, printed before the first size is measured.
+pub(crate) fn table_head() -> &'static str {
+    "#                                        out-of-place                                   in-place\n\
+     #       size      count      type redop      time    p50    p99   algbw   busbw #wrong      time    p50    p99   algbw   busbw #wrong\n\
+     #        (B) (elements)                      (us)   (us)   (us)  (GB/s)  (GB/s)             (us)   (us)   (us)  (GB/s)  (GB/s)\n"
+}
+
+/// One size's line of the table, with the per-operation p50 and p99 added.
+pub(crate) fn table_line(r: &SizeResult, dtype: CommDtype) -> String {
     let part = |x: &Timing| {
         format!(
             "{:>9.1} {:>6.0} {:>6.0} {:>7.3} {:>7.3} {:>6}",
             x.time, x.p50_us, x.p99_us, x.alg_bw, x.bus_bw, x.nwrong
         )
     };
-    for r in results {
-        t += &format!(
-            "{:>12} {:>10} {:>9} {:>5}  {}  {}\n",
-            r.size,
-            r.count,
-            dtype.nccl_name(),
-            "sum",
-            part(&r.out_of_place),
-            part(&r.in_place)
-        );
-    }
-    t +=
-        &format!("# Out of bounds values : {} {}\n", wrong(results), if wrong(results) == 0 { "OK" } else { "FAILED" });
-    t += &format!("# Avg bus bandwidth    : {:.4} GB/s\n", avg_busbw(results));
-    t
+    format!(
+        "{:>12} {:>10} {:>9} {:>5}  {}  {}\n",
+        r.size,
+        r.count,
+        dtype.nccl_name(),
+        "sum",
+        part(&r.out_of_place),
+        part(&r.in_place)
+    )
+}
+
+/// The table's closing lines, over every size measured.
+pub(crate) fn table_foot(results: &[SizeResult]) -> String {
+    format!(
+        "# Out of bounds values : {} {}\n# Avg bus bandwidth    : {:.4} GB/s\n",
+        wrong(results),
+        if wrong(results) == 0 { "OK" } else { "FAILED" },
+        avg_busbw(results)
+    )
 }
 
 /// Wrong elements over every size and placement.

@@ -7,7 +7,7 @@ use anyhow::{anyhow, Result};
 use crate::bench::ddp::env::DistEnv;
 use crate::bench::ddp::launcher::{rank_failure, spawn_ranks, wait_all, GRACE};
 use crate::bench::row::identity_row;
-use crate::comm::allreduce::{run_rank, table, to_json, SizeResult, Timing};
+use crate::comm::allreduce::{run_rank, table_foot, table_head, table_line, to_json, SizeResult, Timing};
 use crate::config::AllreduceConfig;
 use crate::device::{self, DeviceKind};
 use crate::results::csv::{self as results_csv, Row};
@@ -41,7 +41,7 @@ fn launch(cfg: &AllreduceConfig) -> Result<i32> {
             cfg.factor
         );
     }
-    let ranks = spawn_ranks(local, cfg.node_rank, world, &addr, port)?;
+    let ranks = spawn_ranks(local, cfg.node_rank, world, (&addr, port), cfg.quiet)?;
     let ended = wait_all(ranks, GRACE);
     match ended.first().filter(|(_, e)| !e.exit.success()) {
         None => Ok(0),
@@ -59,17 +59,40 @@ fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
         // spin against each other and would time the contention, not the copy.
         tch::set_num_threads((device::cpu_cores() / cfg.node_devices.len()).max(1) as i32);
     }
-    let results = run_rank(cfg, env)?;
-    if env.rank != 0 {
-        return Ok(0);
+    let lead = env.rank == 0;
+    let talks = lead && !cfg.quiet && !cfg.json;
+    if talks {
+        print!("{}", table_head());
     }
-    if let Some(out) = &cfg.out {
-        results_csv::append_rows(out, &rows(cfg, env.world_size, &results))?;
+    let mut results = vec![];
+    // Rank 0 appends and prints each size as it is measured: when a rank
+    // dies at a later size, the ones before it are in the file and on screen.
+    let measured = run_rank(cfg, env, &mut |r: &SizeResult| {
+        if !lead {
+            return Ok(());
+        }
+        if let Some(out) = &cfg.out {
+            results_csv::append_rows(out, &rows(cfg, env.world_size, std::slice::from_ref(r)))?;
+        }
+        if talks {
+            print!("{}", table_line(r, cfg.dtype));
+            std::io::Write::flush(&mut std::io::stdout())?;
+        }
+        results.push(*r);
+        Ok(())
+    });
+    if !lead {
+        return measured.map(|_| 0);
     }
     if cfg.json {
         println!("{}", serde_json::to_string_pretty(&to_json(cfg, env.world_size, &results))?);
-    } else if !cfg.quiet {
-        print!("{}", table(&results, cfg.dtype));
+    }
+    if let Err(e) = measured {
+        let of = cfg.sizes().len();
+        return Err(e.context(format!("the all-reduce stopped after {} of {of} sizes (those are kept)", results.len())));
+    }
+    if talks {
+        print!("{}", table_foot(&results));
     }
     Ok(if crate::comm::allreduce::wrong(&results) == 0 { 0 } else { 1 })
 }

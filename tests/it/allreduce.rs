@@ -43,6 +43,34 @@ fn allreduce_reports_nccl_tests_figures_rows_and_json() {
     assert!(report.stdout.contains("all-reduce report") && report.stdout.contains("32K"), "{}", report.stdout);
 }
 
+/// A rank that dies at the third size: the two sizes before it stay in the
+/// file and on screen, and the error names the rank that died, not the one
+/// that lost its peer.
+#[test]
+fn a_dying_rank_keeps_the_sizes_already_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ar.csv");
+    let a = format!("allreduce --cpu 2 -b 8 -e 64K -f 8 -n 3 -w 1 --out {}", out.display());
+    let o = gpubench(&a).env("GPUBENCH_FAULT", "1:3:crash").run();
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), 2, "{}", o.stdout);
+    assert!(lines[0].trim_start().starts_with("8 ") && lines[1].trim_start().starts_with("64 "), "{}", o.stdout);
+    let rows = read_csv(&out);
+    assert_eq!(rows.iter().map(|r| num(r, "bytes")).collect::<Vec<_>>(), [8.0, 8.0, 64.0, 64.0]);
+    assert!(o.stderr.contains("stopped after 2 of 5 sizes"), "{}", o.stderr);
+    assert!(o.stderr.lines().last().unwrap().contains("allreduce rank 1 failed (killed by signal 6"), "{}", o.stderr);
+    // --quiet: that one line alone.
+    let o = gpubench(&format!("{a} -q")).env("GPUBENCH_FAULT", "1:2:oom").run();
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stderr.trim_end().lines().count(), 1, "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with("error: allreduce rank 1 failed") && o.stderr.contains("out of memory"),
+        "{}",
+        o.stderr
+    );
+}
+
 #[test]
 fn bad_allreduce_input_is_one_line_and_exit_2() {
     assert_usage_error("allreduce --cpu 2 -b 1M -e 1K", "larger than -e");

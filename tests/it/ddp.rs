@@ -239,6 +239,10 @@ fn one_failing_rank_ends_the_job_quickly_and_the_row_names_it() {
         assert_eq!(rows.len(), 1, "{fault}: one row, not one per rank");
         assert_eq!(rows[0]["status"], status, "{fault}: {}", rows[0]["error"]);
         assert!(rows[0]["error"].contains(says), "{fault}: {}", rows[0]["error"]);
+        // --quiet: one line says what failed, not every rank's echo of it.
+        let err = stderr(&o);
+        assert_eq!(err.trim_end().lines().count(), 1, "{fault}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(says), "{fault}: {err}");
     }
 }
 

@@ -52,7 +52,7 @@ pub(crate) fn launch(cfg: &RunConfig) -> Result<i32> {
             cfg.global_batch()
         );
     }
-    let workers = spawn_ranks(local, d.node_rank, world, &addr, port)?;
+    let workers = spawn_ranks(local, d.node_rank, world, (&addr, port), cfg.quiet)?;
     let rows_before = rows_in(cfg);
     let ended = wait_all(workers, GRACE);
     let all_exited = ended.iter().all(|(_, e)| e.exit != Exit::TimedOut);
@@ -63,6 +63,14 @@ pub(crate) fn launch(cfg: &RunConfig) -> Result<i32> {
     // Rank 0 ended the run itself and wrote its row (ok, diverged, or a
     // failure it could trace to its rank), even if others had to be stopped.
     if (all_exited && code == 0) || rows_in(cfg) > rows_before {
+        // Quiet, rank 0's own account of a failed run was not forwarded: it
+        // is the one line to say.
+        let said = ended.iter().find(|(r, _)| *r == 0).and_then(|(_, e)| e.tail.last());
+        if cfg.quiet && code != 0 {
+            if let Some(last) = said {
+                return Err(anyhow!("{}", last.trim_start_matches("error: ")));
+            }
+        }
         return Ok(code);
     }
     let Some((rank, e)) = ended.first().filter(|(_, e)| !e.exit.success()) else {
@@ -81,14 +89,16 @@ pub(crate) fn launch(cfg: &RunConfig) -> Result<i32> {
 }
 
 /// Starts this node's `local` ranks (this same binary, as the hidden `rank`
-/// subcommand around this command line) with torchrun's variables set and stderr forwarded behind `[rank r]`; ddp's
+/// subcommand around this command line) with torchrun's variables set and
+/// stderr forwarded behind `[rank r]` unless `quiet` (then only the
+/// launcher's one line says what failed, from the ranks' last lines); ddp's
 /// workers and `allreduce`'s ranks both start here.
 pub(crate) fn spawn_ranks(
     local: usize,
     node_rank: usize,
     world: usize,
-    addr: &str,
-    port: u16,
+    (addr, port): (&str, u16),
+    quiet: bool,
 ) -> Result<Vec<(usize, Watched)>> {
     let exe = std::env::current_exe().context("locating the gpubench binary to start workers")?;
     let args = Role::Rank.args(&[], crate::internal::served_line());
@@ -104,7 +114,7 @@ pub(crate) fn spawn_ranks(
             .env("MASTER_ADDR", addr)
             .env("MASTER_PORT", port.to_string())
             .env(crate::internal::PARENT_PID, std::process::id().to_string());
-        match proc::spawn(&mut cmd, Some(format!("[rank {rank}] ")), 1) {
+        match proc::spawn(&mut cmd, (!quiet).then(|| format!("[rank {rank}] ")), 1) {
             Ok(w) => workers.push((rank, w)),
             Err(e) => {
                 for (_, w) in workers.iter_mut() {
@@ -164,10 +174,27 @@ pub(crate) fn wait_all(mut workers: Vec<(usize, Watched)>, mut grace: Duration) 
     let mut ended: Vec<(usize, Ended)> =
         workers.into_iter().zip(exits).map(|((rank, w), x)| (rank, w.finish(x))).collect();
     // The first failure leads, so that the message names the rank that failed
-    // rather than one that was stopped, or failed because of it.
+    // rather than one that was stopped, or failed because of it. Ranks that
+    // fail together are told apart by what they said: one that lost its peer
+    // failed because of another.
     if let Some((i, _)) = first_failure {
-        let f = ended.remove(i);
+        let cause = (!lost_a_peer(&ended[i].1))
+            .then_some(i)
+            .or_else(|| {
+                ended.iter().position(|(_, e)| !e.exit.success() && e.exit != Exit::TimedOut && !lost_a_peer(e))
+            })
+            .unwrap_or(i);
+        let f = ended.remove(cause);
         ended.insert(0, f);
     }
     ended
+}
+
+/// Whether a rank's last line says its collective lost a peer (Gloo's reset
+/// or closed connection, NCCL's remote error) rather than why it failed.
+fn lost_a_peer(e: &Ended) -> bool {
+    let last = e.tail.last().map(String::as_str).unwrap_or_default();
+    ["Connection reset by peer", "Connection closed by peer", "remote process exited", "ncclRemoteError"]
+        .iter()
+        .any(|p| last.contains(p))
 }

@@ -228,10 +228,25 @@ pub(crate) struct Fault {
 }
 
 impl Fault {
-    fn from_env(rank: usize) -> Result<Option<Fault>> {
+    /// The fault the hook sets for `rank`, if any. `allreduce`'s ranks take
+    /// STEP as the message size's place in the sweep (from 1).
+    pub(crate) fn from_env(rank: usize) -> Result<Option<Fault>> {
         match crate::internal::Hook::Fault.get() {
             Some(v) => Fault::parse(&v, rank),
             None => Ok(None),
+        }
+    }
+
+    /// At `step`: the injected error (`oom`), or the process ends (`crash`).
+    pub(crate) fn strike(&self, step: u64) -> Result<()> {
+        if step != self.step {
+            return Ok(());
+        }
+        match self.kind {
+            FaultKind::Crash => std::process::abort(),
+            FaultKind::Oom => Err(anyhow::anyhow!(
+                "CUDA out of memory. Tried to allocate 2.00 GiB (injected by {FAULT_ENV} at step {step})"
+            )),
         }
     }
 
@@ -267,15 +282,7 @@ impl Strategy for Faulty {
     }
     fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
         self.steps += 1;
-        if self.steps == self.fault.step {
-            match self.fault.kind {
-                FaultKind::Oom => anyhow::bail!(
-                    "CUDA out of memory. Tried to allocate 2.00 GiB (injected by {FAULT_ENV} at step {})",
-                    self.steps
-                ),
-                FaultKind::Crash => std::process::abort(),
-            }
-        }
+        self.fault.strike(self.steps)?;
         self.inner.step_timed(batch, clock)
     }
     fn devices(&self) -> &Devices {
