@@ -10,7 +10,7 @@ use crate::config::{InferConfig, Scenario};
 use crate::report::format::{fmt_ms, fmt_rate};
 use crate::results::csv::Row;
 use crate::results::Status;
-use crate::serve::search::{find_max, verdict};
+use crate::serve::search::{find_max, verdict, Probe};
 use crate::serve::{self, Measured};
 
 /// The process-wide settings every serving process applies before it
@@ -136,7 +136,7 @@ pub(crate) fn summary(r: &Row) -> String {
     }
     if r.compute_ms_mean.is_some() {
         t += &format!(
-            "per request, mean ms: queue {} · batching {} · input {} · compute {} · output {}\n",
+            "per request, mean ms: queue {} · batching {}; its batch's input {} · compute {} · output {}\n",
             opt(r.queue_ms_mean),
             opt(r.batch_ms_mean),
             opt(r.input_ms_mean),
@@ -159,17 +159,21 @@ fn search(cfg: &InferConfig, s: &crate::config::CapacitySearch) -> Result<i32> {
     };
     let what = if integer { "streams" } else { "req/s" };
     let mut rows: Vec<Row> = vec![];
-    let mut probe = |x: f64| -> Result<bool> {
+    let mut probe = |x: f64, kind: Probe| -> Result<bool> {
         let mut c = cfg.clone();
         c.scenario = if integer { Scenario::Streams { streams: x as u32, fps } } else { Scenario::Server { rate: x } };
         let offered = c.scenario.offered_rate().unwrap_or(1.0);
         let need = std::time::Duration::from_secs_f64(s.min_requests as f64 / offered);
-        c.duration = s.min_duration.max(need);
+        c.duration = s.min_duration.max(need) * if kind == Probe::Confirm { 2 } else { 1 };
         let mut m = serve::measure(&c);
         let v = verdict(&m.row, s);
         let i = rows.len() + 1;
         m.row.note = [
-            format!("capacity probe {i}: {}", v.as_ref().map(|_| "within bound".into()).unwrap_or_else(|e| e.clone())),
+            format!(
+                "capacity {} {i}: {}",
+                if kind == Probe::Confirm { "confirmation" } else { "probe" },
+                v.as_ref().map(|_| "within bound".into()).unwrap_or_else(|e| e.clone())
+            ),
             m.row.note.clone(),
         ]
         .into_iter()
@@ -179,8 +183,14 @@ fn search(cfg: &InferConfig, s: &crate::config::CapacitySearch) -> Result<i32> {
         write(&c, &m)?;
         if !cfg.quiet && !cfg.json {
             println!(
-                "probe {i:>2}: {} {what}: {} · achieved {} req/s · p99 {} ms · {} dropped",
+                "{} {i:>2}: {} {what}{}: {} · achieved {} req/s · p99 {} ms · {} dropped",
+                if kind == Probe::Confirm { "confirm" } else { "probe  " },
                 fmt_load(x, integer),
+                if kind == Probe::Confirm {
+                    format!(" for {}", humantime::format_duration(c.duration))
+                } else {
+                    String::new()
+                },
                 match &v {
                     Ok(()) => "within bound".to_string(),
                     Err(e) => format!("misses ({e})"),

@@ -365,13 +365,19 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
     ColumnDoc {
         name: "input_ms_mean",
         unit: "ms",
-        meaning: "infer: mean time to preprocess the batch and copy it to the device.",
+        meaning: "infer: the time a request's batch took to be preprocessed and copied to the device, averaged over \
+                  requests: a batch's time, not a per-frame cost (a note gives that when input dwarfs compute).",
     },
-    ColumnDoc { name: "compute_ms_mean", unit: "ms", meaning: "infer: mean forward time of a request's batch." },
+    ColumnDoc {
+        name: "compute_ms_mean",
+        unit: "ms",
+        meaning: "infer: the forward time of a request's batch, averaged over requests (a batch's time).",
+    },
     ColumnDoc {
         name: "output_ms_mean",
         unit: "ms",
-        meaning: "infer: mean time to copy the predictions back to the host.",
+        meaning: "infer: the time a request's batch took to copy its predictions back to the host, averaged over \
+                  requests.",
     },
     ColumnDoc {
         name: "generator_late_pct",

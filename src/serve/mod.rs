@@ -97,6 +97,9 @@ pub fn measure(cfg: &InferConfig) -> Measured {
     Measured { row, devs }
 }
 
+/// Input over this many forward passes, and a row says it is input-bound.
+const INPUT_BOUND: f64 = 4.0;
+
 /// More than this share of requests dropped, and a run is overloaded.
 const OVERLOAD_DROPS: f64 = 0.01;
 
@@ -195,6 +198,18 @@ fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, 
              schedule)",
             late_pct.unwrap_or(0.0)
         ));
+    }
+    if let (Some(p), Some(per_frame)) = (f.parts_ms, f.input_ms_per_frame) {
+        // A server whose input path costs several forward passes measures
+        // its preprocessing, not its model: say so beside the figures.
+        if p[2] > INPUT_BOUND * p[3] {
+            notes.push(format!(
+                "input-bound: preprocessing and the copy take {:.2} ms per batch ({per_frame:.3} ms per frame), \
+                 {:.1}x the forward pass",
+                p[2],
+                p[2] / p[3].max(1e-9)
+            ));
+        }
     }
     if cfg.strategy == ServeStrategy::Dp {
         notes.push(format!("master {}", cfg.devices.describe().split(',').next().unwrap_or_default()));

@@ -117,8 +117,12 @@ pub(crate) struct ServeFigures {
     /// Latency percentiles from the scheduled arrival (ms); None for offline,
     /// whose requests are all "scheduled" at the start.
     pub latency_ms: Option<[f64; 4]>,
-    /// Means of the parts (ms): queue, batch, input, compute, output.
+    /// Means over requests of the parts (ms): queue, batch, and their
+    /// batch's input, compute, output (a batch's times, not per frame).
     pub parts_ms: Option<[f64; 5]>,
+    /// Input (preprocessing and copy) per frame, ms: every batch's input
+    /// time over the requests served.
+    pub input_ms_per_frame: Option<f64>,
 }
 
 /// The figures of `records` for a load of `duration` seconds. `latency`:
@@ -161,7 +165,9 @@ pub(crate) fn figures(records: &[Record], duration: f64, latency: bool, backlog:
             part(&|_, s| s.done - s.computed),
         ]
     });
+    let input_ms_per_frame = (!served.is_empty()).then(|| part(&|_, s| (s.copied - s.closed) / s.batch.max(1) as f64));
     ServeFigures {
+        input_ms_per_frame,
         requests: records.len() as u64,
         completed,
         dropped: records.len() as u64 - completed,

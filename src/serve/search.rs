@@ -48,24 +48,34 @@ pub(crate) struct Found {
     pub probes: Vec<(f64, bool)>,
 }
 
+/// What a probe is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// Part of the doubling, halving or bisection.
+    Search,
+    /// The answer, run again for twice as long: a load that met the bound in
+    /// a short probe but does not hold is not the answer.
+    Confirm,
+}
+
 /// Searches from `start`; `integer` loads (streams) are whole and at least 1.
-/// `probe` measures a load and says whether it met the bound.
-pub(crate) fn find_max(start: f64, integer: bool, probe: &mut dyn FnMut(f64) -> Result<bool>) -> Result<Found> {
+/// `probe` measures a load and says whether it met the bound. The answer is
+/// confirmed by a longer probe; when that misses, the search goes on below it.
+pub(crate) fn find_max(start: f64, integer: bool, probe: &mut dyn FnMut(f64, Probe) -> Result<bool>) -> Result<Found> {
     let norm = |x: f64| if integer { x.floor().max(1.0) } else { x };
     let mut probes = vec![];
-    let mut run = |x: f64, probes: &mut Vec<(f64, bool)>| -> Result<bool> {
-        let ok = probe(x)?;
+    let mut run = |x: f64, kind: Probe, probes: &mut Vec<(f64, bool)>| -> Result<bool> {
+        let ok = probe(x, kind)?;
         probes.push((x, ok));
         Ok(ok)
     };
-    let mut hi = None;
+    let (mut lo, mut hi) = (None, None);
     let mut x = norm(start);
-    let mut lo;
-    if run(x, &mut probes)? {
+    if run(x, Probe::Search, &mut probes)? {
         lo = Some(x);
         for _ in 0..MAX_DOUBLINGS {
             x = norm(x * 2.0);
-            if run(x, &mut probes)? {
+            if run(x, Probe::Search, &mut probes)? {
                 lo = Some(x);
             } else {
                 hi = Some(x);
@@ -74,35 +84,43 @@ pub(crate) fn find_max(start: f64, integer: bool, probe: &mut dyn FnMut(f64) -> 
         }
     } else {
         hi = Some(x);
-        loop {
-            let next = norm(x / 2.0);
-            if next == x || (!integer && next < start / 1e6) {
+    }
+    loop {
+        // Halving, while nothing below the miss has met the bound.
+        while lo.is_none() {
+            let h = hi.expect("a miss above");
+            let next = norm(h / 2.0);
+            if next == h || (!integer && next < start / 1e6) {
                 return Ok(Found { best: None, first_miss: hi, probes });
             }
-            x = next;
-            if run(x, &mut probes)? {
-                lo = Some(x);
+            if run(next, Probe::Search, &mut probes)? {
+                lo = Some(next);
+            } else {
+                hi = Some(next);
+            }
+        }
+        // Bisection between the last load that met and the first that missed.
+        while let (Some(l), Some(h)) = (lo, hi) {
+            let close = if integer { h - l <= (l * RESOLUTION).max(1.0) } else { h - l <= l * RESOLUTION };
+            let mid = norm((l + h) / 2.0);
+            if close || mid <= l || mid >= h {
                 break;
             }
-            hi = Some(x);
+            if run(mid, Probe::Search, &mut probes)? {
+                lo = Some(mid);
+            } else {
+                hi = Some(mid);
+            }
         }
+        let best = lo.expect("a load that met");
+        if run(best, Probe::Confirm, &mut probes)? {
+            return Ok(Found { best: lo, first_miss: hi, probes });
+        }
+        // Met briefly, missed for longer: it is a miss, and the answer lies
+        // below it, above the largest load that met the bound.
+        hi = Some(best);
+        lo = probes.iter().filter(|p| p.1 && p.0 < best).map(|p| p.0).reduce(f64::max);
     }
-    while let (Some(l), Some(h)) = (lo, hi) {
-        let close = if integer { h - l <= (l * RESOLUTION).max(1.0) } else { h - l <= l * RESOLUTION };
-        if close {
-            break;
-        }
-        let mid = norm((l + h) / 2.0);
-        if mid <= l || mid >= h {
-            break;
-        }
-        if run(mid, &mut probes)? {
-            lo = Some(mid);
-        } else {
-            hi = Some(mid);
-        }
-    }
-    Ok(Found { best: lo, first_miss: hi, probes })
 }
 
 #[cfg(test)]
@@ -110,7 +128,27 @@ mod tests {
     use super::*;
 
     fn search(start: f64, integer: bool, capacity: f64) -> Found {
-        find_max(start, integer, &mut |x| Ok(x <= capacity)).unwrap()
+        find_max(start, integer, &mut |x, _| Ok(x <= capacity)).unwrap()
+    }
+
+    /// A server that passes 3 s probes up to 20 streams but holds only 15
+    /// for longer (the collapse the issue saw at 16): the answer is 15.
+    #[test]
+    fn an_answer_that_does_not_hold_for_longer_is_not_the_answer() {
+        let mut confirms = vec![];
+        let f = find_max(4.0, true, &mut |x, kind| {
+            if kind == Probe::Confirm {
+                confirms.push(x);
+            }
+            Ok(x <= if kind == Probe::Confirm { 15.0 } else { 20.0 })
+        })
+        .unwrap();
+        assert_eq!(f.best, Some(15.0), "{f:?}");
+        assert_eq!(confirms.last(), Some(&15.0), "the answer was confirmed: {confirms:?}");
+        assert!(confirms.len() >= 2 && confirms[0] == 20.0, "{confirms:?}");
+        // None holds: no answer, rather than a brief one.
+        let f = find_max(4.0, true, &mut |x, kind| Ok(kind == Probe::Search && x <= 8.0)).unwrap();
+        assert_eq!(f.best, None, "{f:?}");
     }
 
     #[test]

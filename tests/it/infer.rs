@@ -174,7 +174,11 @@ fn a_server_of_known_capacity_is_found_and_overload_grows_latency() {
     let best = v["answer"].as_f64().expect("an answer");
     assert!((400.0..=1180.0).contains(&best), "capacity 800 req/s, found {best}: {v}");
     let probes = rows(&out);
-    assert!(probes.len() >= 4 && probes.iter().all(|r| r["note"].contains("capacity probe")));
+    assert!(probes.len() >= 4 && probes.iter().all(|r| r["note"].contains("capacity ")));
+    // The answer was run again for twice as long, and held.
+    let last = probes.last().unwrap();
+    assert!(last["note"].contains("capacity confirmation") && last["note"].contains("within bound"), "{last:?}");
+    assert_eq!(num(last, "offered_rate"), best);
     assert!(probes.iter().all(|r| r["note"].contains("TEST: a model that takes 10 ms")));
 
     // Twice the capacity: achieved stays at or below 800, latency from the schedule grows.
