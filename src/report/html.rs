@@ -244,7 +244,10 @@ pub(crate) fn check_html_path(path: &Path) -> Result<()> {
     if path.is_dir() {
         return Err(usage(format!("--html {}: is a directory; give a file name, e.g. report.html", path.display())));
     }
-    crate::results::csv::existing_parent(path, "--html").map(|_| ())
+    let dir = crate::results::csv::existing_parent(path, "--html")?;
+    // An existing page is replaced through a file beside it: the directory
+    // must take new files either way (`/proc/r.html` failed after the report).
+    crate::results::csv::writable_dir(dir, "--html", path)
 }
 
 /// Writes the page next to its final name and renames it into place, so a

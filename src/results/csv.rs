@@ -310,6 +310,13 @@ pub(crate) fn existing_parent<'a>(path: &'a Path, flag: &str) -> Result<&'a Path
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    if dir.exists() && !dir.is_dir() {
+        return Err(usage(format!(
+            "{flag} {}: {} is a file, not a directory; choose another place",
+            path.display(),
+            dir.display()
+        )));
+    }
     if !dir.is_dir() {
         return Err(usage(format!(
             "{flag} {}: directory {} does not exist; create it first (mkdir -p {})",

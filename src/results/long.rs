@@ -57,6 +57,9 @@ fn append(path: &Path, header: &str, body: String) -> Result<()> {
 /// Before a run: `path` can later take rows under `header` (its directory
 /// exists; an existing file has that header).
 pub(crate) fn check_writable(path: &Path, header: &str, flag: &str) -> Result<()> {
+    if path.is_dir() {
+        return Err(usage(format!("{flag} {}: is a directory; give a file name in it", path.display())));
+    }
     if path.exists() {
         let first = crate::results::csv::first_line(path)?;
         if !first.is_empty() && first != header {
@@ -67,7 +70,8 @@ pub(crate) fn check_writable(path: &Path, header: &str, flag: &str) -> Result<()
         }
         return Ok(());
     }
-    crate::results::csv::existing_parent(path, flag).map(|_| ())
+    let dir = crate::results::csv::existing_parent(path, flag)?;
+    crate::results::csv::writable_dir(dir, flag, path)
 }
 
 fn records<T: Serialize>(key: &impl Serialize, items: &[T]) -> String {

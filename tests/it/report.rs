@@ -367,6 +367,9 @@ fn bad_inputs_give_one_line_with_file_and_line_and_exit_2() {
         let want = want.trim_start_matches("error: ").replace(file, &abs(file));
         super::common::assert_usage_error_argv(&argv, &want);
     }
+    // A page that cannot be written is refused before the report is made.
+    let argv: Vec<String> = ["report", &abs("baseline.csv"), "--html", "/proc/r.html"].map(String::from).to_vec();
+    super::common::assert_usage_error_argv(&argv, "--html /proc/r.html: directory /proc is not writable");
     // And once through the binary, from the fixtures directory: the line
     // main prints, with the path as given.
     let o = fx("report bad/truncated.csv").run();

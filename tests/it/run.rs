@@ -133,6 +133,11 @@ fn bad_inputs_give_one_line_and_exit_2() {
             "the directory cannot be made",
         ),
         (format!("{base} --cpu 0"), "--cpu"),
+        // Each output path names its option: a directory, a file as a directory, a place that takes no files.
+        (format!("{base} --telemetry {}", env!("CARGO_MANIFEST_DIR")), "--telemetry"),
+        (format!("{base} --telemetry {}/Cargo.toml/t.csv", env!("CARGO_MANIFEST_DIR")), "is a file, not a directory"),
+        (format!("{base} --out {}/Cargo.toml/r.csv", env!("CARGO_MANIFEST_DIR")), "is a file, not a directory"),
+        (format!("{base} --telemetry /proc/t.csv"), "--telemetry /proc/t.csv: directory /proc is not writable"),
         ("run --strategy single --cpu 2".into(), "dp or ddp"),
         ("run --strategy ddp --cpu 1000 --model tinycnn".into(), "8 per core"),
         ("frobnicate".into(), "frobnicate"),
