@@ -1,6 +1,7 @@
-//! Model builders over `nn::Path`. The ResNets are tch's torchvision-compatible
-//! builders (same parameter counts as torchvision); `tinycnn` is ours.
+//! Model builders over `nn::Path`: the ResNets (torchvision's layout, built
+//! here so that their stages can be reached one by one) and `tinycnn`.
 use tch::nn::{self, ModuleT};
+use tch::Tensor;
 
 use crate::config::{ModelKind, RunConfig};
 
@@ -23,14 +24,168 @@ pub fn build_model(cfg: &RunConfig, device: tch::Device) -> (nn::VarStore, Model
 }
 
 pub(crate) fn build(p: &nn::Path, kind: ModelKind, num_classes: i64) -> Model {
-    use tch::vision::resnet;
-    match kind {
-        ModelKind::Resnet18 => Box::new(resnet::resnet18(p, num_classes)),
-        ModelKind::Resnet34 => Box::new(resnet::resnet34(p, num_classes)),
-        ModelKind::Resnet50 => Box::new(resnet::resnet50(p, num_classes)),
-        ModelKind::Resnet101 => Box::new(resnet::resnet101(p, num_classes)),
-        ModelKind::Resnet152 => Box::new(resnet::resnet152(p, num_classes)),
-        ModelKind::Tinycnn => Box::new(tiny_cnn(p, num_classes)),
+    match ResNet::depth(kind) {
+        Some((block, blocks)) => Box::new(ResNet::new(p, block, blocks, num_classes)),
+        None => Box::new(tiny_cnn(p, num_classes)),
+    }
+}
+
+/// A ResNet block's kind: two 3×3 convolutions (ResNet-18/34), or the
+/// 1×1, 3×3, 1×1 bottleneck that widens its output 4× (ResNet-50 and up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BlockKind {
+    Basic,
+    Bottleneck,
+}
+
+impl BlockKind {
+    fn expansion(self) -> i64 {
+        match self {
+            BlockKind::Basic => 1,
+            BlockKind::Bottleneck => 4,
+        }
+    }
+}
+
+/// A convolution without bias followed by its BatchNorm.
+struct ConvBn {
+    conv: nn::Conv2D,
+    bn: nn::BatchNorm,
+}
+
+impl ConvBn {
+    fn new(p: &nn::Path, name: (&str, &str), (c_in, c_out): (i64, i64), k: i64, stride: i64) -> ConvBn {
+        let cfg = nn::ConvConfig { stride, padding: k / 2, bias: false, ..Default::default() };
+        let conv = nn::conv2d(p / name.0, c_in, c_out, k, cfg);
+        let bn = nn::batch_norm2d(p / name.1, c_out, Default::default());
+        ConvBn { conv, bn }
+    }
+
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        xs.apply(&self.conv).apply_t(&self.bn, train)
+    }
+}
+
+/// One residual block: its convolutions in order, and the projection of its
+/// input when the shape changes (torchvision's `downsample`).
+struct Block {
+    convs: Vec<ConvBn>,
+    shortcut: Option<ConvBn>,
+}
+
+impl Block {
+    /// Variables are made in torchvision's order (conv1, bn1, conv2, …, then
+    /// downsample.0 and .1), so a seed draws the same initial weights.
+    fn new(p: &nn::Path, kind: BlockKind, c_in: i64, width: i64, stride: i64) -> Block {
+        let c_out = width * kind.expansion();
+        // (in, out, kernel, stride) of each convolution.
+        let shapes = match kind {
+            BlockKind::Basic => vec![(c_in, width, 3, stride), (width, width, 3, 1)],
+            BlockKind::Bottleneck => vec![(c_in, width, 1, 1), (width, width, 3, stride), (width, c_out, 1, 1)],
+        };
+        let convs = shapes
+            .into_iter()
+            .enumerate()
+            .map(|(i, (a, b, k, s))| {
+                let (conv, bn) = (format!("conv{}", i + 1), format!("bn{}", i + 1));
+                ConvBn::new(p, (&conv, &bn), (a, b), k, s)
+            })
+            .collect();
+        let shortcut = (stride != 1 || c_in != c_out)
+            .then(|| ConvBn::new(&(p / "downsample"), ("0", "1"), (c_in, c_out), 1, stride));
+        Block { convs, shortcut }
+    }
+
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let last = self.convs.len() - 1;
+        let mut ys = xs.shallow_clone();
+        for (i, c) in self.convs.iter().enumerate() {
+            ys = c.forward_t(&ys, train);
+            if i < last {
+                ys = ys.relu();
+            }
+        }
+        let identity = match &self.shortcut {
+            Some(s) => s.forward_t(xs, train),
+            None => xs.shallow_clone(),
+        };
+        (identity + ys).relu()
+    }
+}
+
+/// A torchvision-layout ResNet whose parts can be run one at a time: the
+/// stem (conv1, bn1, ReLU, max-pool), four stages (`layer1`..`layer4`),
+/// and the head (average pool, `fc`). Its variables have torchvision's
+/// names, so checkpoints and the PyTorch side by side line up.
+pub(crate) struct ResNet {
+    stem: ConvBn,
+    stages: Vec<Vec<Block>>,
+    fc: nn::Linear,
+}
+
+impl ResNet {
+    /// The block kind and blocks per stage of a ResNet `kind`; None for
+    /// models that are not ResNets.
+    pub(crate) fn depth(kind: ModelKind) -> Option<(BlockKind, [i64; 4])> {
+        Some(match kind {
+            ModelKind::Resnet18 => (BlockKind::Basic, [2, 2, 2, 2]),
+            ModelKind::Resnet34 => (BlockKind::Basic, [3, 4, 6, 3]),
+            ModelKind::Resnet50 => (BlockKind::Bottleneck, [3, 4, 6, 3]),
+            ModelKind::Resnet101 => (BlockKind::Bottleneck, [3, 4, 23, 3]),
+            ModelKind::Resnet152 => (BlockKind::Bottleneck, [3, 8, 36, 3]),
+            ModelKind::Tinycnn => return None,
+        })
+    }
+
+    pub(crate) fn new(p: &nn::Path, kind: BlockKind, blocks: [i64; 4], num_classes: i64) -> ResNet {
+        let stem = ConvBn::new(p, ("conv1", "bn1"), (3, 64), 7, 2);
+        let mut c_in = 64;
+        let mut stages = vec![];
+        for (i, (&n, width)) in blocks.iter().zip([64, 128, 256, 512]).enumerate() {
+            let stage = p / format!("layer{}", i + 1);
+            let stride = if i == 0 { 1 } else { 2 };
+            let mut v = vec![Block::new(&(&stage / "0"), kind, c_in, width, stride)];
+            c_in = width * kind.expansion();
+            for b in 1..n {
+                v.push(Block::new(&(&stage / b.to_string()), kind, c_in, width, 1));
+            }
+            stages.push(v);
+        }
+        let fc = nn::linear(p / "fc", c_in, num_classes, Default::default());
+        ResNet { stem, stages, fc }
+    }
+
+    /// conv1, bn1, ReLU and the 3×3 max-pool.
+    pub(crate) fn stem(&self, xs: &Tensor, train: bool) -> Tensor {
+        self.stem.forward_t(xs, train).relu().max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false)
+    }
+
+    /// How many stages there are (four).
+    pub(crate) fn n_stages(&self) -> usize {
+        self.stages.len()
+    }
+
+    /// Stage `i` (torchvision's `layer{i+1}`).
+    pub(crate) fn stage(&self, i: usize, xs: &Tensor, train: bool) -> Tensor {
+        self.stages[i].iter().fold(xs.shallow_clone(), |x, b| b.forward_t(&x, train))
+    }
+
+    /// Global average pool and the classifier.
+    pub(crate) fn head(&self, xs: &Tensor) -> Tensor {
+        xs.adaptive_avg_pool2d([1, 1]).flat_view().apply(&self.fc)
+    }
+}
+
+impl std::fmt::Debug for ResNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ResNet({} stages)", self.stages.len())
+    }
+}
+
+impl ModuleT for ResNet {
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let x = (0..self.n_stages()).fold(self.stem(xs, train), |x, i| self.stage(i, &x, train));
+        self.head(&x)
     }
 }
 
@@ -64,6 +219,32 @@ mod tests {
         let vs = nn::VarStore::new(Device::Cpu);
         let _m = build(&vs.root(), ModelKind::Resnet18, 1000);
         assert_eq!(parameter_count(&vs), 11_689_512);
+    }
+
+    /// The builder makes torchvision's variables in tch's order: the same
+    /// seed gives the same weights, and the same input the same logits.
+    #[test]
+    fn resnets_equal_tchs_builders_weight_for_weight() {
+        use tch::vision::resnet;
+        for kind in [ModelKind::Resnet18, ModelKind::Resnet50] {
+            tch::manual_seed(7);
+            let ours_vs = nn::VarStore::new(Device::Cpu);
+            let ours = build(&ours_vs.root(), kind, 10);
+            tch::manual_seed(7);
+            let tch_vs = nn::VarStore::new(Device::Cpu);
+            let theirs: Box<dyn ModuleT> = match kind {
+                ModelKind::Resnet18 => Box::new(resnet::resnet18(&tch_vs.root(), 10)),
+                _ => Box::new(resnet::resnet50(&tch_vs.root(), 10)),
+            };
+            let (a, b) = (ours_vs.variables(), tch_vs.variables());
+            assert_eq!(a.len(), b.len(), "{kind:?}: variable count");
+            for (name, t) in &a {
+                assert!(t.equal(&b[name]), "{kind:?}: {name} differs");
+            }
+            tch::manual_seed(1);
+            let x = Tensor::randn([2, 3, 64, 64], (Kind::Float, Device::Cpu));
+            assert!(ours.forward_t(&x, true).equal(&theirs.forward_t(&x, true)), "{kind:?}: logits differ");
+        }
     }
 
     #[test]
