@@ -247,7 +247,9 @@ pub struct RunConfig {
     pub lr: f64,
     pub momentum: f64,
     pub weight_decay: f64,
-    /// The SGD step's implementation, resolved (never `Auto`).
+    /// SGD with momentum, or AdamW (`momentum` then unused).
+    pub optimizer: OptimizerKind,
+    /// The optimizer step's implementation, resolved (never `Auto`).
     pub optimizer_impl: OptimizerImpl,
     pub seed: u64,
     pub threads: Option<usize>,
@@ -308,6 +310,7 @@ impl RunConfig {
             lr: 0.0,
             momentum: 0.0,
             weight_decay: 0.0,
+            optimizer: OptimizerKind::Sgd,
             optimizer_impl: OptimizerImpl::Auto.resolve(),
             seed,
             threads: None,
@@ -690,6 +693,7 @@ impl PredictConfig {
             lr: 0.1 * self.batch_per_device as f64 / 256.0,
             momentum: 0.9,
             weight_decay: 1e-4,
+            optimizer: OptimizerKind::Sgd,
             threads,
             label: self.label.clone(),
             json: self.json,
@@ -798,6 +802,48 @@ impl OptimizerImpl {
         match self {
             Self::Auto => Self::Fused,
             other => other,
+        }
+    }
+}
+
+/// The optimizer: SGD with momentum (the ResNet ImageNet recipe, the
+/// default), or AdamW with its own defaults so that it trains rather than
+/// diverges at SGD's learning rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    #[default]
+    Sgd,
+    Adamw,
+}
+
+/// AdamW's betas and epsilon (torch.optim.AdamW's defaults).
+pub(crate) const ADAMW_BETAS: (f64, f64) = (0.9, 0.999);
+pub(crate) const ADAMW_EPS: f64 = 1e-8;
+
+impl OptimizerKind {
+    pub(crate) const ALL: [Self; 2] = [Self::Sgd, Self::Adamw];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Sgd => "sgd",
+            Self::Adamw => "adamw",
+        }
+    }
+
+    /// The learning rate at a global batch of 256 (scaled linearly with it).
+    pub(crate) fn lr_at_256(self) -> f64 {
+        match self {
+            Self::Sgd => 0.1,
+            Self::Adamw => 0.001,
+        }
+    }
+
+    /// The weight decay when none is given.
+    pub(crate) fn default_weight_decay(self) -> f64 {
+        match self {
+            Self::Sgd => 1e-4,
+            Self::Adamw => 0.05,
         }
     }
 }

@@ -61,6 +61,20 @@ extern "C" {
         weight_decay: f64,
         first_step: c_int,
     ) -> *mut c_char;
+    fn gb_adamw_step(
+        imp: c_int,
+        params: *const *mut std::ffi::c_void,
+        exp_avgs: *const *mut std::ffi::c_void,
+        exp_avg_sqs: *const *mut std::ffi::c_void,
+        steps: *const *mut std::ffi::c_void,
+        n: usize,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        weight_decay: f64,
+        eps: f64,
+        step: i64,
+    ) -> *mut c_char;
     fn gb_zero_grads(params: *const *mut std::ffi::c_void, n: usize) -> *mut c_char;
     fn gb_amp_update_scale(
         scale: *mut std::ffi::c_void,
@@ -399,6 +413,51 @@ pub(crate) fn sgd_step(
     let imp = if fused { 2 } else { 1 };
     check(unsafe { gb_sgd_step(imp, p.as_ptr(), b.as_ptr(), p.len(), lr, momentum, weight_decay, first_step as c_int) })
         .map_err(|e| e.context(if fused { "fused SGD step" } else { "foreach SGD step" }))
+}
+
+/// AdamW's state for `adamw_step`: both moments, each parameter's step
+/// count on its device, and this step's number (from 1).
+pub(crate) struct AdamWState<'a> {
+    pub exp_avg: &'a [tch::Tensor],
+    pub exp_avg_sq: &'a [tch::Tensor],
+    pub steps: &'a [tch::Tensor],
+    pub step: i64,
+}
+
+/// One AdamW step over every parameter in multi-tensor kernels (`fused`:
+/// one `_fused_adamw_`, else `_foreach_*`), betas and epsilon torch's defaults.
+pub(crate) fn adamw_step(
+    fused: bool,
+    params: &[tch::Tensor],
+    s: &AdamWState,
+    lr: f64,
+    weight_decay: f64,
+) -> Result<()> {
+    let n = params.len();
+    if [s.exp_avg.len(), s.exp_avg_sq.len(), s.steps.len()].iter().any(|&k| k != n) {
+        return Err(anyhow!("adamw_step: {n} parameters but state for another count"));
+    }
+    let ptrs = |v: &[tch::Tensor]| -> Vec<*mut std::ffi::c_void> { v.iter().map(|t| t.as_ptr() as *mut _).collect() };
+    let (p, m, v, t) = (ptrs(params), ptrs(s.exp_avg), ptrs(s.exp_avg_sq), ptrs(s.steps));
+    let (b1, b2) = crate::config::ADAMW_BETAS;
+    let imp = if fused { 2 } else { 1 };
+    check(unsafe {
+        gb_adamw_step(
+            imp,
+            p.as_ptr(),
+            m.as_ptr(),
+            v.as_ptr(),
+            t.as_ptr(),
+            n,
+            lr,
+            b1,
+            b2,
+            weight_decay,
+            crate::config::ADAMW_EPS,
+            s.step,
+        )
+    })
+    .map_err(|e| e.context(if fused { "fused AdamW step" } else { "foreach AdamW step" }))
 }
 
 /// Every gradient of `params` dropped (set to None), as PyTorch's zero_grad.

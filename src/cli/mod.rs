@@ -24,7 +24,8 @@ use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{
-    Backend, CommDtype, CommHook, Impl, ModelKind, OptimizerImpl, Precision, Preprocess, ServeStrategy, StrategyKind,
+    Backend, CommDtype, CommHook, Impl, ModelKind, OptimizerImpl, OptimizerKind, Precision, Preprocess, ServeStrategy,
+    StrategyKind,
 };
 use crate::report::check::Metric;
 use crate::report::export::Format;
@@ -200,6 +201,10 @@ value_enum!(OptimizerImpl {
     Fused => "One fused kernel for all parameters, as SGD(fused=True)",
     Foreach => "Multi-tensor kernels, as SGD(foreach=True), PyTorch's default on CUDA",
     Loop => "libtorch's C++ SGD: a few kernels per parameter, as SGD(foreach=False)",
+});
+value_enum!(OptimizerKind {
+    Sgd => "SGD with momentum (default lr 0.1 × global batch / 256, weight decay 1e-4)",
+    Adamw => "AdamW (default lr 0.001 × global batch / 256, weight decay 0.05, betas 0.9/0.999)",
 });
 value_enum!(CommHook {
     None => "The Reducer's own fp32 all-reduce",

@@ -14,8 +14,8 @@ use super::parse::{parse_duration, parse_on_off};
 use crate::bench::ddp::env::DistEnv;
 use crate::bench::Role;
 use crate::config::{
-    Backend, CommHook, DdpConfig, Impl, InitSpec, InitWriter, Length, ModelKind, OptimizerImpl, Precision, RunConfig,
-    StrategyKind,
+    Backend, CommHook, DdpConfig, Impl, InitSpec, InitWriter, Length, ModelKind, OptimizerImpl, OptimizerKind,
+    Precision, RunConfig, StrategyKind,
 };
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, DeviceKind, Devices};
@@ -76,16 +76,22 @@ pub struct RunArgs {
     /// Warm up for this long instead of a step count (e.g. 10s).
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub warmup_time: Option<String>,
-    /// Learning rate. Default: 0.1 × global_batch / 256 (Goyal et al.).
+    /// The optimizer (recorded in the row's variant when not SGD).
+    #[arg(long, value_enum, default_value_t = OptimizerKind::Sgd)]
+    pub optimizer: OptimizerKind,
+    /// Learning rate. Default: 0.1 × global_batch / 256 for SGD (Goyal et
+    /// al.), 0.001 × global_batch / 256 for AdamW.
     #[arg(long)]
     pub lr: Option<f64>,
+    /// SGD's momentum.
     #[arg(long, default_value_t = MOMENTUM)]
     pub momentum: f64,
-    #[arg(long, default_value_t = WEIGHT_DECAY)]
-    pub weight_decay: f64,
-    /// How the SGD step runs: the same update in one fused kernel, a few
-    /// multi-tensor kernels, or a few kernels per parameter (recorded in the
-    /// row's variant; --impl pytorch makes the same choice).
+    /// Decoupled for AdamW. Default: 1e-4 for SGD, 0.05 for AdamW.
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
+    /// How the optimizer step runs: the same update in one fused kernel, a
+    /// few multi-tensor kernels, or a few kernels per parameter (recorded in
+    /// the row's variant; --impl pytorch makes the same choice).
     #[arg(long, value_enum, default_value_t = OptimizerImpl::Auto, value_name = "IMPL")]
     pub optimizer_impl: OptimizerImpl,
     #[arg(long, default_value_t = 0)]
@@ -199,7 +205,6 @@ pub struct DdpArgs {
 /// run's defaults for the options `variant` names when they differ.
 const NUM_CLASSES: i64 = 1000;
 const MOMENTUM: f64 = 0.9;
-const WEIGHT_DECAY: f64 = 1e-4;
 const BUCKET_CAP_MB: f64 = 25.0;
 
 /// The options that change what a run measures and have no column of
@@ -216,8 +221,11 @@ fn variant(a: &RunArgs) -> String {
     };
     word(a.num_classes != NUM_CLASSES, format!("num-classes={}", a.num_classes));
     word(a.lr.is_some(), format!("lr={}", a.lr.unwrap_or_default()));
-    word(a.momentum != MOMENTUM, format!("momentum={}", a.momentum));
-    word(a.weight_decay != WEIGHT_DECAY, format!("weight-decay={}", a.weight_decay));
+    // A bare word: `optimizer=` already names the step's implementation.
+    word(a.optimizer != OptimizerKind::Sgd, a.optimizer.name().to_string());
+    word(a.momentum != MOMENTUM && a.optimizer == OptimizerKind::Sgd, format!("momentum={}", a.momentum));
+    let wd = a.weight_decay.unwrap_or(a.optimizer.default_weight_decay());
+    word(wd != a.optimizer.default_weight_decay(), format!("weight-decay={wd}"));
     // Rows without it ran libtorch's per-parameter loop, as every row did
     // before --optimizer-impl; the others name theirs.
     let opt = a.optimizer_impl.resolve();
@@ -490,8 +498,11 @@ impl RunArgs {
                 devices.len()
             )));
         }
-        for (flag, v) in [("--lr", a.lr.unwrap_or(0.1)), ("--momentum", a.momentum), ("--weight-decay", a.weight_decay)]
-        {
+        for (flag, v) in [
+            ("--lr", a.lr.unwrap_or(0.1)),
+            ("--momentum", a.momentum),
+            ("--weight-decay", a.weight_decay.unwrap_or(0.0)),
+        ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(usage(format!("{flag} must be a finite number ≥ 0")));
             }
@@ -598,9 +609,10 @@ impl RunArgs {
             warmup,
             ci_target: a.ci_target,
             max_duration,
-            lr: a.lr.unwrap_or(0.1 * global as f64 / 256.0),
+            lr: a.lr.unwrap_or(a.optimizer.lr_at_256() * global as f64 / 256.0),
             momentum: a.momentum,
-            weight_decay: a.weight_decay,
+            weight_decay: a.weight_decay.unwrap_or(a.optimizer.default_weight_decay()),
+            optimizer: a.optimizer,
             optimizer_impl: a.optimizer_impl.resolve(),
             seed: a.seed,
             threads: a.threads,
@@ -642,6 +654,27 @@ impl RunArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// AdamW's own defaults (lr 0.001 × global / 256, weight decay 0.05),
+    /// named in the variant so its rows never pool with SGD's.
+    #[test]
+    fn adamw_takes_its_own_defaults_and_names_itself() {
+        let cfg = |a: &str| {
+            let argv: Vec<String> = a.split_whitespace().map(String::from).collect();
+            parse_run_args(&argv).unwrap().into_config(Placement::Local(Devices::cpu(2))).unwrap()
+        };
+        let c = cfg("--strategy dp --cpu 2 --batch-size 64 --optimizer adamw");
+        assert_eq!(c.optimizer, OptimizerKind::Adamw);
+        assert!((c.lr - 0.001 * 128.0 / 256.0).abs() < 1e-12, "{}", c.lr);
+        assert_eq!(c.weight_decay, 0.05);
+        assert!(c.variant.split(' ').any(|w| w == "adamw"), "{}", c.variant);
+        assert!(!c.variant.contains("weight-decay"), "{}", c.variant);
+        let c = cfg("--strategy dp --cpu 2 --batch-size 64 --optimizer adamw --weight-decay 1e-4");
+        assert!(c.variant.contains("weight-decay=0.0001"), "{}", c.variant);
+        let c = cfg("--strategy dp --cpu 2 --batch-size 64");
+        assert_eq!((c.optimizer, c.weight_decay), (OptimizerKind::Sgd, 1e-4));
+        assert!((c.lr - 0.05).abs() < 1e-12 && !c.variant.contains("adamw"), "{} {}", c.lr, c.variant);
+    }
 
     #[test]
     fn a_rank_never_falls_back_to_the_cpu_while_gpus_are_visible() {

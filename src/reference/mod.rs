@@ -109,6 +109,8 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         cfg.batch_per_device.to_string(),
         "--lr".into(),
         cfg.lr.to_string(),
+        "--optimizer".into(),
+        cfg.optimizer.name().into(),
         "--momentum".into(),
         cfg.momentum.to_string(),
         "--weight-decay".into(),

@@ -16,7 +16,8 @@ Everything here mirrors gpubench (src/bench/measure.rs, src/strategy, src/data):
 - data: torch.manual_seed(data_seed), then 4 batches, each randn(b,3,s,s) then
   randint(num_classes,(b,)), made on the input device and rotated; ddp rank r
   uses data_seed + 7919*r (mod 2**64);
-- optimizer: SGD(momentum, dampening 0, weight decay, no Nesterov), grads set
+- optimizer: SGD(momentum, dampening 0, weight decay, no Nesterov), or
+  AdamW(betas 0.9/0.999, eps 1e-8, decoupled weight decay); grads set
   to None by zero_grad (libtorch's C++ default, which gpubench uses);
 - step: forward and cross-entropy (mean) under autocast for fp16/bf16,
   zero_grad, backward (scaled by torch.amp.GradScaler for fp16), step;
@@ -215,28 +216,39 @@ def build(args, device):
     model = model.to(device)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    lr = args.lr if args.lr is not None else 0.1 * args.global_batch / 256.0
-    opt = torch.optim.SGD(
-        model.parameters(),
-        lr=lr,
-        momentum=args.momentum,
-        dampening=0.0,
-        weight_decay=args.weight_decay,
-        nesterov=False,
-        **sgd_impl(args.optimizer_impl),
-    )
+    adamw = args.optimizer == "adamw"
+    lr = args.lr if args.lr is not None else (0.001 if adamw else 0.1) * args.global_batch / 256.0
+    if adamw:
+        opt = torch.optim.AdamW(
+            model.parameters(),
+            lr=lr,
+            betas=(0.9, 0.999),
+            eps=1e-8,
+            weight_decay=args.weight_decay,
+            **impl_keywords(torch.optim.AdamW, args.optimizer_impl),
+        )
+    else:
+        opt = torch.optim.SGD(
+            model.parameters(),
+            lr=lr,
+            momentum=args.momentum,
+            dampening=0.0,
+            weight_decay=args.weight_decay,
+            nesterov=False,
+            **impl_keywords(torch.optim.SGD, args.optimizer_impl),
+        )
     return model, opt
 
 
-def sgd_impl(impl):
-    """torch.optim.SGD's keywords for gpubench's --optimizer-impl; an older
+def impl_keywords(cls, impl):
+    """The optimizer's keywords for gpubench's --optimizer-impl; an older
     torch without them (the legacy route) is told which to pass instead."""
-    params = inspect.signature(torch.optim.SGD.__init__).parameters
+    params = inspect.signature(cls.__init__).parameters
     want = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}[impl]
     missing = [k for k in want if k not in params]
     if missing and impl != "loop":
         raise SystemExit(
-            f"torch {torch.__version__}'s SGD has no {missing[0]}= argument: "
+            f"torch {torch.__version__}'s {cls.__name__} has no {missing[0]}= argument: "
             "run gpubench with --optimizer-impl loop for this torch"
         )
     return {k: v for k, v in want.items() if k in params}
@@ -465,6 +477,7 @@ def parse_args(argv=None):
     p.add_argument("--duration", type=float, default=None, help="seconds (instead of --steps)")
     p.add_argument("--warmup-time", type=float, default=None, help="seconds (instead of --warmup)")
     p.add_argument("--lr", type=float, default=None, help="default 0.1 * global batch / 256")
+    p.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument(

@@ -138,8 +138,9 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
         unit: "",
         meaning: "The run options that change what is measured and have no column of their own, where they differ \
                   from run's defaults, as option=value words: num-classes, lr, momentum, weight-decay, \
-                  optimizer (the SGD step's implementation, fused or foreach; rows without it ran libtorch's \
-                  per-parameter loop, as every row before --optimizer-impl did), seed, threads and workers (as asked), ddp's bucket-cap-mb, gradient-as-bucket-view, find-unused-parameters and \
+                  optimizer (the optimizer step's implementation, fused or foreach; rows without it ran \
+                  libtorch's per-parameter loop, as every row before --optimizer-impl did), the bare word adamw \
+                  (--optimizer adamw; weight-decay then against AdamW's default 0.05, momentum unused), seed, threads and workers (as asked), ddp's bucket-cap-mb, gradient-as-bucket-view, find-unused-parameters and \
                   no-broadcast-buffers, breakdown, profile, nvtx, init-from (the file's name). Rows that differ in it \
                   are different configurations in report, compare, check and a sweep's --resume; empty for serving, \
                   all-reduce and published rows.",

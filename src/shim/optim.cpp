@@ -1,11 +1,13 @@
-// The SGD step over every parameter at once, as torch.optim.SGD does with
-// foreach=True or fused=True; tch wraps neither the _foreach_* ops nor
-// _fused_sgd_. The arithmetic is torch.optim.SGD's (no dampening, no
-// Nesterov): d = grad + wd * p; buf = d on the first step, else
-// momentum * buf + d; p -= lr * buf.
+// The SGD and AdamW steps over every parameter at once, as torch.optim does
+// with foreach=True or fused=True; tch wraps neither the _foreach_* ops nor
+// the _fused_* kernels. SGD's arithmetic is torch.optim.SGD's (no dampening,
+// no Nesterov): d = grad + wd * p; buf = d on the first step, else
+// momentum * buf + d; p -= lr * buf. AdamW's is torch.optim.AdamW's.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -54,6 +56,53 @@ char* gb_sgd_step(int impl, void* const* params, void* const* bufs, size_t n, do
   } else {
     at::_foreach_add_(ps, d, -lr);
   }
+  GB_CATCH
+}
+
+// AdamW, torch.optim.AdamW's arithmetic without amsgrad: p *= 1 - lr * wd;
+// m = lerp(m, g, 1 - beta1); v = beta2 * v + (1 - beta2) * g * g;
+// p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+// impl 1: _foreach_* ops, t = `step` (already counted for this step);
+// impl 2: _fused_adamw_, which counts each parameter's `steps` scalar
+// (float, on the parameter's device) itself after the caller's increment, as
+// torch.optim does. A parameter without a gradient is skipped.
+char* gb_adamw_step(int impl, void* const* params, void* const* exp_avgs, void* const* exp_avg_sqs,
+                    void* const* steps, size_t n, double lr, double beta1, double beta2, double weight_decay,
+                    double eps, int64_t step) {
+  GB_TRY
+  if ((params == nullptr || exp_avgs == nullptr || exp_avg_sqs == nullptr || steps == nullptr) && n > 0)
+    throw std::invalid_argument("gb_adamw_step: null argument");
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> ps, gs, ms, vs, ts;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& p = *static_cast<const at::Tensor*>(params[i]);
+    const auto& g = p.grad();
+    if (!g.defined()) continue;
+    ps.push_back(p);
+    gs.push_back(g);
+    ms.push_back(*static_cast<const at::Tensor*>(exp_avgs[i]));
+    vs.push_back(*static_cast<const at::Tensor*>(exp_avg_sqs[i]));
+    ts.push_back(*static_cast<const at::Tensor*>(steps[i]));
+  }
+  if (ps.empty()) return nullptr;
+  at::_foreach_add_(ts, 1.0);
+  if (impl == 2) {
+    at::_fused_adamw_(ps, gs, ms, vs, std::vector<at::Tensor>{}, ts, lr, beta1, beta2, weight_decay, eps,
+                      /*amsgrad=*/false, /*maximize=*/false, std::nullopt, std::nullopt);
+    return nullptr;
+  }
+  if (impl != 1) throw std::invalid_argument("gb_adamw_step: impl is 1 (foreach) or 2 (fused)");
+  if (step < 1) throw std::invalid_argument("gb_adamw_step: step counts from 1");
+  if (weight_decay != 0.0) at::_foreach_mul_(ps, 1.0 - lr * weight_decay);
+  at::_foreach_lerp_(ms, gs, 1.0 - beta1);
+  at::_foreach_mul_(vs, beta2);
+  at::_foreach_addcmul_(vs, gs, gs, 1.0 - beta2);
+  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+  auto denom = at::_foreach_sqrt(vs);
+  at::_foreach_div_(denom, std::sqrt(bc2));
+  at::_foreach_add_(denom, eps);
+  at::_foreach_addcdiv_(ps, ms, denom, -lr / bc1);
   GB_CATCH
 }
 

@@ -41,7 +41,7 @@ pub struct Ddp {
     device: Devices,
     vs: nn::VarStore,
     model: Model,
-    opt: super::optim::Sgd,
+    opt: super::optim::Optimizer,
     params: Vec<Tensor>,
     // Declared before `pg` so it is dropped first: it holds the group.
     reducer: Reducer,

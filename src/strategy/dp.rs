@@ -59,7 +59,7 @@ pub struct DataParallel {
     devices: Devices,
     /// Replica 0 is the master's own model, as in PyTorch.
     replicas: Vec<Replica>,
-    opt: super::optim::Sgd,
+    opt: super::optim::Optimizer,
     global_batch: i64,
     /// Intra-op threads per replica thread on the CPU, so that N replicas do
     /// not oversubscribe the cores; None on CUDA.

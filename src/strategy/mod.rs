@@ -78,10 +78,10 @@ impl PhaseClock for NoClock {
     fn mark(&mut self, _: Phase) {}
 }
 
-/// SGD with momentum and weight decay, as in the ResNet ImageNet recipe,
-/// in the implementation `cfg.optimizer_impl` names.
-pub fn build_optimizer(cfg: &RunConfig, vs: &nn::VarStore) -> Result<optim::Sgd> {
-    optim::Sgd::new(cfg, vs)
+/// The run's optimizer (SGD with momentum and weight decay, as in the ResNet
+/// ImageNet recipe, or AdamW), in the implementation `cfg.optimizer_impl` names.
+pub fn build_optimizer(cfg: &RunConfig, vs: &nn::VarStore) -> Result<optim::Optimizer> {
+    optim::Optimizer::new(cfg, vs)
 }
 
 /// Mean cross-entropy of logits against integer labels.

@@ -1,22 +1,23 @@
-//! The SGD step (torch.optim.SGD's arithmetic: momentum, weight decay, no
-//! dampening or Nesterov) in the implementation `--optimizer-impl` names.
-//! The loop is libtorch's C++ `torch::optim::SGD` through tch, a few kernel
-//! launches per parameter (about 600 a step for ResNet-50's 161 tensors);
-//! foreach and fused are the multi-tensor ops PyTorch itself uses on a GPU,
-//! called through the shim (`ffi::sgd_step`), which tch does not wrap. At
-//! small batches the launches are a real share of the step, so gpubench
-//! steps the way the PyTorch it is compared with does.
+//! The optimizer step, SGD (torch.optim.SGD's arithmetic: momentum, weight
+//! decay, no dampening or Nesterov) or AdamW (torch.optim.AdamW's), in the
+//! implementation `--optimizer-impl` names. The loop is libtorch's C++
+//! `torch::optim::SGD` or `AdamW` through tch, a few kernel launches per
+//! parameter (about 600 a step for ResNet-50's 161 tensors); foreach and
+//! fused are the multi-tensor ops PyTorch itself uses on a GPU, called
+//! through the shim (`ffi::sgd_step`, `ffi::adamw_step`), which tch does not
+//! wrap. At small batches the launches are a real share of the step, so
+//! gpubench steps the way the PyTorch it is compared with does.
 use anyhow::Result;
 use tch::nn::{self, OptimizerConfig};
-use tch::Tensor;
+use tch::{Kind, Tensor};
 
-use crate::config::{OptimizerImpl, RunConfig};
+use crate::config::{OptimizerImpl, OptimizerKind, RunConfig, ADAMW_BETAS, ADAMW_EPS};
 
-pub enum Sgd {
-    /// libtorch's torch::optim::SGD.
+pub enum Optimizer {
+    /// libtorch's torch::optim::SGD or AdamW.
     Loop(nn::Optimizer),
-    /// `_foreach_*` ops or `_fused_sgd_` over every parameter.
-    MultiTensor {
+    /// SGD in `_foreach_*` ops or `_fused_sgd_` over every parameter.
+    Sgd {
         fused: bool,
         params: Vec<Tensor>,
         /// Momentum buffers, zero until the first step copies the update in.
@@ -26,43 +27,89 @@ pub enum Sgd {
         weight_decay: f64,
         first_step: bool,
     },
+    /// AdamW in `_foreach_*` ops or `_fused_adamw_`.
+    AdamW {
+        fused: bool,
+        params: Vec<Tensor>,
+        /// First and second moments.
+        exp_avg: Vec<Tensor>,
+        exp_avg_sq: Vec<Tensor>,
+        /// Each parameter's step count, a float scalar on its device (the
+        /// fused kernel reads it there); `step` is the same count here.
+        steps: Vec<Tensor>,
+        step: i64,
+        lr: f64,
+        weight_decay: f64,
+    },
 }
 
-impl Sgd {
+impl Optimizer {
     /// The optimizer of `vs`'s trainable variables, as `cfg` says.
-    pub fn new(cfg: &RunConfig, vs: &nn::VarStore) -> Result<Sgd> {
+    pub fn new(cfg: &RunConfig, vs: &nn::VarStore) -> Result<Optimizer> {
         let fused = match cfg.optimizer_impl.resolve() {
             OptimizerImpl::Loop | OptimizerImpl::Auto => {
-                let sgd = nn::Sgd { momentum: cfg.momentum, dampening: 0.0, wd: cfg.weight_decay, nesterov: false };
-                return Ok(Sgd::Loop(sgd.build(vs, cfg.lr)?));
+                let (b1, b2) = ADAMW_BETAS;
+                let o = match cfg.optimizer {
+                    OptimizerKind::Sgd => {
+                        let sgd =
+                            nn::Sgd { momentum: cfg.momentum, dampening: 0.0, wd: cfg.weight_decay, nesterov: false };
+                        sgd.build(vs, cfg.lr)?
+                    }
+                    OptimizerKind::Adamw => {
+                        let adamw =
+                            nn::AdamW { beta1: b1, beta2: b2, wd: cfg.weight_decay, eps: ADAMW_EPS, amsgrad: false };
+                        adamw.build(vs, cfg.lr)?
+                    }
+                };
+                return Ok(Optimizer::Loop(o));
             }
             OptimizerImpl::Fused => true,
             OptimizerImpl::Foreach => false,
         };
         let params = vs.trainable_variables();
-        let bufs = params.iter().map(Tensor::f_zeros_like).collect::<Result<Vec<_>, _>>()?;
-        Ok(Sgd::MultiTensor {
-            fused,
-            params,
-            bufs,
-            lr: cfg.lr,
-            momentum: cfg.momentum,
-            weight_decay: cfg.weight_decay,
-            first_step: true,
+        let zeros = || params.iter().map(Tensor::f_zeros_like).collect::<Result<Vec<_>, _>>();
+        Ok(match cfg.optimizer {
+            OptimizerKind::Sgd => Optimizer::Sgd {
+                fused,
+                bufs: zeros()?,
+                params,
+                lr: cfg.lr,
+                momentum: cfg.momentum,
+                weight_decay: cfg.weight_decay,
+                first_step: true,
+            },
+            OptimizerKind::Adamw => Optimizer::AdamW {
+                fused,
+                exp_avg: zeros()?,
+                exp_avg_sq: zeros()?,
+                steps: params
+                    .iter()
+                    .map(|p| Tensor::f_zeros([], (Kind::Float, p.device())))
+                    .collect::<Result<Vec<_>, _>>()?,
+                params,
+                step: 0,
+                lr: cfg.lr,
+                weight_decay: cfg.weight_decay,
+            },
         })
     }
 
     /// One update from the parameters' gradients.
     pub fn step(&mut self) -> Result<()> {
         match self {
-            Sgd::Loop(o) => crate::error::guarded(|| {
+            Optimizer::Loop(o) => crate::error::guarded(|| {
                 o.step();
                 Ok(())
             }),
-            Sgd::MultiTensor { fused, params, bufs, lr, momentum, weight_decay, first_step } => {
+            Optimizer::Sgd { fused, params, bufs, lr, momentum, weight_decay, first_step } => {
                 crate::ffi::sgd_step(*fused, params, bufs, *lr, *momentum, *weight_decay, *first_step)?;
                 *first_step = false;
                 Ok(())
+            }
+            Optimizer::AdamW { fused, params, exp_avg, exp_avg_sq, steps, step, lr, weight_decay } => {
+                *step += 1;
+                let state = crate::ffi::AdamWState { exp_avg, exp_avg_sq, steps, step: *step };
+                crate::ffi::adamw_step(*fused, params, &state, *lr, *weight_decay)
             }
         }
     }
@@ -70,11 +117,24 @@ impl Sgd {
     /// Every gradient dropped (set to None, PyTorch's and libtorch's default).
     pub fn zero_grad(&mut self) -> Result<()> {
         match self {
-            Sgd::Loop(o) => crate::error::guarded(|| {
+            Optimizer::Loop(o) => crate::error::guarded(|| {
                 o.zero_grad();
                 Ok(())
             }),
-            Sgd::MultiTensor { params, .. } => crate::ffi::zero_grads(params),
+            Optimizer::Sgd { params, .. } | Optimizer::AdamW { params, .. } => crate::ffi::zero_grads(params),
+        }
+    }
+
+    /// Elements of optimizer state it holds (multi-tensor implementations;
+    /// libtorch's loop keeps its state out of reach): SGD's momentum, or
+    /// AdamW's two moments. (For the tests until rows carry memory by part.)
+    #[cfg(test)]
+    pub(crate) fn state_elements(&self) -> Option<i64> {
+        let n = |v: &[Tensor]| v.iter().map(|t| t.numel() as i64).sum::<i64>();
+        match self {
+            Optimizer::Loop(_) => None,
+            Optimizer::Sgd { bufs, .. } => Some(n(bufs)),
+            Optimizer::AdamW { exp_avg, exp_avg_sq, .. } => Some(n(exp_avg) + n(exp_avg_sq)),
         }
     }
 }
@@ -86,7 +146,7 @@ mod tests {
 
     /// Parameters after `steps` SGD steps with fixed pseudo-random
     /// gradients, under one implementation.
-    fn trained(imp: OptimizerImpl, steps: usize) -> Vec<Vec<f32>> {
+    fn trained(kind: OptimizerKind, imp: OptimizerImpl, steps: usize) -> Vec<Vec<f32>> {
         let vs = nn::VarStore::new(Device::Cpu);
         let root = vs.root();
         let shapes: [&[i64]; 3] = [&[8, 3, 3, 3], &[8], &[10, 8]];
@@ -108,8 +168,15 @@ mod tests {
             crate::config::Precision::Fp32,
             0,
         );
-        let cfg = RunConfig { lr: 0.05, momentum: 0.9, weight_decay: 1e-4, optimizer_impl: imp, ..base };
-        let mut opt = Sgd::new(&cfg, &vs).unwrap();
+        let cfg = RunConfig {
+            lr: 0.05,
+            momentum: 0.9,
+            weight_decay: kind.default_weight_decay(),
+            optimizer: kind,
+            optimizer_impl: imp,
+            ..base
+        };
+        let mut opt = Optimizer::new(&cfg, &vs).unwrap();
         for step in 0..steps {
             opt.zero_grad().unwrap();
             let loss = params
@@ -124,16 +191,48 @@ mod tests {
         params.iter().map(|p| Vec::<f32>::try_from(&p.flatten(0, -1)).unwrap()).collect()
     }
 
+    /// libtorch's own C++ SGD and AdamW are the reference each multi-tensor
+    /// implementation must reproduce.
     #[test]
     fn every_implementation_gives_the_loops_weights() {
-        let want = trained(OptimizerImpl::Loop, 6);
-        for imp in [OptimizerImpl::Foreach, OptimizerImpl::Fused] {
-            let got = trained(imp, 6);
-            for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
-                assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{}: {g} vs {w}", imp.name());
+        for kind in OptimizerKind::ALL {
+            let want = trained(kind, OptimizerImpl::Loop, 6);
+            for imp in [OptimizerImpl::Foreach, OptimizerImpl::Fused] {
+                let got = trained(kind, imp, 6);
+                for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+                    assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{} {}: {g} vs {w}", kind.name(), imp.name());
+                }
             }
+            // The comparison can fail: five steps fewer give other weights.
+            assert_ne!(trained(kind, OptimizerImpl::Loop, 1), want);
         }
-        // The comparison can fail: five steps fewer give other weights.
-        assert_ne!(trained(OptimizerImpl::Loop, 1), want);
+        // And the two optimizers differ.
+        assert_ne!(
+            trained(OptimizerKind::Sgd, OptimizerImpl::Loop, 3),
+            trained(OptimizerKind::Adamw, OptimizerImpl::Loop, 3)
+        );
+    }
+
+    /// AdamW keeps two moments per parameter, SGD one momentum buffer.
+    #[test]
+    fn adamws_state_is_twice_sgds() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let _m = crate::model::build(&vs.root(), crate::config::ModelKind::Resnet18, 10);
+        let base = RunConfig::for_model(
+            crate::config::ModelKind::Resnet18,
+            10,
+            32,
+            1,
+            &crate::device::Devices::cpu(1),
+            crate::config::Precision::Fp32,
+            0,
+        );
+        let state = |optimizer| {
+            let cfg = RunConfig { optimizer, optimizer_impl: OptimizerImpl::Fused, ..base.clone() };
+            Optimizer::new(&cfg, &vs).unwrap().state_elements().unwrap()
+        };
+        let params: i64 = vs.trainable_variables().iter().map(|t| t.numel() as i64).sum();
+        assert_eq!(state(OptimizerKind::Sgd), params);
+        assert_eq!(state(OptimizerKind::Adamw), 2 * params);
     }
 }

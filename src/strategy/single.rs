@@ -13,7 +13,7 @@ pub struct Single {
     devices: Devices,
     vs: nn::VarStore,
     model: Model,
-    opt: super::optim::Sgd,
+    opt: super::optim::Optimizer,
     batch: i64,
     amp: Amp,
     params: Vec<Tensor>,

@@ -60,6 +60,16 @@ fn single_resnet18_losses_match_pytorch() {
     gpubench_vs_pytorch("--model resnet18 --image-size 32 --num-classes 10 --batch-size 4");
 }
 
+/// AdamW, fused (gpubench's `_fused_adamw_` through the shim against
+/// torch.optim.AdamW(fused=True)) and as libtorch's C++ loop.
+#[test]
+fn adamw_losses_match_pytorch() {
+    gpubench_vs_pytorch("--model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --optimizer adamw");
+    gpubench_vs_pytorch(
+        "--model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --optimizer adamw --optimizer-impl loop",
+    );
+}
+
 #[test]
 fn fp16_and_bf16_losses_match_pytorch() {
     // fp16 with loss scaling (GradScaler's fused unscale and update).
