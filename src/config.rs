@@ -238,6 +238,8 @@ pub struct RunConfig {
     pub num_classes: i64,
     pub image_size: i64,
     pub batch_per_device: i64,
+    /// Micro-batches per optimizer step (`--grad-accum`, 1 without).
+    pub grad_accum: u32,
     pub timed: Length,
     pub warmup: Length,
     /// `--duration auto`: stop when throughput's interval is within ±this (relative).
@@ -303,6 +305,7 @@ impl RunConfig {
             num_classes,
             image_size,
             batch_per_device: batch,
+            grad_accum: 1,
             timed: Length::Steps(1),
             warmup: Length::Steps(0),
             ci_target: 0.02,
@@ -335,7 +338,24 @@ impl RunConfig {
         }
     }
 
+    /// Images per optimizer step over the job: per device × devices ×
+    /// micro-batches.
     pub fn global_batch(&self) -> i64 {
+        self.micro_global_batch() * self.grad_accum as i64
+    }
+
+    /// How the global batch is made, for the banner: "64 per device × 4 =
+    /// 256 global", with "× 2 micro-batches" under accumulation.
+    pub(crate) fn batch_phrase(&self) -> String {
+        let k = match self.grad_accum {
+            1 => String::new(),
+            k => format!(" × {k} micro-batches"),
+        };
+        format!("batch {} per device × {}{k} = {} global", self.batch_per_device, self.world, self.global_batch())
+    }
+
+    /// Images in one micro-batch over the job: per device × devices.
+    pub fn micro_global_batch(&self) -> i64 {
         self.batch_per_device * self.world as i64
     }
 

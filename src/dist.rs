@@ -111,6 +111,7 @@ extern "C" {
     fn gb_reducer_comm_hook(r: *mut GbReducer, kind: c_int) -> *mut c_char;
     fn gb_reducer_param_layout(r: *mut GbReducer, bucket_of: *mut i64, ready_ns: *mut i64, n: usize) -> *mut c_char;
     fn gb_reducer_prepare_forward(r: *mut GbReducer) -> *mut c_char;
+    fn gb_reducer_broadcast_buffers(r: *mut GbReducer) -> *mut c_char;
     fn gb_reducer_time_ready_on_device(r: *mut GbReducer) -> *mut c_char;
     fn gb_reducer_device_ready_ms(r: *mut GbReducer, out: *mut f64, n: usize) -> *mut c_char;
     fn gb_reducer_prepare_backward(r: *mut GbReducer, outputs: *const *mut C_tensor, n: usize) -> *mut c_char;
@@ -497,6 +498,12 @@ impl Reducer {
     /// whose gradients should be synchronised.
     pub(crate) fn prepare_forward(&mut self) -> Result<()> {
         check(unsafe { gb_reducer_prepare_forward(self.ptr.as_ptr()) }).map_err(|e| e.context("DDP prepare_forward"))
+    }
+
+    /// DDP's forward under `no_sync` (a micro-batch before the last of a
+    /// gradient accumulation): the buffer broadcast alone, no iteration.
+    pub(crate) fn broadcast_buffers(&mut self) -> Result<()> {
+        check(unsafe { gb_reducer_broadcast_buffers(self.ptr.as_ptr()) }).map_err(|e| e.context("DDP buffer broadcast"))
     }
 
     /// DDP's post-forward: arms the autograd hooks for the next backward.

@@ -107,7 +107,7 @@ impl PhaseClock for SyncClock<'_> {
         let now = Instant::now();
         let i = match phase {
             Phase::Forward => 0,
-            Phase::Backward => 1,
+            Phase::Backward | Phase::Accumulated => 1,
             Phase::Optimizer => 2,
         };
         self.secs[i] += (now - self.last).as_secs_f64();
@@ -135,6 +135,8 @@ impl PhaseClock for RangeClock {
         self.0 = match phase {
             Phase::Forward => Some(crate::ffi::Range::begin("gpubench.backward")),
             Phase::Backward => Some(crate::ffi::Range::begin("gpubench.optimizer")),
+            // The next micro-batch's forward follows.
+            Phase::Accumulated => Some(crate::ffi::Range::begin("gpubench.forward")),
             Phase::Optimizer => None,
         };
     }
@@ -201,8 +203,8 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
         let mut warm_secs = vec![];
         while warming {
             let t0 = Instant::now();
-            let batch = data.next_batch()?;
-            let loss_t = strat.step(&batch)?;
+            let batch = data.next_step()?;
+            let loss_t = strat.step_timed(&batch, &mut crate::strategy::NoClock)?;
             m.warmup_steps += 1;
             let stop = match cfg.warmup {
                 Length::Steps(k) => m.warmup_steps >= k,
@@ -254,7 +256,7 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             let range = |name: &str| ranged.then(|| crate::ffi::Range::begin(name));
             let step_range = ranged.then(|| crate::ffi::Range::begin(&format!("ProfilerStep#{}", m.step_secs.len())));
             let wait_range = range("gpubench.data_wait");
-            let batch = data.next_batch()?;
+            let batch = data.next_step()?;
             drop(wait_range);
             let t_data = Instant::now();
             m.data_wait_secs.push((t_data - t0).as_secs_f64());
@@ -270,7 +272,7 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             } else if ranged {
                 strat.step_timed(&batch, &mut RangeClock::new())?
             } else {
-                strat.step(&batch)?
+                strat.step_timed(&batch, &mut crate::strategy::NoClock)?
             };
             strat.devices().synchronize();
             let t1 = Instant::now();
@@ -433,7 +435,7 @@ mod tests {
         fn input_batch(&self) -> i64 {
             1
         }
-        fn step_timed(&mut self, _: &Batch, clock: &mut dyn PhaseClock) -> Result<tch::Tensor> {
+        fn step_timed(&mut self, _: &[Batch], clock: &mut dyn PhaseClock) -> Result<tch::Tensor> {
             std::thread::sleep(self.sleeps.get(self.step).copied().unwrap_or(self.sleep));
             let s = self.script.get(self.step).copied().unwrap_or(Ok(1.0));
             self.step += 1;

@@ -58,6 +58,7 @@ pub(crate) fn base_row(cfg: &RunConfig) -> Row {
         deterministic: Some(cfg.deterministic),
         batch_per_device: Some(cfg.batch_per_device as u32),
         global_batch: Some(cfg.global_batch() as u32),
+        grad_accum: Some(cfg.grad_accum),
         seed: Some(cfg.seed),
         threads: Some(tch::get_num_threads() as u32),
         variant: cfg.variant.clone(),

@@ -203,7 +203,6 @@ impl Session for LocalRun {
         SourceSpec {
             batch: strat.input_batch(),
             device: strat.input_device(),
-            synthetic_seed: start.data_seed(cfg.seed),
             seed: start.data_seed(cfg.seed),
             rank: 0,
             world: 1,

@@ -141,8 +141,12 @@ pub(crate) fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
         r.devices,
         r.device_name
     );
+    let micro = match r.grad_accum {
+        Some(k) if k > 1 => format!(" × {k} micro-batches"),
+        _ => String::new(),
+    };
     s += &format!(
-        "batch      {} per device × {} device(s) = {} global\n",
+        "batch      {} per device × {} device(s){micro} = {} global\n",
         opt(r.batch_per_device),
         r.n_devices,
         opt(r.global_batch)

@@ -76,6 +76,11 @@ pub struct RunArgs {
     /// Warm up for this long instead of a step count (e.g. 10s).
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub warmup_time: Option<String>,
+    /// Gradient accumulation: K micro-batches of --batch-size per device,
+    /// one optimizer step (the global batch is batch × devices × K; ddp
+    /// all-reduces once per step, on the last micro-batch).
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub grad_accum: i64,
     /// The optimizer (recorded in the row's variant when not SGD).
     #[arg(long, value_enum, default_value_t = OptimizerKind::Sgd)]
     pub optimizer: OptimizerKind,
@@ -206,6 +211,9 @@ pub struct DdpArgs {
 const NUM_CLASSES: i64 = 1000;
 const MOMENTUM: f64 = 0.9;
 const BUCKET_CAP_MB: f64 = 25.0;
+
+/// More micro-batches per step than this is a typo, not a configuration.
+const MAX_GRAD_ACCUM: i64 = 1024;
 
 /// The options that change what a run measures and have no column of
 /// their own, where they differ from run's defaults, as `option=value`
@@ -444,6 +452,18 @@ impl RunArgs {
         if a.batch_size <= 0 {
             return Err(usage("--batch-size must be at least 1 (it is per device)"));
         }
+        if !(1..=MAX_GRAD_ACCUM).contains(&a.grad_accum) {
+            return Err(usage(format!(
+                "--grad-accum {}: micro-batches per step run from 1 to {MAX_GRAD_ACCUM}",
+                a.grad_accum
+            )));
+        }
+        if a.grad_accum > 1 && a.implementation == Impl::Pytorch {
+            return Err(usage(
+                "--grad-accum with --impl pytorch: PyTorch's side of accumulation is not built yet; run gpubench's \
+                 row alone",
+            ));
+        }
         if a.num_classes < 2 {
             return Err(usage("--num-classes must be at least 2"));
         }
@@ -594,7 +614,7 @@ impl RunArgs {
             None if ddp => (devices.len() * d.nnodes, d.nnodes, devices.len()),
             None => (devices.len(), 1, devices.len()),
         };
-        let global = a.batch_size * world as i64;
+        let global = a.batch_size * world as i64 * a.grad_accum;
         Ok(RunConfig {
             strategy: a.strategy,
             implementation: a.implementation,
@@ -605,6 +625,7 @@ impl RunArgs {
             num_classes: a.num_classes,
             image_size: a.image_size,
             batch_per_device: a.batch_size,
+            grad_accum: a.grad_accum as u32,
             timed,
             warmup,
             ci_target: a.ci_target,
@@ -673,6 +694,10 @@ mod tests {
         assert!(c.variant.contains("weight-decay=0.0001"), "{}", c.variant);
         let c = cfg("--strategy dp --cpu 2 --batch-size 64");
         assert_eq!((c.optimizer, c.weight_decay), (OptimizerKind::Sgd, 1e-4));
+        // Accumulation multiplies the global batch, and the default lr with it.
+        let a = cfg("--strategy dp --cpu 2 --batch-size 64 --grad-accum 4");
+        assert_eq!((a.global_batch(), a.micro_global_batch(), a.grad_accum), (512, 128, 4));
+        assert!((a.lr - 0.2).abs() < 1e-12, "{}", a.lr);
         assert!((c.lr - 0.05).abs() < 1e-12 && !c.variant.contains("adamw"), "{} {}", c.lr, c.variant);
     }
 

@@ -39,14 +39,7 @@ fn local(cfg: &RunConfig) -> Result<i32> {
         tch::set_num_threads(t as i32);
     }
     if cfg.talks() {
-        eprintln!(
-            "gpubench: {} on {}: batch {} per device × {} = {} global",
-            cfg.strategy.name(),
-            cfg.devices.describe(),
-            cfg.batch_per_device,
-            cfg.devices.len(),
-            cfg.global_batch()
-        );
+        eprintln!("gpubench: {} on {}: {}", cfg.strategy.name(), cfg.devices.describe(), cfg.batch_phrase());
     }
     let start = Start::load(cfg)?;
     session::run(cfg, &mut LocalRun, &start, &sinks)

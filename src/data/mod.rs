@@ -55,6 +55,11 @@ pub struct Batch {
 pub trait DataSource {
     /// The next batch, already on the device the strategy asked for.
     fn next_batch(&mut self) -> Result<Batch>;
+    /// One optimizer step's input: its micro-batches, one without
+    /// `--grad-accum` (`Accumulated` gives one from each of its sources).
+    fn next_step(&mut self) -> Result<Vec<Batch>> {
+        Ok(vec![self.next_batch()?])
+    }
     /// How the source is named in the `data` column.
     fn name(&self) -> String;
     /// Dataset indices of the unreadable files skipped so far (None: the
@@ -98,9 +103,8 @@ pub(crate) struct SourceSpec {
     /// Images per batch: per device, or dp's global batch.
     pub batch: i64,
     pub device: tch::Device,
-    /// Synthetic data's seed (per rank under ddp).
-    pub synthetic_seed: u64,
-    /// The sampler's and augmentation's seed: the same on every rank.
+    /// The data seed, the same on every rank: the sampler's and
+    /// augmentation's seed, and synthetic data's once offset by the rank.
     pub seed: u64,
     pub rank: usize,
     pub world: usize,
@@ -109,25 +113,65 @@ pub(crate) struct SourceSpec {
 }
 
 /// The run's data source: synthetic, or the ImageFolder tree at `cfg.data`.
+/// With `--grad-accum K`, micro-batch k of rank r is what rank r·K + k of a
+/// job K times as wide would see (synthetic data: that rank's seed; files:
+/// that rank's shard), so accumulating on one device reproduces K ranks.
 pub(crate) fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> Result<Box<dyn DataSource>> {
-    if cfg.data == "synthetic" {
-        let s =
-            synthetic::Synthetic::new(spec.batch, cfg.image_size, cfg.num_classes, spec.device, spec.synthetic_seed)?;
-        if cfg.channels_last {
-            s.to_channels_last()?;
+    let k = cfg.grad_accum.max(1) as usize;
+    let one = |rank: usize, world: usize| -> Result<Box<dyn DataSource>> {
+        if cfg.data == "synthetic" {
+            let seed = spec.seed.wrapping_add(crate::init::RANK_SEED_STRIDE.wrapping_mul(rank as u64));
+            let s = synthetic::Synthetic::new(spec.batch, cfg.image_size, cfg.num_classes, spec.device, seed)?;
+            if cfg.channels_last {
+                s.to_channels_last()?;
+            }
+            return Ok(Box::new(s));
         }
-        return Ok(Box::new(s));
-    }
-    let ds = imagefolder::scan(&cfg.data)?;
-    let lc = imagefolder::LoaderConfig {
-        batch: spec.batch as usize,
-        image_size: cfg.image_size as usize,
-        workers: spec.workers,
-        seed: spec.seed,
-        rank: spec.rank,
-        world: spec.world,
-        pin: None,
-        warn: true,
+        let ds = imagefolder::scan(&cfg.data)?;
+        let lc = imagefolder::LoaderConfig {
+            batch: spec.batch as usize,
+            image_size: cfg.image_size as usize,
+            // The micro-batches' loaders share the rank's decode threads.
+            workers: (spec.workers / k).max(1),
+            seed: spec.seed,
+            rank,
+            world,
+            pin: None,
+            // One set of warnings per rank, not one per micro-batch.
+            warn: rank % k == 0,
+        };
+        Ok(Box::new(imagefolder::ImageFolder::new(ds, lc, spec.device, cfg.channels_last, &cfg.data)?))
     };
-    Ok(Box::new(imagefolder::ImageFolder::new(ds, lc, spec.device, cfg.channels_last, &cfg.data)?))
+    if k == 1 {
+        return one(spec.rank, spec.world);
+    }
+    let sources = (0..k).map(|i| one(spec.rank * k + i, spec.world * k)).collect::<Result<Vec<_>>>()?;
+    Ok(Box::new(Accumulated { sources }))
+}
+
+/// `--grad-accum`: one source per micro-batch of a step.
+struct Accumulated {
+    sources: Vec<Box<dyn DataSource>>,
+}
+
+impl DataSource for Accumulated {
+    fn next_batch(&mut self) -> Result<Batch> {
+        self.sources[0].next_batch()
+    }
+
+    fn next_step(&mut self) -> Result<Vec<Batch>> {
+        self.sources.iter_mut().map(|s| s.next_batch()).collect()
+    }
+
+    fn name(&self) -> String {
+        self.sources[0].name()
+    }
+
+    fn bad_files(&self) -> Option<Vec<u32>> {
+        // A file two micro-batches' shards both met counts once.
+        let mut all: Vec<u32> = self.sources.iter().filter_map(|s| s.bad_files()).flatten().collect();
+        all.sort_unstable();
+        all.dedup();
+        (self.sources.iter().any(|s| s.bad_files().is_some())).then_some(all)
+    }
 }

@@ -1,4 +1,4 @@
-//! The results file: CSV schema v2, one row per run, appended.
+//! The results file: CSV schema v3, one row per run, appended.
 //!
 //! Rows are appended with the file locked, each in a single write, so a crash
 //! or a concurrent writer cannot leave half a row. A file whose header differs
@@ -15,7 +15,7 @@ use crate::error::usage;
 /// The schema this gpubench writes. Files of earlier schemas are read by
 /// column name; rows are appended only to a file of this schema (`gpubench
 /// upgrade FILE` rewrites an earlier one).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// One benchmark result. Field order is column order; `schema::RESULTS`
 /// documents every column (`gpubench schema`), and a test keeps the two equal.
@@ -52,6 +52,7 @@ pub struct Row {
     pub deterministic: Option<bool>,
     pub batch_per_device: Option<u32>,
     pub global_batch: Option<u32>,
+    pub grad_accum: Option<u32>,
     pub steps: Option<u32>,
     pub warmup: Option<u32>,
     /// How warm-up ended ("steps", "time", "steady after N steps", …).
@@ -248,9 +249,20 @@ fn earlier_schema(header: &str) -> Option<u32> {
     let known: Vec<&str> = ours.split(',').collect();
     let cols: Vec<&str> = header.split(',').collect();
     let earlier = header != ours && cols.first() == Some(&"schema_version") && cols.iter().all(|c| known.contains(c));
-    // Schema 1 is the only earlier one; a later bump names its own here.
-    earlier.then_some(1)
+    if !earlier {
+        return None;
+    }
+    // Each schema after v1 wrote exactly today's header less what came later;
+    // anything else of ours is v1, whose files may lack more.
+    let version = (2..SCHEMA_VERSION).rev().find(|&v| {
+        let later: Vec<&str> = ADDED.iter().filter(|(at, _)| *at > v).flat_map(|(_, c)| c.iter().copied()).collect();
+        known.iter().filter(|c| !later.contains(c)).copied().collect::<Vec<_>>() == cols
+    });
+    Some(version.unwrap_or(1))
 }
+
+/// The columns each schema after v2 added, by version.
+const ADDED: [(u32, &[&str]); 1] = [(3, &["grad_accum"])];
 
 /// What `upgrade` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -741,7 +753,7 @@ mod tests {
         assert_eq!(
             read_err("v9.csv", &format!("{v9}\n9,x\n")),
             "v9.csv:1: header is written by gpubench CSV schema v9 (column 13 `world_size` is unknown to this \
-             gpubench); this gpubench reads schemas v1 to v2"
+             gpubench); this gpubench reads schemas v1 to v3"
         );
         let text = file_of(&[sample(), sample()]).replace(",123.5,", ",fast,");
         assert_eq!(read_err("t.csv", &text), "t.csv:2: column `throughput_img_s`: `fast` is not a number");
@@ -753,7 +765,7 @@ mod tests {
         let n = Row::header().split(',').count();
         assert_eq!(read_err("s.csv", &short), format!("s.csv:3: 2 columns, expected {n}"));
         let text = file_of(&[Row { schema_version: 7, ..sample() }]);
-        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schemas v1 to v2");
+        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schemas v1 to v3");
     }
 
     #[test]
@@ -789,6 +801,33 @@ mod tests {
         // Not a results file: nothing to upgrade, and said why.
         std::fs::write(&p, "a,b\n1,2\n").unwrap();
         assert!(upgrade(&p).unwrap_err().to_string().contains("not a gpubench results file"));
+    }
+
+    /// A v2 file (today's header less grad_accum) is named v2, upgraded,
+    /// and its rows read with grad_accum empty.
+    #[test]
+    fn a_v2_file_is_named_v2_and_upgraded() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v2.csv");
+        let v2: Vec<&str> = Row::header().leak().split(',').filter(|c| *c != "grad_accum").collect();
+        let mut row: Vec<String> = v2.iter().map(|_| String::new()).collect();
+        for (i, c) in v2.iter().enumerate() {
+            row[i] = match *c {
+                "schema_version" => "2".into(),
+                "strategy" => "ddp".into(),
+                "status" => "ok".into(),
+                "n_devices" => "2".into(),
+                _ => String::new(),
+            };
+        }
+        std::fs::write(&p, format!("{}\n{}\n", v2.join(","), row.join(","))).unwrap();
+        assert_eq!(earlier_schema(&first_line(&p).unwrap()), Some(2));
+        let m = append_rows(&p, &[sample()]).unwrap_err().to_string();
+        assert!(m.contains("schema v2") && m.contains("gpubench upgrade"), "{m}");
+        let kept = dir.path().join("v2.schema2.csv");
+        assert_eq!(upgrade(&p).unwrap(), Upgrade::Done { rows: 1, kept });
+        let rows = read_rows(&p).unwrap();
+        assert_eq!((rows[0].strategy.as_str(), rows[0].grad_accum), ("ddp", None));
     }
 
     #[test]

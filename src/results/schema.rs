@@ -11,7 +11,7 @@ pub(crate) struct ColumnDoc {
     pub meaning: &'static str,
 }
 
-/// The results file (`--out`, CSV schema v2): one row per run, columns in the
+/// The results file (`--out`, CSV schema v3): one row per run, columns in the
 /// order of `Row`'s fields, which is the header order.
 pub(crate) const RESULTS: &[ColumnDoc] = &[
     // run identity
@@ -92,7 +92,13 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
     ColumnDoc {
         name: "global_batch",
         unit: "",
-        meaning: "Images per step over all devices: batch_per_device × n_devices.",
+        meaning: "Images per optimizer step over all devices: batch_per_device × n_devices × grad_accum.",
+    },
+    ColumnDoc {
+        name: "grad_accum",
+        unit: "",
+        meaning: "Micro-batches per optimizer step (--grad-accum; 1 without). Throughput counts every image of \
+                  every micro-batch; ddp all-reduces once per step. Empty in rows before schema v3.",
     },
     ColumnDoc {
         name: "steps",

@@ -589,6 +589,19 @@ char* gb_reducer_prepare_forward(gb_reducer* r) {
   GB_CATCH_C10
 }
 
+// The buffer broadcast of DDP's forward alone, for the micro-batches of a
+// gradient accumulation that are not Reducer iterations (no_sync): DDP still
+// broadcasts buffers before each such forward when broadcast_buffers is set.
+char* gb_reducer_broadcast_buffers(gb_reducer* r) {
+  GB_TRY
+  if (r == nullptr) throw std::invalid_argument("gb_reducer_broadcast_buffers: null argument");
+  if (r->broadcast_buffers && !r->buffers.empty()) {
+    at::NoGradGuard no_grad;
+    c10d::broadcast_coalesced(r->pg, r->buffers, kBroadcastBucketBytes, 0);
+  }
+  GB_CATCH_C10
+}
+
 // DDP._post_forward: prepare_for_backward with the forward outputs when
 // find_unused_parameters (they seed the search for unused parameters), else
 // with no tensors, as DDP does. Call after the forward pass, before backward.

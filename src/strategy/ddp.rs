@@ -31,7 +31,7 @@ use anyhow::Result;
 use tch::{nn, Device, Kind, Tensor};
 
 use super::precision::{autocast, Amp};
-use super::{build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
+use super::{build_optimizer, loss_fn, share, step_loss, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::device::Devices;
 use crate::dist::{ProcessGroup, Reducer, ReducerOptions, ReducerStats};
@@ -110,7 +110,7 @@ impl Strategy for Ddp {
         self.batch
     }
 
-    fn step_timed(&mut self, batch: &crate::data::Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
+    fn step_timed(&mut self, micro: &[crate::data::Batch], clock: &mut dyn PhaseClock) -> Result<Tensor> {
         if self.grad_as_bucket_view {
             // Gradients are views into the Reducer's buckets: zero them in
             // place (tch's zero_grad would try to detach them and fail).
@@ -118,24 +118,41 @@ impl Strategy for Ddp {
         } else {
             self.opt.zero_grad()?;
         }
-        self.reducer.prepare_forward()?;
         let dev = self.device.device(0);
-        let (logits, loss) = autocast(self.amp.precision, dev, || -> Result<(Tensor, Tensor)> {
-            let logits = self.model.forward_t(&batch.images, true);
-            let loss = loss_fn(&logits, &batch.labels)?;
-            Ok((logits, loss))
-        })??;
-        self.reducer.prepare_backward(&[&logits])?;
-        clock.mark(Phase::Forward);
-        // fp16: the Reducer averages the scaled gradients; every rank then
-        // unscales the same averaged values and so skips the same steps.
-        self.amp.scaled(&loss)?.f_backward()?;
-        clock.mark(Phase::Backward);
+        let k = micro.len();
+        let mut losses = Vec::with_capacity(k);
+        for (i, batch) in micro.iter().enumerate() {
+            // Only the last micro-batch is a Reducer iteration (PyTorch's
+            // no_sync for the others): without prepare_for_backward its
+            // hooks let the gradients accumulate locally, and the last
+            // backward all-reduces the sum. Buffers are broadcast before
+            // every forward, as DDP's forward does under no_sync too.
+            let sync = i + 1 == k;
+            if sync {
+                self.reducer.prepare_forward()?;
+            } else {
+                self.reducer.broadcast_buffers()?;
+            }
+            let (logits, loss) = autocast(self.amp.precision, dev, || -> Result<(Tensor, Tensor)> {
+                let logits = self.model.forward_t(&batch.images, true);
+                let loss = loss_fn(&logits, &batch.labels)?;
+                Ok((logits, loss))
+            })??;
+            if sync {
+                self.reducer.prepare_backward(&[&logits])?;
+            }
+            clock.mark(Phase::Forward);
+            // fp16: the Reducer averages the scaled gradients; every rank then
+            // unscales the same averaged values and so skips the same steps.
+            self.amp.scaled(&share(&loss, k)?)?.f_backward()?;
+            clock.mark(if sync { Phase::Backward } else { Phase::Accumulated });
+            losses.push(loss.f_detach()?);
+        }
         if self.amp.should_step(&self.params)? {
             self.opt.step()?;
         }
         clock.mark(Phase::Optimizer);
-        Ok(loss)
+        step_loss(losses)
     }
 
     /// One small all-reduce of [loss / world, rank 0's stop flag]: every rank

@@ -38,7 +38,7 @@ use anyhow::{anyhow, Result};
 use tch::{nn, Device, Kind, Tensor};
 
 use super::precision::{autocast, Amp};
-use super::{build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
+use super::{build_optimizer, loss_fn, share, step_loss, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::data::Batch;
 use crate::device::{DeviceKind, Devices};
@@ -97,7 +97,7 @@ impl DataParallel {
             devices,
             replicas,
             opt,
-            global_batch: cfg.global_batch(),
+            global_batch: cfg.micro_global_batch(),
             threads_per_replica,
             non_blocking,
             coalesced,
@@ -308,24 +308,31 @@ impl Strategy for DataParallel {
         self.global_batch
     }
 
-    fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
-        self.replicate()?;
-        let inputs = self.scatter(&batch.images, Kind::Float, false)?;
-        let outputs = self.parallel_forward(inputs, true)?;
-        let logits = self.gather(&outputs)?;
+    fn step_timed(&mut self, micro: &[Batch], clock: &mut dyn PhaseClock) -> Result<Tensor> {
+        let k = micro.len();
         let master = self.replicas[0].device;
-        let loss = autocast(self.amp.precision, master, || loss_fn(&logits, &batch.labels))??;
-        clock.mark(Phase::Forward);
+        // The master's gradients are zeroed once a step and take every
+        // micro-batch's reduction; the replicas' are zeroed before each.
         self.opt.zero_grad()?;
-        self.zero_replica_grads()?;
-        self.amp.scaled(&loss)?.f_backward()?;
-        self.reduce_gradients()?;
-        clock.mark(Phase::Backward);
+        let mut losses = Vec::with_capacity(k);
+        for (i, batch) in micro.iter().enumerate() {
+            self.replicate()?;
+            let inputs = self.scatter(&batch.images, Kind::Float, false)?;
+            let outputs = self.parallel_forward(inputs, true)?;
+            let logits = self.gather(&outputs)?;
+            let loss = autocast(self.amp.precision, master, || loss_fn(&logits, &batch.labels))??;
+            clock.mark(Phase::Forward);
+            self.zero_replica_grads()?;
+            self.amp.scaled(&share(&loss, k)?)?.f_backward()?;
+            self.reduce_gradients()?;
+            clock.mark(if i + 1 < k { Phase::Accumulated } else { Phase::Backward });
+            losses.push(loss.f_detach()?);
+        }
         if self.amp.should_step(&self.replicas[0].params)? {
             self.opt.step()?;
         }
         clock.mark(Phase::Optimizer);
-        Ok(loss)
+        step_loss(losses)
     }
 
     fn skipped_steps(&self) -> u64 {

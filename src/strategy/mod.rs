@@ -22,13 +22,16 @@ pub trait Strategy {
     /// Images per step in that input: the per-device batch for single and
     /// ddp, the global batch for dp (DataParallel's input lives on the master).
     fn input_batch(&self) -> i64;
-    /// One training step on `batch`; returns the loss that was minimised.
-    /// `clock` is told when each phase ends (forward, backward, optimizer);
-    /// the runner decides whether that costs a device sync (`--breakdown`).
-    fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor>;
-    /// A step with no phase timing.
+    /// One optimizer step over `micro`, its micro-batches (one without
+    /// `--grad-accum`): gradients accumulate over them, each micro-batch's
+    /// loss weighted 1/K, so the step follows the mean over all its images;
+    /// returns that mean loss. `clock` is told when each phase ends
+    /// (forward, backward, optimizer); the runner decides whether that costs
+    /// a device sync (`--breakdown`).
+    fn step_timed(&mut self, micro: &[Batch], clock: &mut dyn PhaseClock) -> Result<Tensor>;
+    /// A step on one batch, with no phase timing.
     fn step(&mut self, batch: &Batch) -> Result<Tensor> {
-        self.step_timed(batch, &mut NoClock)
+        self.step_timed(std::slice::from_ref(batch), &mut NoClock)
     }
     /// The devices this process drives, for synchronization and metrics.
     fn devices(&self) -> &Devices;
@@ -64,6 +67,9 @@ pub enum Phase {
     Backward,
     /// The optimizer step.
     Optimizer,
+    /// A micro-batch's backward, before the next micro-batch's forward
+    /// (`--grad-accum`): counted as backward.
+    Accumulated,
 }
 
 /// Told by a strategy when each phase of a step ends.
@@ -72,7 +78,7 @@ pub trait PhaseClock {
 }
 
 /// For runs without `--breakdown`: marks cost nothing.
-pub(crate) struct NoClock;
+pub struct NoClock;
 
 impl PhaseClock for NoClock {
     fn mark(&mut self, _: Phase) {}
@@ -82,6 +88,21 @@ impl PhaseClock for NoClock {
 /// ImageNet recipe, or AdamW), in the implementation `cfg.optimizer_impl` names.
 pub fn build_optimizer(cfg: &RunConfig, vs: &nn::VarStore) -> Result<optim::Optimizer> {
     optim::Optimizer::new(cfg, vs)
+}
+
+/// A micro-batch's share of the step's loss: its mean ÷ K, so that the
+/// gradients accumulated over K micro-batches are those of the mean over
+/// every image of the step (the loss itself when K is 1).
+pub(crate) fn share(loss: &Tensor, k: usize) -> Result<Tensor> {
+    Ok(if k == 1 { loss.shallow_clone() } else { loss.f_div_scalar(k as f64)? })
+}
+
+/// The step's loss from its micro-batches' mean losses: their mean.
+pub(crate) fn step_loss(losses: Vec<Tensor>) -> Result<Tensor> {
+    match losses.len() {
+        1 => Ok(losses.into_iter().next().expect("one loss")),
+        _ => Ok(Tensor::f_stack(&losses, 0)?.f_mean(None)?),
+    }
 }
 
 /// Mean cross-entropy of logits against integer labels.

@@ -3,7 +3,7 @@ use anyhow::Result;
 use tch::{nn, Device, Tensor};
 
 use super::precision::{autocast, Amp};
-use super::{build_optimizer, loss_fn, Phase, PhaseClock, Strategy};
+use super::{build_optimizer, loss_fn, share, step_loss, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::data::Batch;
 use crate::device::Devices;
@@ -38,19 +38,25 @@ impl Strategy for Single {
         self.batch
     }
 
-    fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
+    fn step_timed(&mut self, micro: &[Batch], clock: &mut dyn PhaseClock) -> Result<Tensor> {
         let dev = self.devices.device(0);
-        let loss =
-            autocast(self.amp.precision, dev, || loss_fn(&self.model.forward_t(&batch.images, true), &batch.labels))??;
-        clock.mark(Phase::Forward);
+        let k = micro.len();
         self.opt.zero_grad()?;
-        self.amp.scaled(&loss)?.f_backward()?;
-        clock.mark(Phase::Backward);
+        let mut losses = Vec::with_capacity(k);
+        for (i, batch) in micro.iter().enumerate() {
+            let loss = autocast(self.amp.precision, dev, || {
+                loss_fn(&self.model.forward_t(&batch.images, true), &batch.labels)
+            })??;
+            clock.mark(Phase::Forward);
+            self.amp.scaled(&share(&loss, k)?)?.f_backward()?;
+            clock.mark(if i + 1 < k { Phase::Accumulated } else { Phase::Backward });
+            losses.push(loss.f_detach()?);
+        }
         if self.amp.should_step(&self.params)? {
             self.opt.step()?;
         }
         clock.mark(Phase::Optimizer);
-        Ok(loss)
+        step_loss(losses)
     }
 
     fn skipped_steps(&self) -> u64 {

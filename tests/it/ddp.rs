@@ -88,6 +88,87 @@ fn two_ranks_equal_one_process_on_the_global_batch() {
     assert!(e < 1e-5, "parameters after 3 steps differ by {e:e} relative");
 }
 
+/// Two ranks accumulating two micro-batches of 2 each equal one process on
+/// all 8 images, and the Reducer iterates once per optimizer step (the
+/// first micro-batch is PyTorch's no_sync).
+#[test]
+fn accumulated_micro_batches_equal_the_global_batch_and_reduce_once_a_step() {
+    let opts = format!("{TINY} --lr 0.05");
+    let scfg = run_config(&format!("--batch-size 8 {opts}"), Placement::Local(Devices::cpu(1)));
+    let mut data = Synthetic::new(8, 16, 10, tch::Device::Cpu, 12).unwrap();
+    let batches: Vec<_> = (0..3).map(|_| data.next_batch().unwrap()).collect();
+    let piece = |b: &gpubench::data::Batch, at: i64| gpubench::data::Batch {
+        images: b.images.narrow(0, at, 2).copy(),
+        labels: b.labels.narrow(0, at, 2).copy(),
+    };
+    let port = gpubench::dist::free_port().unwrap();
+    let handles: Vec<_> = (0..2)
+        .map(|rank| {
+            // Rank r's step: micro-batches of images 4r..4r+2 and 4r+2..4r+4.
+            let steps: Vec<Vec<gpubench::data::Batch>> =
+                batches.iter().map(|b| vec![piece(b, 4 * rank as i64), piece(b, 4 * rank as i64 + 2)]).collect();
+            let dcfg = rank_config(rank, port, &format!("{opts} --grad-accum 2"));
+            assert_eq!(dcfg.global_batch(), 16, "4 per device x 2 ranks x 2 micro-batches");
+            std::thread::spawn(move || {
+                let t = Duration::from_secs(30);
+                let store = Store::new("127.0.0.1", port, rank, 2, rank == 0, t).unwrap();
+                let pg = ProcessGroup::new(&store, Backend::Gloo, rank, 2, None, t).unwrap();
+                let mut ddp = Ddp::new(&dcfg, pg).unwrap();
+                let init = params(&ddp);
+                for micro in &steps {
+                    let _loss = ddp.step_timed(micro, &mut gpubench::strategy::NoClock).unwrap();
+                }
+                let iterations = ddp.reducer_stats().unwrap().iteration;
+                let p = params(&ddp);
+                drop(ddp);
+                (init, p, iterations, store)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(results[0].2, 3, "one Reducer iteration per optimizer step, not per micro-batch");
+    assert_eq!(max_rel(&results[0].1, &results[1].1), 0.0, "ranks diverged");
+    let mut single = Single::new(&scfg).unwrap();
+    tch::no_grad(|| {
+        for (dst, src) in single.var_store().trainable_variables().iter().zip(&results[0].0) {
+            dst.shallow_clone().copy_(src);
+        }
+    });
+    for b in &batches {
+        let _loss = single.step(b).unwrap();
+    }
+    let e = max_rel(&results[0].1, &params(&single));
+    assert!(e < 1e-5, "parameters after 3 accumulated steps differ by {e:e} relative");
+}
+
+/// Micro-batch k of a step sees what rank k of a K-rank job sees: single
+/// and dp accumulating K micro-batches report the losses of ddp on K ranks.
+#[test]
+fn accumulation_reproduces_ranks_through_the_binary() {
+    let losses = |a: &str| -> Vec<f64> {
+        let o = gpubench(&format!("run {TINY} --cpu {a} --steps 3 --warmup 0 --json --lr 0.05")).output();
+        assert!(o.status.success(), "{a}: {}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["row"]["grad_accum"].as_u64().map(|k| k > 0), Some(true), "{a}: {}", j["row"]);
+        j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+    };
+    let close = |a: &[f64], b: &[f64], what: &str| {
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{what}: {a:?} vs {b:?}");
+        }
+    };
+    let ranks = losses("4 --strategy ddp --batch-size 4");
+    close(&losses("1 --strategy single --batch-size 4 --grad-accum 4"), &ranks, "single x4 vs ddp on 4 ranks");
+    close(&losses("2 --strategy ddp --batch-size 4 --grad-accum 2"), &ranks, "ddp 2 ranks x2 vs 4 ranks");
+    // dp's micro-batch is its global batch of 2 x 4: as ddp on 2 ranks of 8.
+    close(
+        &losses("2 --strategy dp --batch-size 4 --grad-accum 2"),
+        &losses("2 --strategy ddp --batch-size 8"),
+        "dp x2",
+    );
+}
+
 #[test]
 fn resnet18_two_ranks_row_is_sane() {
     let dir = tempfile::tempdir().unwrap();

@@ -45,11 +45,9 @@ pub(crate) fn launch(cfg: &RunConfig) -> Result<i32> {
     };
     if cfg.talks() {
         eprintln!(
-            "gpubench: ddp on {}: {} worker(s) on this node, world size {world}, rendezvous {addr}:{port}; batch {} per device × {world} = {} global",
+            "gpubench: ddp on {}: {local} worker(s) on this node, world size {world}, rendezvous {addr}:{port}; {}",
             cfg.devices.describe(),
-            local,
-            cfg.batch_per_device,
-            cfg.global_batch()
+            cfg.batch_phrase()
         );
     }
     let workers = spawn_ranks(local, d.node_rank, world, (&addr, port), cfg.quiet)?;

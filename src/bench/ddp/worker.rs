@@ -15,7 +15,7 @@ use crate::data::{Batch, SourceSpec};
 use crate::device::{DeviceKind, Devices};
 use crate::dist::{ProcessGroup, Store};
 use crate::error::usage;
-use crate::init::{Start, RANK_SEED_STRIDE};
+use crate::init::Start;
 use crate::metrics::devices::DeviceMetrics;
 use crate::results::Status;
 use crate::strategy::{ddp::Ddp, PhaseClock, Strategy};
@@ -93,8 +93,8 @@ impl Session for Rank {
         SourceSpec {
             batch: cfg.batch_per_device,
             device: cfg.devices.device(0),
-            synthetic_seed: data_seed.wrapping_add(RANK_SEED_STRIDE * self.env.rank as u64),
-            // One sampler seed for all ranks, so that their shards are disjoint.
+            // One seed for all ranks: their shards are disjoint, and synthetic
+            // data is offset by the rank (`data::make_source`).
             seed: data_seed,
             rank: self.env.rank,
             world: self.env.world_size,
@@ -280,7 +280,7 @@ impl Strategy for Faulty {
     fn input_batch(&self) -> i64 {
         self.inner.input_batch()
     }
-    fn step_timed(&mut self, batch: &Batch, clock: &mut dyn PhaseClock) -> Result<Tensor> {
+    fn step_timed(&mut self, batch: &[Batch], clock: &mut dyn PhaseClock) -> Result<Tensor> {
         self.steps += 1;
         self.fault.strike(self.steps)?;
         self.inner.step_timed(batch, clock)

@@ -84,6 +84,9 @@ pub(crate) fn setup_of(row: &Row) -> String {
             w.push(word.into());
         }
     }
+    if let Some(k) = row.grad_accum.filter(|&k| k > 1) {
+        w.push(format!("grad-accum={k}"));
+    }
     if !row.data.is_empty() && row.data != "synthetic" {
         w.push(format!("data={}", row.data));
     }
