@@ -424,22 +424,24 @@ pub(crate) struct AdamWState<'a> {
     pub step: i64,
 }
 
+/// AdamW's hyper-parameters for `adamw_step` (from the caller: the base
+/// layer does not read the configuration).
+pub(crate) struct AdamWHyper {
+    pub lr: f64,
+    pub betas: (f64, f64),
+    pub weight_decay: f64,
+    pub eps: f64,
+}
+
 /// One AdamW step over every parameter in multi-tensor kernels (`fused`:
-/// one `_fused_adamw_`, else `_foreach_*`), betas and epsilon torch's defaults.
-pub(crate) fn adamw_step(
-    fused: bool,
-    params: &[tch::Tensor],
-    s: &AdamWState,
-    lr: f64,
-    weight_decay: f64,
-) -> Result<()> {
+/// one `_fused_adamw_`, else `_foreach_*`).
+pub(crate) fn adamw_step(fused: bool, params: &[tch::Tensor], s: &AdamWState, h: &AdamWHyper) -> Result<()> {
     let n = params.len();
     if [s.exp_avg.len(), s.exp_avg_sq.len(), s.steps.len()].iter().any(|&k| k != n) {
         return Err(anyhow!("adamw_step: {n} parameters but state for another count"));
     }
     let ptrs = |v: &[tch::Tensor]| -> Vec<*mut std::ffi::c_void> { v.iter().map(|t| t.as_ptr() as *mut _).collect() };
     let (p, m, v, t) = (ptrs(params), ptrs(s.exp_avg), ptrs(s.exp_avg_sq), ptrs(s.steps));
-    let (b1, b2) = crate::config::ADAMW_BETAS;
     let imp = if fused { 2 } else { 1 };
     check(unsafe {
         gb_adamw_step(
@@ -449,11 +451,11 @@ pub(crate) fn adamw_step(
             v.as_ptr(),
             t.as_ptr(),
             n,
-            lr,
-            b1,
-            b2,
-            weight_decay,
-            crate::config::ADAMW_EPS,
+            h.lr,
+            h.betas.0,
+            h.betas.1,
+            h.weight_decay,
+            h.eps,
             s.step,
         )
     })

@@ -138,7 +138,7 @@ pub(crate) fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> R
             world,
             pin: None,
             // One set of warnings per rank, not one per micro-batch.
-            warn: rank % k == 0,
+            warn: rank.is_multiple_of(k),
         };
         Ok(Box::new(imagefolder::ImageFolder::new(ds, lc, spec.device, cfg.channels_last, &cfg.data)?))
     };

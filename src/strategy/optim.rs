@@ -109,7 +109,9 @@ impl Optimizer {
             Optimizer::AdamW { fused, params, exp_avg, exp_avg_sq, steps, step, lr, weight_decay } => {
                 *step += 1;
                 let state = crate::ffi::AdamWState { exp_avg, exp_avg_sq, steps, step: *step };
-                crate::ffi::adamw_step(*fused, params, &state, *lr, *weight_decay)
+                let hyper =
+                    crate::ffi::AdamWHyper { lr: *lr, betas: ADAMW_BETAS, weight_decay: *weight_decay, eps: ADAMW_EPS };
+                crate::ffi::adamw_step(*fused, params, &state, &hyper)
             }
         }
     }
