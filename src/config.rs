@@ -240,6 +240,8 @@ pub struct RunConfig {
     pub batch_per_device: i64,
     /// Micro-batches per optimizer step (`--grad-accum`, 1 without).
     pub grad_accum: u32,
+    /// Activation checkpointing per ResNet stage (`--checkpoint`).
+    pub checkpoint: bool,
     pub timed: Length,
     pub warmup: Length,
     /// `--duration auto`: stop when throughput's interval is within ±this (relative).
@@ -306,6 +308,7 @@ impl RunConfig {
             image_size,
             batch_per_device: batch,
             grad_accum: 1,
+            checkpoint: false,
             timed: Length::Steps(1),
             warmup: Length::Steps(0),
             ci_target: 0.02,

@@ -5,7 +5,24 @@ use tch::Tensor;
 
 use crate::config::{ModelKind, RunConfig};
 
-pub(crate) type Model = Box<dyn ModuleT>;
+/// A model: a module, and for the ResNets their stages one by one
+/// (activation checkpointing runs them apart).
+pub trait Net: ModuleT {
+    /// The ResNet behind it, if it is one.
+    fn staged(&self) -> Option<&ResNet> {
+        None
+    }
+}
+
+impl Net for nn::FuncT<'static> {}
+
+impl Net for ResNet {
+    fn staged(&self) -> Option<&ResNet> {
+        Some(self)
+    }
+}
+
+pub type Model = Box<dyn Net>;
 
 /// Builds the run's model on `device` with its seed, so every replica and
 /// rank starts from the same weights; convolution weights go channels-last
@@ -117,7 +134,7 @@ impl Block {
 /// stem (conv1, bn1, ReLU, max-pool), four stages (`layer1`..`layer4`),
 /// and the head (average pool, `fc`). Its variables have torchvision's
 /// names, so checkpoints and the PyTorch side by side line up.
-pub(crate) struct ResNet {
+pub struct ResNet {
     stem: ConvBn,
     stages: Vec<Vec<Block>>,
     fc: nn::Linear,
@@ -193,7 +210,7 @@ impl ModuleT for ResNet {
 /// pooling and a linear classifier. Without BatchNorm, splitting a batch across
 /// replicas gives exactly the full-batch gradient, which the dp and ddp
 /// equivalence tests rely on; it is also fast enough for smoke runs on a CPU.
-pub(crate) fn tiny_cnn(p: &nn::Path, num_classes: i64) -> impl ModuleT {
+pub(crate) fn tiny_cnn(p: &nn::Path, num_classes: i64) -> nn::FuncT<'static> {
     let cfg = nn::ConvConfig { stride: 2, padding: 1, ..Default::default() };
     let c1 = nn::conv2d(p / "conv1", 3, 16, 3, cfg);
     let c2 = nn::conv2d(p / "conv2", 16, 32, 3, cfg);

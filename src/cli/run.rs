@@ -81,6 +81,13 @@ pub struct RunArgs {
     /// all-reduces once per step, on the last micro-batch).
     #[arg(long, default_value_t = 1, value_name = "K")]
     pub grad_accum: i64,
+    /// Activation checkpointing: each ResNet stage's activations are
+    /// dropped in forward and recomputed in backward (one more forward of the
+    /// stages for their memory). single and ddp, ResNets only. BatchNorm's
+    /// running statistics update twice per step, as under PyTorch's
+    /// torch.utils.checkpoint.
+    #[arg(long)]
+    pub checkpoint: bool,
     /// The optimizer (recorded in the row's variant when not SGD).
     #[arg(long, value_enum, default_value_t = OptimizerKind::Sgd)]
     pub optimizer: OptimizerKind,
@@ -248,6 +255,7 @@ fn variant(a: &RunArgs) -> String {
         word(d.find_unused_parameters, "find-unused-parameters".into());
         word(d.no_broadcast_buffers, "no-broadcast-buffers".into());
     }
+    word(a.checkpoint, "checkpoint".into());
     word(a.breakdown, "breakdown".into());
     word(a.profile.is_some(), "profile".into());
     word(a.nvtx, "nvtx".into());
@@ -458,6 +466,25 @@ impl RunArgs {
                 a.grad_accum
             )));
         }
+        if a.checkpoint {
+            if a.model == ModelKind::Tinycnn {
+                return Err(usage(
+                    "--checkpoint drops and recomputes ResNet stages; tinycnn has none (use a resnet model)",
+                ));
+            }
+            if a.strategy == StrategyKind::Dp {
+                return Err(usage(
+                    "--checkpoint runs with single and ddp: dp's replicas are rebuilt from the master every forward, \
+                     so there is no stage graph of theirs to recompute",
+                ));
+            }
+            if a.implementation == Impl::Pytorch {
+                return Err(usage(
+                    "--checkpoint with --impl pytorch: PyTorch's side of checkpointing is not built yet; run \
+                     gpubench's row alone",
+                ));
+            }
+        }
         if a.grad_accum > 1 && a.implementation == Impl::Pytorch {
             return Err(usage(
                 "--grad-accum with --impl pytorch: PyTorch's side of accumulation is not built yet; run gpubench's \
@@ -626,6 +653,7 @@ impl RunArgs {
             image_size: a.image_size,
             batch_per_device: a.batch_size,
             grad_accum: a.grad_accum as u32,
+            checkpoint: a.checkpoint,
             timed,
             warmup,
             ci_target: a.ci_target,

@@ -146,7 +146,8 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
                   from run's defaults, as option=value words: num-classes, lr, momentum, weight-decay, \
                   optimizer (the optimizer step's implementation, fused or foreach; rows without it ran \
                   libtorch's per-parameter loop, as every row before --optimizer-impl did), the bare word adamw \
-                  (--optimizer adamw; weight-decay then against AdamW's default 0.05, momentum unused), seed, threads and workers (as asked), ddp's bucket-cap-mb, gradient-as-bucket-view, find-unused-parameters and \
+                  (--optimizer adamw; weight-decay then against AdamW's default 0.05, momentum unused), checkpoint \
+                  (--checkpoint), seed, threads and workers (as asked), ddp's bucket-cap-mb, gradient-as-bucket-view, find-unused-parameters and \
                   no-broadcast-buffers, breakdown, profile, nvtx, init-from (the file's name). Rows that differ in it \
                   are different configurations in report, compare, check and a sweep's --resume; empty for serving, \
                   all-reduce and published rows.",

@@ -31,7 +31,7 @@ use anyhow::Result;
 use tch::{nn, Device, Kind, Tensor};
 
 use super::precision::{autocast, Amp};
-use super::{build_optimizer, loss_fn, share, step_loss, Phase, PhaseClock, Strategy};
+use super::{backward, build_optimizer, forward_loss, share, step_loss, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::device::Devices;
 use crate::dist::{ProcessGroup, Reducer, ReducerOptions, ReducerStats};
@@ -51,6 +51,7 @@ pub struct Ddp {
     rank: usize,
     grad_as_bucket_view: bool,
     amp: Amp,
+    checkpoint: bool,
 }
 
 impl Ddp {
@@ -97,6 +98,7 @@ impl Ddp {
             rank,
             grad_as_bucket_view: a.gradient_as_bucket_view,
             amp: Amp::new(cfg.precision),
+            checkpoint: cfg.checkpoint,
         })
     }
 }
@@ -133,18 +135,19 @@ impl Strategy for Ddp {
             } else {
                 self.reducer.broadcast_buffers()?;
             }
-            let (logits, loss) = autocast(self.amp.precision, dev, || -> Result<(Tensor, Tensor)> {
-                let logits = self.model.forward_t(&batch.images, true);
-                let loss = loss_fn(&logits, &batch.labels)?;
-                Ok((logits, loss))
-            })??;
+            let (logits, loss, saved) =
+                autocast(self.amp.precision, dev, || forward_loss(&self.model, self.checkpoint, batch))??;
             if sync {
                 self.reducer.prepare_backward(&[&logits])?;
             }
             clock.mark(Phase::Forward);
             // fp16: the Reducer averages the scaled gradients; every rank then
             // unscales the same averaged values and so skips the same steps.
-            self.amp.scaled(&share(&loss, k)?)?.f_backward()?;
+            // Checkpointed, the step is several backward passes, each
+            // parameter's gradient arriving in exactly one of them: the
+            // Reducer's hooks fire once per parameter, as in one pass.
+            let scaled = self.amp.scaled(&share(&loss, k)?)?;
+            backward(&self.model, saved, &scaled, (self.amp.precision, dev))?;
             clock.mark(if sync { Phase::Backward } else { Phase::Accumulated });
             losses.push(loss.f_detach()?);
         }

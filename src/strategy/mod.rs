@@ -2,6 +2,7 @@
 //! timing, synchronization and sampling; a strategy holds only the
 //! parallelism: where the model lives, how a global batch becomes gradients,
 //! and how the optimizer steps.
+pub(crate) mod checkpoint;
 pub mod ddp;
 pub mod dp;
 pub mod optim;
@@ -102,6 +103,42 @@ pub(crate) fn step_loss(losses: Vec<Tensor>) -> Result<Tensor> {
     match losses.len() {
         1 => Ok(losses.into_iter().next().expect("one loss")),
         _ => Ok(Tensor::f_stack(&losses, 0)?.f_mean(None)?),
+    }
+}
+
+/// One micro-batch's forward to its loss: the model's own, or with the
+/// stages' activations dropped (`--checkpoint`: `Some` of what the
+/// backward pass needs). Call under the run's autocast.
+pub(crate) fn forward_loss(
+    model: &crate::model::Model,
+    checkpoint: bool,
+    batch: &Batch,
+) -> Result<(Tensor, Tensor, Option<checkpoint::Saved>)> {
+    match model.staged().filter(|_| checkpoint) {
+        Some(net) => {
+            let (logits, saved) = checkpoint::forward(net, &batch.images)?;
+            let loss = loss_fn(&logits, &batch.labels)?;
+            Ok((logits, loss, Some(saved)))
+        }
+        None => {
+            let logits = model.forward_t(&batch.images, true);
+            let loss = loss_fn(&logits, &batch.labels)?;
+            Ok((logits, loss, None))
+        }
+    }
+}
+
+/// The backward of a loss from `forward_loss`: one pass, or the
+/// checkpointed stages' recompute.
+pub(crate) fn backward(
+    model: &crate::model::Model,
+    saved: Option<checkpoint::Saved>,
+    scaled: &Tensor,
+    amp: (crate::config::Precision, Device),
+) -> Result<()> {
+    match (saved, model.staged()) {
+        (Some(s), Some(net)) => checkpoint::backward(net, s, scaled, amp.0, amp.1),
+        _ => Ok(scaled.f_backward()?),
     }
 }
 

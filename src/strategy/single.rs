@@ -3,7 +3,7 @@ use anyhow::Result;
 use tch::{nn, Device, Tensor};
 
 use super::precision::{autocast, Amp};
-use super::{build_optimizer, loss_fn, share, step_loss, Phase, PhaseClock, Strategy};
+use super::{backward, build_optimizer, forward_loss, share, step_loss, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::data::Batch;
 use crate::device::Devices;
@@ -17,6 +17,7 @@ pub struct Single {
     batch: i64,
     amp: Amp,
     params: Vec<Tensor>,
+    checkpoint: bool,
 }
 
 impl Single {
@@ -25,7 +26,16 @@ impl Single {
         let (vs, model) = build_model(cfg, devices.device(0));
         let opt = build_optimizer(cfg, &vs)?;
         let params = vs.trainable_variables();
-        Ok(Single { devices, vs, model, opt, batch: cfg.batch_per_device, amp: Amp::new(cfg.precision), params })
+        Ok(Single {
+            devices,
+            vs,
+            model,
+            opt,
+            batch: cfg.batch_per_device,
+            amp: Amp::new(cfg.precision),
+            params,
+            checkpoint: cfg.checkpoint,
+        })
     }
 }
 
@@ -44,11 +54,11 @@ impl Strategy for Single {
         self.opt.zero_grad()?;
         let mut losses = Vec::with_capacity(k);
         for (i, batch) in micro.iter().enumerate() {
-            let loss = autocast(self.amp.precision, dev, || {
-                loss_fn(&self.model.forward_t(&batch.images, true), &batch.labels)
-            })??;
+            let (_, loss, saved) =
+                autocast(self.amp.precision, dev, || forward_loss(&self.model, self.checkpoint, batch))??;
             clock.mark(Phase::Forward);
-            self.amp.scaled(&share(&loss, k)?)?.f_backward()?;
+            let scaled = self.amp.scaled(&share(&loss, k)?)?;
+            backward(&self.model, saved, &scaled, (self.amp.precision, dev))?;
             clock.mark(if i + 1 < k { Phase::Accumulated } else { Phase::Backward });
             losses.push(loss.f_detach()?);
         }

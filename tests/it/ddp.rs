@@ -169,6 +169,29 @@ fn accumulation_reproduces_ranks_through_the_binary() {
     );
 }
 
+/// Checkpointed ddp: several backward passes per step under the Reducer
+/// (every parameter's gradient arrives in one of them), accumulating too;
+/// the losses are those of the plain run.
+#[test]
+fn checkpointed_ddp_reports_the_plain_runs_losses() {
+    let losses = |extra: &str| -> Vec<f64> {
+        let a = format!(
+            "run --strategy ddp --cpu 2 --model resnet18 --image-size 32 --num-classes 10 --batch-size 2 --steps 3 \
+             --warmup 0 --json --lr 0.05 {extra}"
+        );
+        let o = gpubench(&a).output();
+        assert!(o.status.success(), "{a}: {}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+    };
+    for extra in ["", "--grad-accum 2"] {
+        let (plain, ckpt) = (losses(extra), losses(&format!("{extra} --checkpoint")));
+        for (p, c) in plain.iter().zip(&ckpt) {
+            assert!((p - c).abs() <= 1e-4 * p.abs().max(1.0), "{extra}: {ckpt:?} vs {plain:?}");
+        }
+    }
+}
+
 #[test]
 fn resnet18_two_ranks_row_is_sane() {
     let dir = tempfile::tempdir().unwrap();

@@ -96,3 +96,32 @@ fn dp_resnet18_train_mode_loss_falls_on_a_fixed_batch() {
     let last: f64 = losses[losses.len() - 3..].iter().sum::<f64>() / 3.0;
     assert!(last < 0.5 * first, "loss did not fall: {first} → {last}");
 }
+
+/// `--checkpoint` drops each ResNet stage's activations and recomputes them
+/// in backward: the losses, gradients and weights are those of the run
+/// without it (float tolerance), over several steps; BatchNorm's running
+/// statistics are the one thing that moves twice.
+#[test]
+fn checkpointing_gives_the_gradients_and_losses_of_the_plain_run() {
+    let base = "--model resnet18 --image-size 32 --num-classes 10 --batch-size 4 --lr 0.05";
+    let mut plain = Single::new(&cfg(base, Devices::cpu(1))).unwrap();
+    let mut ckpt = Single::new(&cfg(&format!("{base} --checkpoint"), Devices::cpu(1))).unwrap();
+    assert_eq!(max_rel(&params(&ckpt), &params(&plain)), 0.0, "same seed, same start");
+    let mut data = Synthetic::new(4, 32, 10, tch::Device::Cpu, 5).unwrap();
+    for step in 0..3 {
+        let b = data.next_batch().unwrap();
+        let lp = plain.step(&b).unwrap().double_value(&[]);
+        let lc = ckpt.step(&b).unwrap().double_value(&[]);
+        assert!((lp - lc).abs() <= 1e-5 * lp.abs().max(1.0), "step {step}: loss {lc} vs {lp}");
+        let e = max_rel(&grads(&ckpt), &grads(&plain));
+        assert!(e < 1e-4, "step {step}: gradients differ by {e:e} relative");
+    }
+    let e = max_rel(&params(&ckpt), &params(&plain));
+    assert!(e < 1e-4, "weights after 3 steps differ by {e:e} relative");
+    // The stages really ran twice: their BatchNorm statistics moved twice a
+    // step (the stem's, outside every stage, once).
+    let stat = |s: &Single, name: &str| s.var_store().variables()[name].copy();
+    let stage_bn = "layer2.0.bn1.running_mean";
+    assert!(!stat(&ckpt, stage_bn).allclose(&stat(&plain, stage_bn), 1e-6, 1e-7, false), "no recompute in layer2");
+    assert!(stat(&ckpt, "bn1.running_mean").allclose(&stat(&plain, "bn1.running_mean"), 1e-5, 1e-6, false));
+}
