@@ -478,18 +478,6 @@ impl RunArgs {
                      so there is no stage graph of theirs to recompute",
                 ));
             }
-            if a.implementation == Impl::Pytorch {
-                return Err(usage(
-                    "--checkpoint with --impl pytorch: PyTorch's side of checkpointing is not built yet; run \
-                     gpubench's row alone",
-                ));
-            }
-        }
-        if a.grad_accum > 1 && a.implementation == Impl::Pytorch {
-            return Err(usage(
-                "--grad-accum with --impl pytorch: PyTorch's side of accumulation is not built yet; run gpubench's \
-                 row alone",
-            ));
         }
         if a.num_classes < 2 {
             return Err(usage("--num-classes must be at least 2"));

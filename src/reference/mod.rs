@@ -111,6 +111,8 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         cfg.lr.to_string(),
         "--optimizer".into(),
         cfg.optimizer.name().into(),
+        "--grad-accum".into(),
+        cfg.grad_accum.to_string(),
         "--momentum".into(),
         cfg.momentum.to_string(),
         "--weight-decay".into(),
@@ -143,6 +145,7 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         (cfg.channels_last, "--channels-last"),
         (cfg.cudnn_benchmark, "--cudnn-benchmark"),
         (cfg.deterministic, "--deterministic"),
+        (cfg.checkpoint, "--checkpoint"),
     ] {
         if on {
             v.push(flag.into());

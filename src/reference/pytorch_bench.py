@@ -139,6 +139,38 @@ class Synthetic:
         self.next = (self.next + 1) % len(self.batches)
         return b
 
+    def next_step(self):
+        return [self.next_batch()]
+
+
+class Accumulated:
+    """--grad-accum K: micro-batch k of rank r is what rank r*K + k of a job
+    K times as wide sees (its seed), as gpubench's data::make_source."""
+
+    def __init__(self, batch, args, device, rank):
+        k = args.grad_accum
+        self.sources = [
+            Synthetic(
+                batch,
+                args.image_size,
+                args.num_classes,
+                device,
+                (args.data_seed + RANK_SEED_STRIDE * (rank * k + i)) % U64,
+                args.channels_last,
+            )
+            for i in range(k)
+        ]
+
+    def next_step(self):
+        return [s.next_batch() for s in self.sources]
+
+
+def make_data(batch, args, device, rank):
+    if args.grad_accum == 1:
+        seed = (args.data_seed + RANK_SEED_STRIDE * rank) % U64
+        return Synthetic(batch, args.image_size, args.num_classes, device, seed, args.channels_last)
+    return Accumulated(batch, args, device, rank)
+
 
 def rust_float(v):
     """A non-finite float as gpubench's messages write it (NaN, inf)."""
@@ -152,8 +184,7 @@ def measure(args, step, agree, data, sync):
         t_warm = time.perf_counter()
         skip = args.warmup_time is None and args.warmup == 0
         while not skip:
-            x, y = data.next_batch()
-            loss_t = step(x, y)
+            loss_t = step(data.next_step())
             m["warmup_steps"] += 1
             if args.warmup_time is None:
                 stop = m["warmup_steps"] >= args.warmup
@@ -172,8 +203,7 @@ def measure(args, step, agree, data, sync):
         t_run = time.perf_counter()
         while True:
             t0 = time.perf_counter()
-            x, y = data.next_batch()
-            loss_t = step(x, y)
+            loss_t = step(data.next_step())
             sync()
             dt = time.perf_counter() - t0
             m["step_secs"].append(dt)
@@ -211,6 +241,8 @@ def build(args, device):
     """The model (on `device`, from --init when given) and its optimizer."""
     torch.manual_seed(args.seed % U64)
     model = build_model(args.model, args.num_classes, inplace=not args.out_of_place)
+    if args.checkpoint:
+        model.checkpoint_stages = True
     if args.init_tensors is not None:
         load_init(model, args.init_tensors, args.init)
     model = model.to(device)
@@ -274,18 +306,30 @@ def make_step(model, opt, args, device):
     # one with another dtype than bf16 on the CPU, even disabled.
     region = (lambda: torch.autocast(device.type, dtype=amp)) if amp is not None else contextlib.nullcontext
 
-    def step(x, y):
-        with region():
-            loss = F.cross_entropy(model(x), y)
+    def step(micro):
+        """One optimizer step over its micro-batches (one without
+        --grad-accum): each loss weighted 1/K; DDP's no_sync for all but the
+        last, so the Reducer all-reduces once."""
+        k = len(micro)
         opt.zero_grad()
+        losses = []
+        for i, (x, y) in enumerate(micro):
+            quiet = k > 1 and i < k - 1 and hasattr(model, "no_sync")
+            with model.no_sync() if quiet else contextlib.nullcontext():
+                with region():
+                    loss = F.cross_entropy(model(x), y)
+                part = loss / k if k > 1 else loss
+                if scaler is None:
+                    part.backward()
+                else:
+                    scaler.scale(part).backward()
+            losses.append(loss.detach())
         if scaler is None:
-            loss.backward()
             opt.step()
         else:
-            scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
-        return loss
+        return losses[0] if k == 1 else torch.stack(losses).mean()
 
     return step
 
@@ -342,18 +386,16 @@ def run_local(args):
                 "error: PyTorch's DataParallel has no CPU replicas (on the CPU it just calls the module); "
                 "use --strategy single, or dp on CUDA devices"
             )
-        args.global_batch = args.batch_size * len(ids)
+        args.global_batch = args.batch_size * len(ids) * args.grad_accum
     else:
-        args.global_batch = args.batch_size
+        args.global_batch = args.batch_size * args.grad_accum
     try:
         apply_globals(args)
         model, opt = build(args, device)
         if args.strategy == "dp":
             model = nn.DataParallel(model, device_ids=ids, output_device=ids[0])
         model.train()
-        data = Synthetic(
-            args.global_batch, args.image_size, args.num_classes, device, args.data_seed, args.channels_last
-        )
+        data = make_data(args.global_batch // args.grad_accum, args, device, 0)
     except Exception as e:
         msg = one_line(e)
         m = {"step_secs": [], "losses": [], "warmup_steps": 0, "loss_first": None}
@@ -389,7 +431,7 @@ def run_ddp(args):
     # device_id (eager NCCL init) exists from torch 2.3.
     kw = {"device_id": device} if device.type == "cuda" and TORCH >= (2, 3) else {}
     dist.init_process_group(backend=backend, timeout=timeout, **kw)
-    args.global_batch = args.batch_size * world
+    args.global_batch = args.batch_size * world * args.grad_accum
     apply_globals(args)
     model, opt = build(args, device)
     model.train()
@@ -407,8 +449,7 @@ def run_ddp(args):
 
         hook = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}[args.comm_hook]
         ddp.register_comm_hook(state=None, hook=hook)
-    seed = (args.data_seed + RANK_SEED_STRIDE * rank) % U64
-    data = Synthetic(args.batch_size, args.image_size, args.num_classes, device, seed, args.channels_last)
+    data = make_data(args.batch_size, args, device, rank)
 
     def agree(loss_t, stop):
         flag = 1.0 if (rank == 0 and stop) else 0.0
@@ -478,6 +519,10 @@ def parse_args(argv=None):
     p.add_argument("--warmup-time", type=float, default=None, help="seconds (instead of --warmup)")
     p.add_argument("--lr", type=float, default=None, help="default 0.1 * global batch / 256")
     p.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument(
+        "--checkpoint", action="store_true", help="torch.utils.checkpoint around each ResNet stage (layer1-4)"
+    )
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument(

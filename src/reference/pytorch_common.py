@@ -12,6 +12,7 @@ import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 
 def conv3x3(c_in, c_out, stride=1):
@@ -90,6 +91,8 @@ class ResNet(nn.Module):
                 c_in = width * block.expansion
             stages.append(nn.Sequential(*blocks))
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        # --checkpoint: each stage under torch.utils.checkpoint while training.
+        self.checkpoint_stages = False
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(512 * block.expansion, num_classes)
         # torchvision's initialisation (used only without --init).
@@ -102,7 +105,11 @@ class ResNet(nn.Module):
 
     def forward(self, x):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
+            if self.checkpoint_stages and self.training:
+                x = torch.utils.checkpoint.checkpoint(stage, x, use_reentrant=False)
+            else:
+                x = stage(x)
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 

@@ -92,6 +92,15 @@ fn ddp_gloo_two_ranks_tinycnn_losses_match_pytorch() {
     gpubench_vs_pytorch(&format!("--strategy ddp --cpu 2 {TINY} --batch-size 4"));
 }
 
+/// The memory levers beside PyTorch's own: accumulation (DDP's no_sync in
+/// PyTorch) and stage checkpointing (torch.utils.checkpoint per layer).
+#[test]
+fn accumulation_and_checkpointing_losses_match_pytorch() {
+    gpubench_vs_pytorch(&format!("--strategy ddp --cpu 2 {TINY} --batch-size 2 --grad-accum 2"));
+    gpubench_vs_pytorch("--model resnet18 --image-size 32 --num-classes 10 --batch-size 2 --grad-accum 2");
+    gpubench_vs_pytorch("--model resnet18 --image-size 32 --num-classes 10 --batch-size 4 --checkpoint");
+}
+
 #[test]
 fn ddp_comm_hooks_match_pytorchs_hooks() {
     // gpubench's own bf16 hook against default_hooks.bf16_compress_hook.

@@ -134,7 +134,6 @@ fn bad_inputs_give_one_line_and_exit_2() {
         ),
         (format!("{base} --cpu 0"), "--cpu"),
         (format!("{base} --grad-accum 0"), "--grad-accum 0: micro-batches per step run from 1 to 1024"),
-        (format!("{base} --grad-accum 2 --impl pytorch"), "--grad-accum with --impl pytorch"),
         (format!("{base} --checkpoint"), "tinycnn has none"),
         ("run --strategy dp --cpu 2 --model resnet18 --checkpoint".into(), "--checkpoint runs with single and ddp"),
         // Each output path names its option: a directory, a file as a directory, a place that takes no files.
