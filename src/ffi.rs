@@ -76,6 +76,9 @@ extern "C" {
         step: i64,
     ) -> *mut c_char;
     fn gb_zero_grads(params: *const *mut std::ffi::c_void, n: usize) -> *mut c_char;
+    fn gb_cpu_memory_install() -> *mut c_char;
+    fn gb_backward_from(output: *mut std::ffi::c_void, grad: *mut std::ffi::c_void) -> *mut c_char;
+    fn gb_cpu_memory(live: *mut i64, peak: *mut i64, reset: c_int);
     fn gb_amp_update_scale(
         scale: *mut std::ffi::c_void,
         growth_tracker: *mut std::ffi::c_void,
@@ -460,6 +463,26 @@ pub(crate) fn adamw_step(fused: bool, params: &[tch::Tensor], s: &AdamWState, h:
         )
     })
     .map_err(|e| e.context(if fused { "fused AdamW step" } else { "foreach AdamW step" }))
+}
+
+/// Back-propagates `grad` from `output` (autograd's backward with an output
+/// gradient, which tch's `backward` does not take).
+pub(crate) fn backward_from(output: &tch::Tensor, grad: &tch::Tensor) -> Result<()> {
+    check(unsafe { gb_backward_from(output.as_ptr() as *mut _, grad.as_ptr() as *mut _) })
+}
+
+/// Counts the bytes libtorch allocates on the CPU from now on
+/// (`cpu_memory`); blocks allocated before are not counted.
+pub(crate) fn cpu_memory_install() -> Result<()> {
+    check(unsafe { gb_cpu_memory_install() })
+}
+
+/// (live, peak) bytes libtorch holds on the CPU, counted since
+/// `cpu_memory_install`; `reset` restarts the peak from the live bytes.
+pub(crate) fn cpu_memory(reset: bool) -> (i64, i64) {
+    let (mut live, mut peak) = (0i64, 0i64);
+    unsafe { gb_cpu_memory(&mut live, &mut peak, reset as c_int) };
+    (live, peak)
 }
 
 /// Every gradient of `params` dropped (set to None), as PyTorch's zero_grad.

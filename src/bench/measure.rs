@@ -89,6 +89,69 @@ pub struct Measurement {
     /// ranks can tell which of them failed first).
     #[serde(skip)]
     pub failed_at: Option<std::time::SystemTime>,
+    /// Memory by part on this process's first device (`session` fills the
+    /// parts the strategy knows; the activations are measured here).
+    #[serde(skip)]
+    pub mem: MemParts,
+}
+
+/// Where a training step's memory goes, in bytes, on the run's first device
+/// (the master, rank 0's): exact byte counts for the tensors gpubench holds,
+/// the optimizer's state from its buffers or, for libtorch's own loop, from
+/// its definition, and the activations measured as the largest step peak
+/// above what was live when the step began (CUDA: the caching allocator;
+/// CPU: libtorch's allocations, counted by the shim).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MemParts {
+    pub params: Option<u64>,
+    pub grads: Option<u64>,
+    pub optimizer: Option<u64>,
+    /// ddp's gradient buckets.
+    pub buckets: Option<u64>,
+    pub activations: Option<u64>,
+}
+
+/// The step-by-step activation measurement: what was live when a step
+/// began, against the peak it reached.
+struct ActivationProbe {
+    cuda: Option<usize>,
+    /// CUDA: what was live when the first timed step began (the peak was
+    /// reset just before, and is the window's, which the device metrics read too).
+    first_live: Option<i64>,
+    live: i64,
+    most: i64,
+}
+
+impl ActivationProbe {
+    fn new(devices: &crate::device::Devices) -> ActivationProbe {
+        let cuda = (devices.kind == crate::device::DeviceKind::Cuda).then(|| devices.ordinals[0]);
+        ActivationProbe { cuda, first_live: None, live: 0, most: 0 }
+    }
+
+    /// Before a timed step (after the previous one's sync).
+    fn begin(&mut self) {
+        match self.cuda {
+            Some(d) => {
+                if self.first_live.is_none() {
+                    self.first_live = crate::ffi::cuda_memory_stats(d).ok().map(|s| s.allocated);
+                }
+            }
+            None => self.live = crate::ffi::cpu_memory(true).0,
+        }
+    }
+
+    /// After the step's sync.
+    fn end(&mut self) {
+        let above = match self.cuda {
+            Some(d) => crate::ffi::cuda_memory_stats(d).ok().zip(self.first_live).map(|(s, l)| s.peak_allocated - l),
+            None => Some(crate::ffi::cpu_memory(false).1 - self.live),
+        };
+        self.most = self.most.max(above.unwrap_or(0));
+    }
+
+    fn bytes(&self) -> Option<u64> {
+        (self.most > 0).then_some(self.most as u64)
+    }
 }
 
 /// For `--breakdown`: synchronizes the devices at the end of each phase and
@@ -249,7 +312,9 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             m.phase_secs = Some([vec![], vec![], vec![]]);
         }
         crate::ffi::set_nvtx(cfg.nvtx);
+        let mut probe = ActivationProbe::new(strat.devices());
         loop {
+            probe.begin();
             let t0 = Instant::now();
             // Ranges while the profiler records, and on every step with --nvtx.
             let ranged = profiling.is_some() || cfg.nvtx;
@@ -276,6 +341,8 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             };
             strat.devices().synchronize();
             let t1 = Instant::now();
+            probe.end();
+            m.mem.activations = probe.bytes();
             let dt = (t1 - t0).as_secs_f64();
             m.step_secs.push(dt);
             let cpu = crate::metrics::sampler::process_cpu_seconds();
@@ -453,6 +520,9 @@ mod tests {
         }
         fn devices(&self) -> &crate::device::Devices {
             &self.devices
+        }
+        fn optimizer_state_bytes(&self) -> u64 {
+            0
         }
         fn var_store(&self) -> &nn::VarStore {
             &self.vs

@@ -69,6 +69,9 @@ pub(crate) fn base_row(cfg: &RunConfig) -> Row {
 
 /// Fills a row's results and outcome from the measurement.
 pub(crate) fn fill_row(row: &mut Row, m: &Measurement, fig: Option<&Figures>) {
+    let mib = |b: Option<u64>| b.map(|b| b as f64 / (1024.0 * 1024.0));
+    (row.mem_params_mb, row.mem_grads_mb, row.mem_optimizer_mb, row.mem_buckets_mb, row.mem_activations_mb) =
+        (mib(m.mem.params), mib(m.mem.grads), mib(m.mem.optimizer), mib(m.mem.buckets), mib(m.mem.activations));
     row.steps = Some(m.step_secs.len() as u32);
     row.warmup = Some(m.warmup_steps as u32);
     if let Some(f) = fig {

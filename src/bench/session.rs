@@ -96,6 +96,9 @@ pub(crate) fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sin
     }
     let setup = guarded(|| {
         apply_knobs(cfg)?;
+        // Before any model or loader thread exists: from here the CPU
+        // allocations are counted (the activations' measure on the CPU).
+        crate::ffi::cpu_memory_install()?;
         let strat = session.build(cfg)?;
         start.apply(strat.var_store())?;
         let spec = session.source(cfg, strat.as_ref(), start);
@@ -110,8 +113,10 @@ pub(crate) fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sin
     let (m, skipped, bad_files, reducer) = match setup {
         Ok((mut strat, mut data)) => {
             let pb = if session.talks(cfg) { measure::progress(cfg) } else { ProgressBar::hidden() };
-            let m = measure::measure(cfg, strat.as_mut(), data.as_mut(), &pb);
-            (m, strat.skipped_steps(), data.bad_files(), strat.reducer_stats())
+            let mut m = measure::measure(cfg, strat.as_mut(), data.as_mut(), &pb);
+            let reducer = strat.reducer_stats();
+            m.mem = memory_parts(strat.as_ref(), reducer.as_ref(), m.mem.activations);
+            (m, strat.skipped_steps(), data.bad_files(), reducer)
         }
         Err(e) => {
             let (s, msg) = measure::failure(&e);
@@ -148,6 +153,26 @@ pub(crate) fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sin
     row::fill_metrics(&mut row, &g.devs, session.master(cfg), &g.m);
     (g.extra)(&mut row);
     sinks.write(&Outcome { row: &row, m: &g.m, fig: fig.as_ref(), devs: &g.devs })
+}
+
+/// The parts of a step's memory the strategy holds, on its first device:
+/// parameters and gradients as byte counts, the optimizer's state, ddp's
+/// buckets, beside the measured activations.
+fn memory_parts(
+    strat: &dyn Strategy,
+    reducer: Option<&crate::dist::ReducerStats>,
+    activations: Option<u64>,
+) -> measure::MemParts {
+    use crate::strategy::optim::bytes_of;
+    let params = strat.var_store().trainable_variables();
+    let grads: Vec<tch::Tensor> = params.iter().map(|p| p.grad()).collect();
+    measure::MemParts {
+        params: Some(bytes_of(&params)),
+        grads: Some(bytes_of(&grads)),
+        optimizer: Some(strat.optimizer_state_bytes()),
+        buckets: reducer.map(|r| r.bucket_sizes_bytes.iter().map(|&b| b.max(0) as u64).sum()),
+        activations,
+    }
 }
 
 /// Precision, TF32, cuDNN autotuning and determinism: process-wide settings,

@@ -193,6 +193,9 @@ pub(crate) fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
             s += &format!("{line}\n");
         }
     }
+    if let Some(line) = memory_line(r) {
+        s += &line;
+    }
     if let (Some(f), Some(b), Some(o)) = (r.forward_ms, r.backward_ms, r.optimizer_ms) {
         s += &format!(
             "breakdown  forward {f:.1} ms · backward {b:.1} · optimizer {o:.1} (--breakdown: synced per phase)\n"
@@ -228,4 +231,28 @@ pub(crate) fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
     }
     s.push('\n');
     s
+}
+
+/// The memory-by-part lines of the summary: the first device's parts, and
+/// what sharding the model state (ZeRO stages 1-3: the optimizer state; also
+/// the gradients; also the parameters) over the row's devices would leave of
+/// it, against the activations it cannot touch.
+fn memory_line(r: &crate::results::csv::Row) -> Option<String> {
+    let (p, g, o, a) = (r.mem_params_mb?, r.mem_grads_mb?, r.mem_optimizer_mb?, r.mem_activations_mb?);
+    let mut s = format!("memory     params {p:.1} MiB · grads {g:.1} · optimizer {o:.1}");
+    if let Some(b) = r.mem_buckets_mb {
+        s += &format!(" · buckets {b:.1}");
+    }
+    s += &format!(" · activations {a:.1} (first device)\n");
+    let n = r.n_devices as f64;
+    if n >= 2.0 {
+        let state = p + g + o;
+        let (z1, z2, z3) = (p + g + o / n, p + (g + o) / n, state / n);
+        s += &format!(
+            "           sharded over {} devices, model state {state:.0} MiB would be {z1:.0} (ZeRO-1), {z2:.0} \
+             (ZeRO-2), {z3:.0} (ZeRO-3), beside {a:.0} of activations\n",
+            r.n_devices
+        );
+    }
+    Some(s)
 }

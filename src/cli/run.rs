@@ -81,9 +81,9 @@ pub struct RunArgs {
     /// all-reduces once per step, on the last micro-batch).
     #[arg(long, default_value_t = 1, value_name = "K")]
     pub grad_accum: i64,
-    /// Activation checkpointing: each ResNet stage's activations are
-    /// dropped in forward and recomputed in backward (one more forward of the
-    /// stages for their memory). single and ddp, ResNets only. BatchNorm's
+    /// Activation checkpointing: the stem's and each ResNet stage's
+    /// activations are dropped in forward and recomputed in backward (one
+    /// more forward for their memory). single and ddp, ResNets only. BatchNorm's
     /// running statistics update twice per step, as under PyTorch's
     /// torch.utils.checkpoint.
     #[arg(long)]

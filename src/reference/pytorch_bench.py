@@ -521,7 +521,7 @@ def parse_args(argv=None):
     p.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
     p.add_argument(
-        "--checkpoint", action="store_true", help="torch.utils.checkpoint around each ResNet stage (layer1-4)"
+        "--checkpoint", action="store_true", help="torch.utils.checkpoint around the stem and each ResNet stage"
     )
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=1e-4)

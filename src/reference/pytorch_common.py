@@ -91,7 +91,7 @@ class ResNet(nn.Module):
                 c_in = width * block.expansion
             stages.append(nn.Sequential(*blocks))
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
-        # --checkpoint: each stage under torch.utils.checkpoint while training.
+        # --checkpoint: the stem and each stage under torch.utils.checkpoint while training.
         self.checkpoint_stages = False
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(512 * block.expansion, num_classes)
@@ -103,8 +103,14 @@ class ResNet(nn.Module):
                 nn.init.ones_(m.weight)
                 nn.init.zeros_(m.bias)
 
+    def stem(self, x):
+        return self.maxpool(self.relu(self.bn1(self.conv1(x))))
+
     def forward(self, x):
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        if self.checkpoint_stages and self.training:
+            x = torch.utils.checkpoint.checkpoint(self.stem, x, use_reentrant=False)
+        else:
+            x = self.stem(x)
         for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
             if self.checkpoint_stages and self.training:
                 x = torch.utils.checkpoint.checkpoint(stage, x, use_reentrant=False)

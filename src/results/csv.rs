@@ -94,6 +94,11 @@ pub struct Row {
     pub util_p95_pct: Option<f64>,
     pub power_mean_w: Option<f64>,
     pub mem_imbalance: Option<f64>,
+    pub mem_params_mb: Option<f64>,
+    pub mem_grads_mb: Option<f64>,
+    pub mem_optimizer_mb: Option<f64>,
+    pub mem_buckets_mb: Option<f64>,
+    pub mem_activations_mb: Option<f64>,
     pub util_spread_pct: Option<f64>,
     pub master_mem_excess_pct: Option<f64>,
     pub master_util_excess_pct: Option<f64>,
@@ -262,7 +267,8 @@ fn earlier_schema(header: &str) -> Option<u32> {
 }
 
 /// The columns each schema after v2 added, by version.
-const ADDED: [(u32, &[&str]); 1] = [(3, &["grad_accum"])];
+const ADDED: [(u32, &[&str]); 1] =
+    [(3, &["grad_accum", "mem_params_mb", "mem_grads_mb", "mem_optimizer_mb", "mem_buckets_mb", "mem_activations_mb"])];
 
 /// What `upgrade` did.
 #[derive(Debug, Clone, PartialEq, Eq)]

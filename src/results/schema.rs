@@ -238,6 +238,38 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
         meaning: "Max ÷ min peak memory across devices (allocator peak, else NVML); 1.00 = even; needs 2+ devices.",
     },
     ColumnDoc {
+        name: "mem_params_mb",
+        unit: "MiB",
+        meaning: "Trainable parameters on the first device (dp's master, ddp's rank 0): their exact bytes.",
+    },
+    ColumnDoc {
+        name: "mem_grads_mb",
+        unit: "MiB",
+        meaning: "Their gradients after the last step: exact bytes (under --gradient-as-bucket-view they are views \
+                  of ddp's buckets, so counted twice with mem_buckets_mb).",
+    },
+    ColumnDoc {
+        name: "mem_optimizer_mb",
+        unit: "MiB",
+        meaning: "The optimizer's state: measured from its buffers for --optimizer-impl fused and foreach (SGD's \
+                  momentum, AdamW's two moments and step counts); for libtorch's loop computed from its definition \
+                  (momentum: 1x the parameters, AdamW: 2x), its buffers being out of reach.",
+    },
+    ColumnDoc {
+        name: "mem_buckets_mb",
+        unit: "MiB",
+        meaning: "ddp: the Reducer's gradient buckets on rank 0 (the sum of their sizes); empty otherwise.",
+    },
+    ColumnDoc {
+        name: "mem_activations_mb",
+        unit: "MiB",
+        meaning: "The largest timed step's peak above what was live when it began: activations and the step's \
+                  temporaries. What was live includes the previous step's gradients, which the step drops at its \
+                  start and backward makes again, so they are not in it. CUDA: the caching allocator's allocated bytes. CPU: what libtorch itself allocates, \
+                  counted by a wrapper of its CPU allocator (not the resident set, which glibc distorts); dp's CPU \
+                  replicas share one process, so it is all of theirs.",
+    },
+    ColumnDoc {
         name: "util_spread_pct",
         unit: "%",
         meaning: "Max − min mean GPU utilization across devices, in percentage points.",

@@ -184,4 +184,8 @@ impl Strategy for Ddp {
     fn var_store(&self) -> &nn::VarStore {
         &self.vs
     }
+
+    fn optimizer_state_bytes(&self) -> u64 {
+        self.opt.state_bytes()
+    }
 }

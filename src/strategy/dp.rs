@@ -346,4 +346,8 @@ impl Strategy for DataParallel {
     fn var_store(&self) -> &nn::VarStore {
         &self.replicas[0].vs
     }
+
+    fn optimizer_state_bytes(&self) -> u64 {
+        self.opt.state_bytes()
+    }
 }

@@ -55,6 +55,8 @@ pub trait Strategy {
     }
     /// The master's (or this rank's) parameters, for tests and for saving.
     fn var_store(&self) -> &nn::VarStore;
+    /// Bytes of the optimizer's state on the master (or this rank).
+    fn optimizer_state_bytes(&self) -> u64;
 }
 
 /// The phases of a training step, for `--breakdown`.

@@ -14,8 +14,9 @@ use tch::{Kind, Tensor};
 use crate::config::{OptimizerImpl, OptimizerKind, RunConfig, ADAMW_BETAS, ADAMW_EPS};
 
 pub enum Optimizer {
-    /// libtorch's torch::optim::SGD or AdamW.
-    Loop(nn::Optimizer),
+    /// libtorch's torch::optim::SGD or AdamW, with the bytes of state its
+    /// definition keeps (its buffers are out of reach).
+    Loop(nn::Optimizer, u64),
     /// SGD in `_foreach_*` ops or `_fused_sgd_` over every parameter.
     Sgd {
         fused: bool,
@@ -48,6 +49,14 @@ impl Optimizer {
     pub fn new(cfg: &RunConfig, vs: &nn::VarStore) -> Result<Optimizer> {
         let fused = match cfg.optimizer_impl.resolve() {
             OptimizerImpl::Loop | OptimizerImpl::Auto => {
+                // SGD keeps a momentum buffer per parameter (none without
+                // momentum), AdamW two moments: in the parameters' bytes.
+                let bytes = bytes_of(&vs.trainable_variables());
+                let state = match cfg.optimizer {
+                    OptimizerKind::Sgd if cfg.momentum == 0.0 => 0,
+                    OptimizerKind::Sgd => bytes,
+                    OptimizerKind::Adamw => 2 * bytes,
+                };
                 let (b1, b2) = ADAMW_BETAS;
                 let o = match cfg.optimizer {
                     OptimizerKind::Sgd => {
@@ -61,7 +70,7 @@ impl Optimizer {
                         adamw.build(vs, cfg.lr)?
                     }
                 };
-                return Ok(Optimizer::Loop(o));
+                return Ok(Optimizer::Loop(o, state));
             }
             OptimizerImpl::Fused => true,
             OptimizerImpl::Foreach => false,
@@ -97,7 +106,7 @@ impl Optimizer {
     /// One update from the parameters' gradients.
     pub fn step(&mut self) -> Result<()> {
         match self {
-            Optimizer::Loop(o) => crate::error::guarded(|| {
+            Optimizer::Loop(o, _) => crate::error::guarded(|| {
                 o.step();
                 Ok(())
             }),
@@ -119,11 +128,30 @@ impl Optimizer {
     /// Every gradient dropped (set to None, PyTorch's and libtorch's default).
     pub fn zero_grad(&mut self) -> Result<()> {
         match self {
-            Optimizer::Loop(o) => crate::error::guarded(|| {
+            Optimizer::Loop(o, _) => crate::error::guarded(|| {
                 o.zero_grad();
                 Ok(())
             }),
             Optimizer::Sgd { params, .. } | Optimizer::AdamW { params, .. } => crate::ffi::zero_grads(params),
+        }
+    }
+
+    /// Bytes of optimizer state: its buffers' (SGD's momentum, AdamW's
+    /// moments and step counts), or for libtorch's loop what its definition
+    /// keeps.
+    pub(crate) fn state_bytes(&self) -> u64 {
+        match self {
+            Optimizer::Loop(_, b) => *b,
+            Optimizer::Sgd { bufs, momentum, .. } => {
+                if *momentum == 0.0 {
+                    0
+                } else {
+                    bytes_of(bufs)
+                }
+            }
+            Optimizer::AdamW { exp_avg, exp_avg_sq, steps, .. } => {
+                bytes_of(exp_avg) + bytes_of(exp_avg_sq) + bytes_of(steps)
+            }
         }
     }
 
@@ -134,11 +162,16 @@ impl Optimizer {
     pub(crate) fn state_elements(&self) -> Option<i64> {
         let n = |v: &[Tensor]| v.iter().map(|t| t.numel() as i64).sum::<i64>();
         match self {
-            Optimizer::Loop(_) => None,
+            Optimizer::Loop(..) => None,
             Optimizer::Sgd { bufs, .. } => Some(n(bufs)),
             Optimizer::AdamW { exp_avg, exp_avg_sq, .. } => Some(n(exp_avg) + n(exp_avg_sq)),
         }
     }
+}
+
+/// Bytes the tensors hold (their elements × element size).
+pub(crate) fn bytes_of(ts: &[Tensor]) -> u64 {
+    ts.iter().filter(|t| t.defined()).map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64).sum()
 }
 
 #[cfg(test)]

@@ -398,3 +398,32 @@ fn a_write_cut_short_by_a_full_disk_leaves_the_results_file_as_it_was() {
     assert!(gpubench(&run).output().status.success());
     assert_eq!(gpubench::results::csv::read_rows(&out).unwrap().len(), 2);
 }
+
+/// Memory by part on the CPU, ResNet-50 at 128 px, batch 16: the parameters
+/// are ResNet-50's 25.56 M floats (97.5 MiB), AdamW keeps twice SGD's
+/// state, and --checkpoint cuts the activations by at least 40 %. Byte
+/// counts of libtorch's own allocations, after a warm-up step (the first
+/// step allocates once what later ones reuse): no timing, nothing of the host's.
+#[test]
+fn memory_by_part_counts_parameters_optimizer_state_and_activations() {
+    let part = |extra: &str| -> serde_json::Value {
+        let a = format!(
+            "run --cpu --model resnet50 --image-size 128 --batch-size 16 --steps 1 --warmup 1 --json -q {extra}"
+        );
+        let o = gpubench(&a).output();
+        assert!(o.status.success(), "{a}: {}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["row"].clone()
+    };
+    let mb = |r: &serde_json::Value, c: &str| r[c].as_f64().unwrap_or_else(|| panic!("{c} in {r}"));
+    let plain = part("");
+    assert!((mb(&plain, "mem_params_mb") - 97.5).abs() <= 0.03 * 97.5, "{}", plain["mem_params_mb"]);
+    assert_eq!(mb(&plain, "mem_grads_mb"), mb(&plain, "mem_params_mb"));
+    assert_eq!(mb(&plain, "mem_optimizer_mb"), mb(&plain, "mem_params_mb"), "SGD's momentum");
+    assert!(plain["mem_buckets_mb"].is_null(), "no buckets outside ddp");
+    let adamw = part("--optimizer adamw");
+    // Two moments, and a step count per tensor (161 floats).
+    assert!((mb(&adamw, "mem_optimizer_mb") - 2.0 * mb(&plain, "mem_optimizer_mb")).abs() < 0.01, "{adamw}");
+    let ckpt = part("--checkpoint");
+    let (a, c) = (mb(&plain, "mem_activations_mb"), mb(&ckpt, "mem_activations_mb"));
+    assert!(c <= 0.6 * a, "--checkpoint: activations {c:.1} MiB against {a:.1} without");
+}

@@ -131,6 +131,7 @@ impl Session for Rank {
             devices.iter_mut().for_each(|d| d.device = format!("cpu:rank{}", self.env.rank));
         }
         let m = l.m;
+        let mem = m.mem;
         let status = m.status.unwrap_or(Status::Failed);
         if status != Status::Ok {
             // Said here, on this rank's stderr: the launcher names the rank
@@ -189,7 +190,9 @@ impl Session for Rank {
             let list: Vec<String> = missing.iter().map(|r| r.to_string()).collect();
             reports[0].error += &format!("; no result from rank(s) {} (they stopped without one)", list.join(", "));
         }
-        let (m, reducer, devs) = combine(&reports);
+        let (mut m, reducer, devs) = combine(&reports);
+        // Memory by part is rank 0's own: its device is the row's first.
+        m.mem = mem;
         let data_skipped = distinct_bad(&reports);
         let extra = move |row: &mut crate::results::csv::Row| {
             if let Some(r) = reducer {
@@ -300,6 +303,9 @@ impl Strategy for Faulty {
     fn var_store(&self) -> &nn::VarStore {
         self.inner.var_store()
     }
+    fn optimizer_state_bytes(&self) -> u64 {
+        self.inner.optimizer_state_bytes()
+    }
 }
 
 /// What each rank sends rank 0 through the store after the timed window.
@@ -403,6 +409,8 @@ pub(crate) fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerSta
         phase_secs: r0.phase_secs.clone(),
         window: None,
         failed_at: None,
+        // Rank 0's, set by the caller (it is not in the reports).
+        mem: Default::default(),
         warmup_end: r0.warmup_end.clone(),
         timed_end: r0.timed_end.clone(),
         // Every rank's findings, each once (ranks on one host see the same).
