@@ -118,16 +118,17 @@ pub(crate) struct SourceSpec {
 /// that rank's shard), so accumulating on one device reproduces K ranks.
 pub(crate) fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> Result<Box<dyn DataSource>> {
     let k = cfg.grad_accum.max(1) as usize;
+    // The tree is scanned once; each micro-batch's loader shards the same list.
+    let ds = if cfg.data == "synthetic" { None } else { Some(imagefolder::scan(&cfg.data)?) };
     let one = |rank: usize, world: usize| -> Result<Box<dyn DataSource>> {
-        if cfg.data == "synthetic" {
+        let Some(ds) = &ds else {
             let seed = spec.seed.wrapping_add(crate::init::RANK_SEED_STRIDE.wrapping_mul(rank as u64));
             let s = synthetic::Synthetic::new(spec.batch, cfg.image_size, cfg.num_classes, spec.device, seed)?;
             if cfg.channels_last {
                 s.to_channels_last()?;
             }
             return Ok(Box::new(s));
-        }
-        let ds = imagefolder::scan(&cfg.data)?;
+        };
         let lc = imagefolder::LoaderConfig {
             batch: spec.batch as usize,
             image_size: cfg.image_size as usize,
@@ -140,7 +141,7 @@ pub(crate) fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> R
             // One set of warnings per rank, not one per micro-batch.
             warn: rank.is_multiple_of(k),
         };
-        Ok(Box::new(imagefolder::ImageFolder::new(ds, lc, spec.device, cfg.channels_last, &cfg.data)?))
+        Ok(Box::new(imagefolder::ImageFolder::new(ds.clone(), lc, spec.device, cfg.channels_last, &cfg.data)?))
     };
     if k == 1 {
         return one(spec.rank, spec.world);

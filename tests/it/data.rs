@@ -317,6 +317,11 @@ fn runs_end_to_end_single_dp_and_ddp() {
     let r = run_ok(dir.path(), "--cpu 2 --strategy dp --channels-last");
     assert_eq!(r["global_batch"], "4");
     assert_eq!(r["data_skipped"], "2");
+    // Two micro-batches a step, from two shards of the one scanned tree; a
+    // bad file both met counts once.
+    let r = run_ok(dir.path(), "--cpu --grad-accum 2");
+    assert_eq!((r["global_batch"].as_str(), r["grad_accum"].as_str()), ("4", "2"));
+    assert_eq!(r["data_skipped"], "2");
     let r = run_ok(dir.path(), "--cpu 2 --strategy ddp");
     assert_eq!(r["n_devices"], "2");
     // 11 files, 5 per rank per epoch, reshuffled: over 3 epochs both ranks
