@@ -7,11 +7,39 @@
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <vector>
 
 #include "shim.h"
+
+namespace {
+
+// The parameters that have a gradient, their gradients, and the same entries
+// of each list of per-parameter state (n tensors each): torch.optim skips a
+// parameter without a gradient, and so do both steps here.
+struct WithGrads {
+  std::vector<at::Tensor> params, grads;
+  std::vector<std::vector<at::Tensor>> state;
+};
+
+WithGrads with_grads(void* const* params, size_t n, std::initializer_list<void* const*> state) {
+  WithGrads w;
+  w.state.resize(state.size());
+  for (size_t i = 0; i < n; ++i) {
+    const auto& p = *static_cast<const at::Tensor*>(params[i]);
+    const auto& g = p.grad();
+    if (!g.defined()) continue;
+    w.params.push_back(p);
+    w.grads.push_back(g);
+    size_t k = 0;
+    for (void* const* list : state) w.state[k++].push_back(*static_cast<const at::Tensor*>(list[i]));
+  }
+  return w;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -24,18 +52,8 @@ char* gb_sgd_step(int impl, void* const* params, void* const* bufs, size_t n, do
   GB_TRY
   if ((params == nullptr || bufs == nullptr) && n > 0) throw std::invalid_argument("gb_sgd_step: null argument");
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> ps, gs, bs;
-  ps.reserve(n);
-  gs.reserve(n);
-  bs.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const auto& p = *static_cast<const at::Tensor*>(params[i]);
-    const auto& g = p.grad();
-    if (!g.defined()) continue;
-    ps.push_back(p);
-    gs.push_back(g);
-    bs.push_back(*static_cast<const at::Tensor*>(bufs[i]));
-  }
+  auto w = with_grads(params, n, {bufs});
+  auto &ps = w.params, &gs = w.grads, &bs = w.state[0];
   if (ps.empty()) return nullptr;
   const bool first = first_step != 0;
   if (impl == 2) {
@@ -73,17 +91,8 @@ char* gb_adamw_step(int impl, void* const* params, void* const* exp_avgs, void* 
   if ((params == nullptr || exp_avgs == nullptr || exp_avg_sqs == nullptr || steps == nullptr) && n > 0)
     throw std::invalid_argument("gb_adamw_step: null argument");
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> ps, gs, ms, vs, ts;
-  for (size_t i = 0; i < n; ++i) {
-    const auto& p = *static_cast<const at::Tensor*>(params[i]);
-    const auto& g = p.grad();
-    if (!g.defined()) continue;
-    ps.push_back(p);
-    gs.push_back(g);
-    ms.push_back(*static_cast<const at::Tensor*>(exp_avgs[i]));
-    vs.push_back(*static_cast<const at::Tensor*>(exp_avg_sqs[i]));
-    ts.push_back(*static_cast<const at::Tensor*>(steps[i]));
-  }
+  auto w = with_grads(params, n, {exp_avgs, exp_avg_sqs, steps});
+  auto &ps = w.params, &gs = w.grads, &ms = w.state[0], &vs = w.state[1], &ts = w.state[2];
   if (ps.empty()) return nullptr;
   at::_foreach_add_(ts, 1.0);
   if (impl == 2) {
