@@ -154,19 +154,6 @@ impl Optimizer {
             }
         }
     }
-
-    /// Elements of optimizer state it holds (multi-tensor implementations;
-    /// libtorch's loop keeps its state out of reach): SGD's momentum, or
-    /// AdamW's two moments. (For the tests until rows carry memory by part.)
-    #[cfg(test)]
-    pub(crate) fn state_elements(&self) -> Option<i64> {
-        let n = |v: &[Tensor]| v.iter().map(|t| t.numel() as i64).sum::<i64>();
-        match self {
-            Optimizer::Loop(..) => None,
-            Optimizer::Sgd { bufs, .. } => Some(n(bufs)),
-            Optimizer::AdamW { exp_avg, exp_avg_sq, .. } => Some(n(exp_avg) + n(exp_avg_sq)),
-        }
-    }
 }
 
 /// Bytes the tensors hold (their elements × element size).
@@ -178,6 +165,12 @@ pub(crate) fn bytes_of(ts: &[Tensor]) -> u64 {
 mod tests {
     use super::*;
     use tch::{Device, Kind};
+
+    /// A one-CPU run's configuration of `model`, for the optimizer alone.
+    fn cpu_config(model: crate::config::ModelKind) -> RunConfig {
+        let cpu = crate::device::Devices::cpu(1);
+        RunConfig::for_model(model, 10, 16, 1, &cpu, crate::config::Precision::Fp32, 0)
+    }
 
     /// Parameters after `steps` SGD steps with fixed pseudo-random
     /// gradients, under one implementation.
@@ -194,15 +187,7 @@ mod tests {
                 root.var_copy(&format!("p{i}"), &init)
             })
             .collect();
-        let base = RunConfig::for_model(
-            crate::config::ModelKind::Tinycnn,
-            10,
-            16,
-            1,
-            &crate::device::Devices::cpu(1),
-            crate::config::Precision::Fp32,
-            0,
-        );
+        let base = cpu_config(crate::config::ModelKind::Tinycnn);
         let cfg = RunConfig {
             lr: 0.05,
             momentum: 0.9,
@@ -253,21 +238,14 @@ mod tests {
     fn adamws_state_is_twice_sgds() {
         let vs = nn::VarStore::new(Device::Cpu);
         let _m = crate::model::build(&vs.root(), crate::config::ModelKind::Resnet18, 10);
-        let base = RunConfig::for_model(
-            crate::config::ModelKind::Resnet18,
-            10,
-            32,
-            1,
-            &crate::device::Devices::cpu(1),
-            crate::config::Precision::Fp32,
-            0,
-        );
+        let base = cpu_config(crate::config::ModelKind::Resnet18);
         let state = |optimizer| {
-            let cfg = RunConfig { optimizer, optimizer_impl: OptimizerImpl::Fused, ..base.clone() };
-            Optimizer::new(&cfg, &vs).unwrap().state_elements().unwrap()
+            let cfg = RunConfig { optimizer, momentum: 0.9, optimizer_impl: OptimizerImpl::Fused, ..base.clone() };
+            Optimizer::new(&cfg, &vs).unwrap().state_bytes()
         };
-        let params: i64 = vs.trainable_variables().iter().map(|t| t.numel() as i64).sum();
-        assert_eq!(state(OptimizerKind::Sgd), params);
-        assert_eq!(state(OptimizerKind::Adamw), 2 * params);
+        let params = vs.trainable_variables();
+        assert_eq!(state(OptimizerKind::Sgd), bytes_of(&params));
+        // Two moments, and one float step count per parameter tensor.
+        assert_eq!(state(OptimizerKind::Adamw), 2 * bytes_of(&params) + 4 * params.len() as u64);
     }
 }

@@ -3,7 +3,7 @@
 use super::common::*;
 use gpubench::bench::ddp::env::DistEnv;
 use gpubench::cli::run::Placement;
-use gpubench::data::{synthetic::Synthetic, DataSource};
+use gpubench::data::{synthetic::Synthetic, Batch, DataSource};
 use gpubench::device::Devices;
 use gpubench::dist::{Backend, ProcessGroup, Store};
 use gpubench::strategy::{ddp::Ddp, single::Single, Strategy};
@@ -37,54 +37,75 @@ fn max_rel(a: &[Tensor], b: &[Tensor]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-#[test]
-fn two_ranks_equal_one_process_on_the_global_batch() {
-    let opts = format!("{TINY} --lr 0.05");
-    let scfg = run_config(&format!("--batch-size 8 {opts}"), Placement::Local(Devices::cpu(1)));
-    let mut data = Synthetic::new(8, 16, 10, tch::Device::Cpu, 11).unwrap();
-    let batches: Vec<_> = (0..3).map(|_| data.next_batch().unwrap()).collect();
-    let chunks: Vec<Vec<(Tensor, Tensor)>> = (0..2)
-        .map(|r| {
-            batches.iter().map(|b| (b.images.narrow(0, 4 * r, 4).copy(), b.labels.narrow(0, 4 * r, 4).copy())).collect()
-        })
-        .collect();
+/// Images `at..at + n` of a batch.
+fn rows(b: &Batch, at: i64, n: i64) -> Batch {
+    Batch { images: b.images.narrow(0, at, n).copy(), labels: b.labels.narrow(0, at, n).copy() }
+}
+
+/// What one in-process rank ended with: its initial and final parameters
+/// and the Reducer's iteration count.
+struct RankEnd {
+    init: Vec<Tensor>,
+    end: Vec<Tensor>,
+    iterations: u64,
+}
+
+/// Two ddp ranks over Gloo in threads, each stepping its own list of steps
+/// (each step its micro-batches), with `rank_config(.., opts)`.
+fn two_ranks(opts: &str, global_batch: i64, steps: [Vec<Vec<Batch>>; 2]) -> Vec<RankEnd> {
     let port = gpubench::dist::free_port().unwrap();
-    let handles: Vec<_> = chunks
+    let handles: Vec<_> = steps
         .into_iter()
         .enumerate()
-        .map(|(rank, my)| {
-            let dcfg = rank_config(rank, port, &opts);
-            assert_eq!(dcfg.global_batch(), 8);
+        .map(|(rank, mine)| {
+            let dcfg = rank_config(rank, port, opts);
+            assert_eq!(dcfg.global_batch(), global_batch);
             std::thread::spawn(move || {
                 let t = Duration::from_secs(30);
                 let store = Store::new("127.0.0.1", port, rank, 2, rank == 0, t).unwrap();
                 let pg = ProcessGroup::new(&store, Backend::Gloo, rank, 2, None, t).unwrap();
                 let mut ddp = Ddp::new(&dcfg, pg).unwrap();
                 let init = params(&ddp);
-                for (x, y) in my {
-                    let _loss = ddp.step(&gpubench::data::Batch { images: x, labels: y }).unwrap();
+                for micro in &mine {
+                    let _loss = ddp.step_timed(micro, &mut gpubench::strategy::NoClock).unwrap();
                 }
-                let p = params(&ddp);
+                let end = RankEnd { init, end: params(&ddp), iterations: ddp.reducer_stats().unwrap().iteration };
                 drop(ddp);
-                (init, p, store)
+                // The store outlives the rank, so the other rank's last reads find it.
+                (end, store)
             })
         })
         .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    // Rank 0's weights were broadcast: both ranks start and end identical.
-    assert_eq!(max_rel(&results[0].0, &results[1].0), 0.0);
-    assert_eq!(max_rel(&results[0].1, &results[1].1), 0.0, "ranks diverged");
-    // One process on the global batch of 8, from rank 0's initial weights.
+    handles.into_iter().map(|h| h.join().unwrap().0).collect()
+}
+
+/// One process's parameters after stepping `batches` from `init`.
+fn single_from(init: &[Tensor], opts: &str, batches: &[Batch]) -> Vec<Tensor> {
+    let scfg = run_config(&format!("--batch-size 8 {opts}"), Placement::Local(Devices::cpu(1)));
     let mut single = Single::new(&scfg).unwrap();
     tch::no_grad(|| {
-        for (dst, src) in single.var_store().trainable_variables().iter().zip(&results[0].0) {
+        for (dst, src) in single.var_store().trainable_variables().iter().zip(init) {
             dst.shallow_clone().copy_(src);
         }
     });
-    for b in &batches {
+    for b in batches {
         let _loss = single.step(b).unwrap();
     }
-    let e = max_rel(&results[0].1, &params(&single));
+    params(&single)
+}
+
+#[test]
+fn two_ranks_equal_one_process_on_the_global_batch() {
+    let opts = format!("{TINY} --lr 0.05");
+    let mut data = Synthetic::new(8, 16, 10, tch::Device::Cpu, 11).unwrap();
+    let batches: Vec<_> = (0..3).map(|_| data.next_batch().unwrap()).collect();
+    let steps = [0, 1].map(|r| batches.iter().map(|b| vec![rows(b, 4 * r, 4)]).collect());
+    let results = two_ranks(&opts, 8, steps);
+    // Rank 0's weights were broadcast: both ranks start and end identical.
+    assert_eq!(max_rel(&results[0].init, &results[1].init), 0.0);
+    assert_eq!(max_rel(&results[0].end, &results[1].end), 0.0, "ranks diverged");
+    // One process on the global batch of 8, from rank 0's initial weights.
+    let e = max_rel(&results[0].end, &single_from(&results[0].init, &opts, &batches));
     assert!(e < 1e-5, "parameters after 3 steps differ by {e:e} relative");
 }
 
@@ -94,51 +115,24 @@ fn two_ranks_equal_one_process_on_the_global_batch() {
 #[test]
 fn accumulated_micro_batches_equal_the_global_batch_and_reduce_once_a_step() {
     let opts = format!("{TINY} --lr 0.05");
-    let scfg = run_config(&format!("--batch-size 8 {opts}"), Placement::Local(Devices::cpu(1)));
     let mut data = Synthetic::new(8, 16, 10, tch::Device::Cpu, 12).unwrap();
     let batches: Vec<_> = (0..3).map(|_| data.next_batch().unwrap()).collect();
-    let piece = |b: &gpubench::data::Batch, at: i64| gpubench::data::Batch {
-        images: b.images.narrow(0, at, 2).copy(),
-        labels: b.labels.narrow(0, at, 2).copy(),
-    };
-    let port = gpubench::dist::free_port().unwrap();
-    let handles: Vec<_> = (0..2)
-        .map(|rank| {
-            // Rank r's step: micro-batches of images 4r..4r+2 and 4r+2..4r+4.
-            let steps: Vec<Vec<gpubench::data::Batch>> =
-                batches.iter().map(|b| vec![piece(b, 4 * rank as i64), piece(b, 4 * rank as i64 + 2)]).collect();
-            let dcfg = rank_config(rank, port, &format!("{opts} --grad-accum 2"));
-            assert_eq!(dcfg.global_batch(), 16, "4 per device x 2 ranks x 2 micro-batches");
-            std::thread::spawn(move || {
-                let t = Duration::from_secs(30);
-                let store = Store::new("127.0.0.1", port, rank, 2, rank == 0, t).unwrap();
-                let pg = ProcessGroup::new(&store, Backend::Gloo, rank, 2, None, t).unwrap();
-                let mut ddp = Ddp::new(&dcfg, pg).unwrap();
-                let init = params(&ddp);
-                for micro in &steps {
-                    let _loss = ddp.step_timed(micro, &mut gpubench::strategy::NoClock).unwrap();
-                }
-                let iterations = ddp.reducer_stats().unwrap().iteration;
-                let p = params(&ddp);
-                drop(ddp);
-                (init, p, iterations, store)
-            })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    assert_eq!(results[0].2, 3, "one Reducer iteration per optimizer step, not per micro-batch");
-    assert_eq!(max_rel(&results[0].1, &results[1].1), 0.0, "ranks diverged");
-    let mut single = Single::new(&scfg).unwrap();
-    tch::no_grad(|| {
-        for (dst, src) in single.var_store().trainable_variables().iter().zip(&results[0].0) {
-            dst.shallow_clone().copy_(src);
-        }
-    });
-    for b in &batches {
-        let _loss = single.step(b).unwrap();
-    }
-    let e = max_rel(&results[0].1, &params(&single));
+    // Rank r's step: micro-batches of images 4r..4r+2 and 4r+2..4r+4.
+    let steps = [0, 1].map(|r| batches.iter().map(|b| vec![rows(b, 4 * r, 2), rows(b, 4 * r + 2, 2)]).collect());
+    // 4 per device x 2 ranks x 2 micro-batches.
+    let results = two_ranks(&format!("{opts} --grad-accum 2"), 16, steps);
+    assert_eq!(results[0].iterations, 3, "one Reducer iteration per optimizer step, not per micro-batch");
+    assert_eq!(max_rel(&results[0].end, &results[1].end), 0.0, "ranks diverged");
+    let e = max_rel(&results[0].end, &single_from(&results[0].init, &opts, &batches));
     assert!(e < 1e-5, "parameters after 3 accumulated steps differ by {e:e} relative");
+}
+
+/// The losses of `gpubench run ARGS --json` (it must succeed).
+fn losses_of(args: &str) -> (Vec<f64>, serde_json::Value) {
+    let o = gpubench(&format!("run {args} --json")).output();
+    assert!(o.status.success(), "{args}: {}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    (j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect(), j["row"].clone())
 }
 
 /// Micro-batch k of a step sees what rank k of a K-rank job sees: single
@@ -146,11 +140,9 @@ fn accumulated_micro_batches_equal_the_global_batch_and_reduce_once_a_step() {
 #[test]
 fn accumulation_reproduces_ranks_through_the_binary() {
     let losses = |a: &str| -> Vec<f64> {
-        let o = gpubench(&format!("run {TINY} --cpu {a} --steps 3 --warmup 0 --json --lr 0.05")).output();
-        assert!(o.status.success(), "{a}: {}", stderr(&o));
-        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(j["row"]["grad_accum"].as_u64().map(|k| k > 0), Some(true), "{a}: {}", j["row"]);
-        j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+        let (l, row) = losses_of(&format!("{TINY} --cpu {a} --steps 3 --warmup 0 --lr 0.05"));
+        assert_eq!(row["grad_accum"].as_u64().map(|k| k > 0), Some(true), "{a}: {row}");
+        l
     };
     let close = |a: &[f64], b: &[f64], what: &str| {
         assert_eq!(a.len(), b.len());
@@ -175,14 +167,11 @@ fn accumulation_reproduces_ranks_through_the_binary() {
 #[test]
 fn checkpointed_ddp_reports_the_plain_runs_losses() {
     let losses = |extra: &str| -> Vec<f64> {
-        let a = format!(
-            "run --strategy ddp --cpu 2 --model resnet18 --image-size 32 --num-classes 10 --batch-size 2 --steps 3 \
-             --warmup 0 --json --lr 0.05 {extra}"
-        );
-        let o = gpubench(&a).output();
-        assert!(o.status.success(), "{a}: {}", stderr(&o));
-        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+        losses_of(&format!(
+            "--strategy ddp --cpu 2 --model resnet18 --image-size 32 --num-classes 10 --batch-size 2 --steps 3 \
+             --warmup 0 --lr 0.05 {extra}"
+        ))
+        .0
     };
     for extra in ["", "--grad-accum 2"] {
         let (plain, ckpt) = (losses(extra), losses(&format!("{extra} --checkpoint")));
