@@ -14,7 +14,10 @@ use crate::config::{Impl, ModelKind, RunConfig, StrategyKind};
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, Devices};
 use crate::error::usage;
-use crate::sweep::plan::{default_counts, resolve_pool, Cell, CellSpec, Matrix, MaxBatchPlan, Plan, Pool, Vary};
+use crate::sweep::frontier::Lever;
+use crate::sweep::plan::{
+    default_counts, resolve_pool, Cell, CellSpec, FrontierPlan, Matrix, MaxBatchPlan, Plan, Pool, Vary,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Preset {
@@ -126,6 +129,23 @@ pub(crate) struct MaxBatchArgs {
     /// Stop a probe that runs longer than this (it then counts as failed).
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub probe_timeout: Option<String>,
+    /// Search each memory lever in turn (none, --checkpoint, fp16, bf16, and
+    /// each precision with --checkpoint) and show them side by side; levers
+    /// the model, strategy or device cannot use are skipped, with why.
+    #[arg(long)]
+    pub frontier: bool,
+    /// With --frontier: the global batch to reach (batch per device ×
+    /// devices × --grad-accum). Each lever reaches it with its largest
+    /// micro-batch and as few accumulation steps as that needs, measured.
+    #[arg(long, value_name = "N", requires = "frontier")]
+    pub target_batch: Option<i64>,
+    /// With --frontier: draw the frontier chart (img/s against the global
+    /// batch, a line per lever) into DIR.
+    #[arg(long, value_name = "DIR", requires = "frontier")]
+    pub charts: Option<PathBuf>,
+    /// With --frontier: write its table and chart as one self-contained HTML page.
+    #[arg(long, value_name = "FILE.html", requires = "frontier")]
+    pub html: Option<PathBuf>,
     /// `gpubench run` options for every probe, after `--`. Probes default to
     /// --warmup 1 --steps 3 and --lr 0.01 (so that a huge batch does not
     /// diverge before its memory peak).
@@ -422,18 +442,25 @@ pub(crate) fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
     let common = line.to_args();
     let n = pool.len();
     let (strategy, model) = (a.strategy, a.model);
-    let spec = move |batch: i64| CellSpec {
+    let spec = move |batch: i64, vary: Vec<(Vary, String)>| CellSpec {
         implementation: Impl::Gpubench,
         strategy,
         n,
         model,
         batch,
-        vary: vec![],
+        vary,
         repeat: 0,
     };
-    let first = Cell::new(spec(a.start), &pool, &common, &cell_config)?;
+    let first = Cell::new(spec(a.start, vec![]), &pool, &common, &cell_config)?;
+    let frontier = match a.frontier {
+        false => None,
+        true => Some(frontier_plan(&a, &line, n, &devices, &|vary| {
+            Cell::new(spec(a.start, vary), &pool, &common, &cell_config).map(|_| ())
+        })?),
+    };
     let probe_pool = pool.clone();
-    let cell = move |b: i64| Cell::new(spec(b), &probe_pool, &common, &cell_config);
+    let cell =
+        move |b: i64, vary: &[(Vary, String)]| Cell::new(spec(b, vary.to_vec()), &probe_pool, &common, &cell_config);
     Ok(MaxBatchPlan {
         strategy: a.strategy,
         model: a.model,
@@ -446,7 +473,64 @@ pub(crate) fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
         timeout,
         first,
         cell: Box::new(cell),
+        frontier,
     })
+}
+
+/// `--frontier`'s levers, each checked as its probes' runs will be: a lever
+/// the run refuses (checkpointing tinycnn or dp) or the devices cannot use
+/// (bf16 before compute capability 8.0) is skipped with the reason.
+fn frontier_plan(
+    a: &MaxBatchArgs,
+    line: &RunLine,
+    n: usize,
+    devices: &Devices,
+    check: &dyn Fn(Vec<(Vary, String)>) -> Result<()>,
+) -> Result<FrontierPlan> {
+    for (option, what) in
+        [("precision", "each precision"), ("checkpoint", "--checkpoint"), ("grad-accum", "--grad-accum")]
+    {
+        if line.has(option) {
+            return Err(usage(format!("--{option} among the run options after --: --frontier tries {what} itself")));
+        }
+    }
+    if let Some(t) = a.target_batch {
+        if t < 1 || t % n as i64 != 0 {
+            return Err(usage(format!(
+                "--target-batch {t}: the global batch must be a positive multiple of the {n} device(s)"
+            )));
+        }
+    }
+    if let Some(dir) = &a.charts {
+        if dir.exists() && !dir.is_dir() {
+            return Err(usage(format!("--charts {}: not a directory", dir.display())));
+        }
+    }
+    if let Some(p) = &a.html {
+        crate::report::html::check_html_path(p)?;
+    }
+    let (no_fp16, no_bf16) = match devices.kind {
+        device::DeviceKind::Cuda => (None, device::bf16_unsupported(&devices.ordinals)),
+        // libtorch's CPU fp16 convolutions are reference loops: resnet18 at
+        // 64 px ran 30x slower than fp32 here, so a probe would take minutes
+        // to say what no one would choose.
+        device::DeviceKind::Cpu => {
+            (Some("the CPU has no fast fp16 kernels (libtorch falls back to slow reference loops)".to_string()), None)
+        }
+    };
+    let mut levers = vec![];
+    for lever in Lever::ALL {
+        // The run's own refusal first: it says what the model or strategy cannot do at all.
+        let skip = match check(lever.vary()) {
+            Err(e) if crate::error::exit_code(&e) == 2 => Some(e.to_string()),
+            Err(e) => return Err(e),
+            Ok(()) if lever.precision == Some("fp16") => no_fp16.clone(),
+            Ok(()) if lever.precision == Some("bf16") => no_bf16.clone(),
+            Ok(()) => None,
+        };
+        levers.push((lever, skip));
+    }
+    Ok(FrontierPlan { levers, target: a.target_batch, charts: a.charts.clone(), html: a.html.clone() })
 }
 
 #[cfg(test)]

@@ -4,16 +4,20 @@
 //! that fit and the first that did not (`sweep::search`). Every probe is a
 //! short `gpubench run` in its own process (a failed allocation can leave an
 //! allocator or a CUDA context in a state no later probe should inherit).
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::path::Path;
 
 use crate::config::StrategyKind;
+use crate::report::charts;
+use crate::report::export::{exporter, Format};
 use crate::report::format::{fmt_mib, fmt_rate, row_peak_mem, short_error};
+use crate::report::html::Page;
 use crate::results::csv::Row;
 use crate::results::{long, Status};
 use crate::sweep::cells::{CellOutcome, Interrupted, Runner};
 use crate::sweep::child;
-use crate::sweep::plan::MaxBatchPlan;
+use crate::sweep::frontier::{self, Lever, LeverOutcome};
+use crate::sweep::plan::{FrontierPlan, MaxBatchPlan, Vary};
 use crate::sweep::search::{search, Fit, Search};
 
 fn probe_line(i: usize, b: i64, global: i64, o: &CellOutcome) -> String {
@@ -39,40 +43,37 @@ fn probe_line(i: usize, b: i64, global: i64, o: &CellOutcome) -> String {
     s
 }
 
-/// `gpubench max-batch`.
-pub(crate) fn run(a: MaxBatchPlan) -> Result<i32> {
-    let (first, mem_limit, timeout, n) = (&a.first, a.mem_limit, a.timeout, a.pool.len());
-    let (out, temporary) = match &a.out {
-        Some(p) => {
-            crate::results::check_out(p)?;
-            (p.clone(), false)
-        }
-        None => {
-            let nanos =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-            (std::env::temp_dir().join(format!("gpubench-max-batch-{}-{nanos:x}.csv", std::process::id())), true)
-        }
-    };
-    child::install_interrupt_handler();
-    let runner = Runner { program: child::child_program()?, out: out.clone(), mem_limit, timeout, inherit_fd: None };
-    eprintln!(
-        "gpubench max-batch: {} on {}, {} {}px; doubling from batch {} per device, then binary search{}",
-        a.strategy.name(),
-        first.cfg.devices.describe(),
-        a.model.name(),
-        first.cfg.image_size,
-        a.start,
-        mem_limit
-            .map(|m| format!(", memory capped at {} per process", fmt_mib(m as f64 / 1048576.0)))
-            .unwrap_or_default()
-    );
+/// Runs probes: each a cell in its own process, its line printed.
+struct Prober<'a> {
+    plan: &'a MaxBatchPlan,
+    runner: Runner,
+    /// Probes finished so far, for the line after an interrupt.
+    done: usize,
+}
 
-    let mut outcomes: Vec<(i64, CellOutcome)> = vec![];
-    let result = {
+impl Prober<'_> {
+    fn run(&mut self, b: i64, vary: &[(Vary, String)]) -> Result<CellOutcome> {
+        let cell = (self.plan.cell)(b, vary)?;
+        let o = self.runner.run(&cell)?;
+        self.done += 1;
+        Ok(o)
+    }
+
+    /// The search for the largest batch with `vary`'s run options, from
+    /// `start` up to `max`; every probe's line starts with `prefix`.
+    fn search(
+        &mut self,
+        vary: &[(Vary, String)],
+        start: i64,
+        max: i64,
+        prefix: &str,
+    ) -> Result<(Search, Vec<(i64, CellOutcome)>)> {
+        let n = self.plan.pool.len() as i64;
+        let granularity = self.plan.granularity;
+        let mut outcomes: Vec<(i64, CellOutcome)> = vec![];
         let mut probe = |b: i64| -> Result<Fit> {
-            let cell = (a.cell)(b)?;
-            let o = runner.run(&cell)?;
-            println!("{}", probe_line(outcomes.len() + 1, b, b * n as i64, &o));
+            let o = self.run(b, vary)?;
+            println!("{prefix}{}", probe_line(outcomes.len() + 1, b, b * n, &o));
             let fit = match o.row.status {
                 Status::Ok | Status::Diverged => Fit::Fits,
                 Status::Oom => Fit::Oom,
@@ -87,33 +88,188 @@ pub(crate) fn run(a: MaxBatchPlan) -> Result<i32> {
             outcomes.push((b, o));
             Ok(fit)
         };
-        search(&mut probe, a.start, a.max, a.granularity)
-    };
-    let cleanup = || {
-        if temporary {
-            let _ = std::fs::remove_file(&out);
-            let _ = std::fs::remove_file(long::devices_path(&out));
+        let s = search(&mut probe, start, max, granularity)?;
+        Ok((s, outcomes))
+    }
+}
+
+/// `gpubench max-batch`.
+pub(crate) fn run(a: MaxBatchPlan) -> Result<i32> {
+    let (first, mem_limit, timeout) = (&a.first, a.mem_limit, a.timeout);
+    let (out, temporary) = match &a.out {
+        Some(p) => {
+            crate::results::check_out(p)?;
+            (p.clone(), false)
+        }
+        None => {
+            let nanos =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+            (std::env::temp_dir().join(format!("gpubench-max-batch-{}-{nanos:x}.csv", std::process::id())), true)
         }
     };
-    let s = match result {
-        Ok(s) => s,
+    child::install_interrupt_handler();
+    let runner = Runner { program: child::child_program()?, out: out.clone(), mem_limit, timeout, inherit_fd: None };
+    eprintln!(
+        "gpubench max-batch{}: {} on {}, {} {}px; doubling from batch {} per device, then binary search{}",
+        if a.frontier.is_some() { " --frontier" } else { "" },
+        a.strategy.name(),
+        first.cfg.devices.describe(),
+        a.model.name(),
+        first.cfg.image_size,
+        a.start,
+        mem_limit
+            .map(|m| format!(", memory capped at {} per process", fmt_mib(m as f64 / 1048576.0)))
+            .unwrap_or_default()
+    );
+    let mut prober = Prober { plan: &a, runner, done: 0 };
+    let result = match &a.frontier {
+        None => one_search(&a, &mut prober, &out, temporary),
+        Some(f) => frontier(&a, f, &mut prober, &out, temporary),
+    };
+    let done = prober.done;
+    if temporary {
+        let _ = std::fs::remove_file(&out);
+        let _ = std::fs::remove_file(long::devices_path(&out));
+    }
+    match result {
+        Ok(code) => Ok(code),
         Err(e) if e.is::<Interrupted>() => {
-            eprintln!(
-                "interrupted: the probe was stopped with its processes; {} probe(s) had finished",
-                outcomes.len()
-            );
-            cleanup();
-            return Ok(130);
+            eprintln!("interrupted: the probe was stopped with its processes; {done} probe(s) had finished");
+            Ok(130)
         }
-        Err(e) => {
-            cleanup();
-            return Err(e.context("max-batch stopped"));
-        }
-    };
-    let text = final_report(&a, &first.cfg.devices.describe(), n, &s, &outcomes, &out, temporary);
+        Err(e) => Err(e.context("max-batch stopped")),
+    }
+}
+
+/// max-batch without `--frontier`: one search, its answer.
+fn one_search(a: &MaxBatchPlan, prober: &mut Prober, out: &Path, temporary: bool) -> Result<i32> {
+    let (s, outcomes) = prober.search(&[], a.start, a.max, "")?;
+    let n = a.pool.len();
+    let text = final_report(a, &a.first.cfg.devices.describe(), n, &s, &outcomes, out, temporary);
     print!("{text}");
-    cleanup();
     Ok(if s.best.is_some() { 0 } else { 1 })
+}
+
+/// `--frontier`: a search per lever (the plain run's answer is where the
+/// others start), then each lever's way to the target, measured; the table,
+/// and with `--out`, `--charts` and `--html` its CSV, chart and page.
+fn frontier(a: &MaxBatchPlan, f: &FrontierPlan, prober: &mut Prober, out: &Path, temporary: bool) -> Result<i32> {
+    let n = a.pool.len();
+    // Past the target's share no lever needs a larger batch.
+    let cap = f.target.map_or(a.max, |t| (t / n as i64).clamp(1, a.max));
+    let mut start = a.start.min(cap);
+    let mut outcomes: Vec<LeverOutcome> = vec![];
+    let mut failed = false;
+    for (lever, skip) in &f.levers {
+        let name = lever.name();
+        if let Some(why) = skip {
+            println!("{name}: skipped, {why}");
+            outcomes.push(LeverOutcome::skipped(*lever, why.clone()));
+            continue;
+        }
+        let vary = lever.vary();
+        let prefix = format!("{name:<17} ");
+        let (s, probes) = match prober.search(&vary, start, cap, &prefix) {
+            Ok(x) => x,
+            Err(e) if e.is::<Interrupted>() => return Err(e),
+            Err(e) => {
+                // One lever failing (a crash, not memory) leaves the others' answers standing.
+                println!("{name}: {e:#}");
+                outcomes
+                    .push(LeverOutcome::skipped(*lever, format!("failed: {}", short_error(&format!("{e:#}"), 200))));
+                failed = true;
+                continue;
+            }
+        };
+        if *lever == Lever::ALL[0] {
+            if let Some(b) = s.best {
+                start = b.clamp(1, cap);
+            }
+        }
+        let fits: Vec<(i64, Row)> = probes
+            .into_iter()
+            .filter(|(_, o)| matches!(o.row.status, Status::Ok | Status::Diverged))
+            .map(|(b, o)| (b, o.row))
+            .collect();
+        let mut target = None;
+        if let (Some(t), Some(best)) = (f.target, s.best) {
+            let (micro, k) = frontier::reach(t / n as i64, best).expect("best ≥ 1 and a positive target");
+            let reused =
+                (k == 1).then(|| fits.iter().rev().find(|(b, _)| *b == micro).map(|(_, r)| r.clone())).flatten();
+            let row = match reused {
+                Some(r) => r,
+                None => {
+                    let mut v = vary.clone();
+                    v.push(frontier::grad_accum(k));
+                    let o = prober.run(micro, &v)?;
+                    println!("{prefix}{}", target_line(t, micro, k, &o));
+                    o.row
+                }
+            };
+            target = Some((micro, k, row));
+        }
+        let capped = s.best.is_some() && s.first_oom.is_none();
+        outcomes.push(LeverOutcome { lever: *lever, skipped: None, search: Some(s), capped, fits, target });
+    }
+
+    let mut table = frontier::table(&outcomes, n, f.target);
+    let what = format!(
+        "{} on {}, {} {}px{}",
+        a.strategy.name(),
+        a.first.cfg.devices.describe(),
+        a.model.name(),
+        a.first.cfg.image_size,
+        f.target.map(|t| format!(", target global batch {t}")).unwrap_or_default()
+    );
+    table.title = format!("frontier: {what}");
+    println!();
+    print!("{}", String::from_utf8_lossy(&exporter(Format::Table).export(&table)?));
+    if !temporary {
+        let csv_path = frontier_csv_path(out);
+        let replaced = crate::report::html::write_page(&csv_path, &exporter(Format::Csv).export(&table)?)?;
+        eprintln!("wrote {}{}", csv_path.display(), if replaced { " (replacing the previous one)" } else { "" });
+    }
+    let (dir, html) = (f.charts.as_deref(), f.html.as_deref());
+    if let Some(mut w) = super::report::charts_for(dir, html)? {
+        let lines = frontier::lines(&outcomes, n);
+        let mut notes = vec![];
+        if lines.is_empty() {
+            notes.push("no lever trained at any batch: nothing to draw".to_string());
+        } else {
+            charts::frontier_chart(&mut w, what.clone(), lines).context("chart not written")?;
+        }
+        let inputs = if temporary { vec![] } else { vec![out.to_path_buf()] };
+        let page = |sections| Page {
+            title: format!("gpubench max-batch --frontier: {what}"),
+            inputs,
+            outcome: None,
+            sections,
+        };
+        super::report::finish(Some(w), dir, html, notes, page, std::slice::from_ref(&table))?;
+    }
+    let answered = match f.target {
+        Some(_) => frontier::fastest(&outcomes).is_some(),
+        None => outcomes.iter().any(|o| o.best().is_some()),
+    };
+    Ok(if answered && !failed { 0 } else { 1 })
+}
+
+/// `<out>.frontier.csv` beside the rows.
+fn frontier_csv_path(out: &Path) -> std::path::PathBuf {
+    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    out.with_file_name(format!("{stem}.frontier.csv"))
+}
+
+fn target_line(t: i64, micro: i64, k: i64, o: &CellOutcome) -> String {
+    let r = &o.row;
+    let mut s = format!("to reach {t}: batch {micro} per device × --grad-accum {k} {}", r.status);
+    if let Some(x) = r.throughput_img_s {
+        s += &format!(" · {} img/s", fmt_rate(x));
+    }
+    if let Some((m, k)) = row_peak_mem(r) {
+        s += &format!(" · peak {} {k}", fmt_mib(m));
+    }
+    s + &format!(" · {:.1}s", o.secs)
 }
 
 fn final_report(

@@ -140,6 +140,22 @@ pub(crate) fn check_cuda(ordinals: &[usize]) -> Result<()> {
     Ok(())
 }
 
+/// Why bf16 would not help on these CUDA devices, if it would not: before
+/// compute capability 8.0 (Ampere) there are no bf16 tensor cores, and
+/// libtorch emulates it at a fraction of fp16's speed.
+pub(crate) fn bf16_unsupported(ordinals: &[usize]) -> Option<String> {
+    if ASSUMED_GPUS.get().is_some() {
+        return None;
+    }
+    ordinals.iter().find_map(|&o| {
+        let p = crate::ffi::cuda_device_props(o).ok()?;
+        let major: u32 = p.compute_capability.split('.').next()?.parse().ok()?;
+        (major < 8).then(|| {
+            format!("GPU {o} ({}, compute capability {}) has no bf16 tensor cores", p.name, p.compute_capability)
+        })
+    })
+}
+
 /// "13.0" from libtorch's 13000.
 fn cuda_text(cudart: i64) -> String {
     crate::ffi::format_cuda_version(cudart)

@@ -40,7 +40,14 @@
 //! (`--warmup 1 --steps 3 --lr 0.01` unless given, so a huge batch does not diverge before its memory peak),
 //! since a failed allocation can leave an allocator or CUDA context no later probe should inherit. Exit 1 when
 //! even batch 1 does not fit or a probe failed for another reason than memory.
+//!
+//! **max-batch --frontier** searches once per memory lever (`frontier`: none, `--checkpoint`, fp16, bf16, each
+//! precision with `--checkpoint`; a lever the run refuses or the device lacks is skipped with why), each search
+//! starting at the plain run's answer. With `--target-batch N` the searches stop at N's per-device share, and each
+//! lever's way to N (its largest micro-batch that divides the share, times `--grad-accum K`) is run and measured;
+//! the fastest is the answer. A table on stdout, `<out>.frontier.csv`, a chart (`--charts`) and a page (`--html`).
 pub mod cells;
 pub mod child;
+pub mod frontier;
 pub mod plan;
 pub mod search;

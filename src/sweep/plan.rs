@@ -257,6 +257,9 @@ pub struct Plan {
     pub resume: bool,
 }
 
+/// Makes max-batch's probe at a batch, with extra axis values (a lever's).
+pub type ProbeCell = dyn Fn(i64, &[(Vary, String)]) -> Result<Cell>;
+
 /// `gpubench max-batch`, ready to search.
 pub struct MaxBatchPlan {
     pub strategy: StrategyKind,
@@ -270,8 +273,18 @@ pub struct MaxBatchPlan {
     pub timeout: Option<Duration>,
     /// The probe's cell at the start batch (validated before any probe runs).
     pub first: Cell,
-    /// The probe's cell at a batch.
-    pub cell: Box<dyn Fn(i64) -> Result<Cell>>,
+    /// The probe's cell at a batch, with a lever's run options.
+    pub cell: Box<ProbeCell>,
+    pub frontier: Option<FrontierPlan>,
+}
+
+/// `max-batch --frontier`: the levers (each with why it is skipped, if it
+/// is), the global batch to reach, and where the chart and page go.
+pub struct FrontierPlan {
+    pub levers: Vec<(crate::sweep::frontier::Lever, Option<String>)>,
+    pub target: Option<i64>,
+    pub charts: Option<PathBuf>,
+    pub html: Option<PathBuf>,
 }
 
 impl Plan {

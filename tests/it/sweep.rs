@@ -442,6 +442,43 @@ fn max_batch_under_a_memory_cap_finds_a_plausible_batch() {
     assert!(rows.iter().any(|r| r.batch_per_device == Some(best) && r.status.name() == "ok"));
 }
 
+/// The frontier on the CPU: the levers tinycnn cannot use are skipped with
+/// why, each other lever reaches the target by accumulating micro-batches
+/// (`--max 16` stands in for a full device: every lever's largest batch is
+/// 16), and the table, its CSV, the chart and the page all come out.
+#[test]
+fn the_frontier_reaches_a_target_batch_through_accumulation() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(
+        dir.path(),
+        "max-batch --frontier --target-batch 64 --cpu --model tinycnn --start 8 --max 16 --out mb.csv \
+         --charts ch --html f.html -- --image-size 16 --num-classes 10 --threads 2 --steps 1 --warmup 0",
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+    assert!(out.contains("checkpoint, fp16 + checkpoint, bf16 + checkpoint: skipped, --checkpoint"), "{out}");
+    assert!(out.contains("\nfp16: skipped, the CPU has no fast fp16 kernels"), "{out}");
+    assert!(out.contains("fastest way to a global batch of 64 on 1 device(s): "), "{out}");
+    assert!(out.contains("at batch 16 per device with --grad-accum 4"), "{out}");
+    // the rows: the searches' probes, then each lever's way to the target
+    let rows = results_csv::read_rows(&dir.path().join("mb.csv")).unwrap();
+    let target: Vec<&Row> = rows.iter().filter(|r| r.grad_accum == Some(4)).collect();
+    let precisions: Vec<&str> = target.iter().map(|r| r.precision.as_str()).collect();
+    assert_eq!(precisions, ["fp32", "bf16"], "{out}");
+    assert!(target.iter().all(|r| r.batch_per_device == Some(16) && r.global_batch == Some(64)));
+    assert!(rows.iter().all(|r| r.status.name() == "ok" && !r.variant.contains("checkpoint")));
+    // the table as CSV, one line per lever
+    let csv = std::fs::read_to_string(dir.path().join("mb.frontier.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("lever,largest_batch_per_device,"), "{csv}");
+    assert_eq!(lines.len(), 7, "{csv}");
+    assert!(lines[1].starts_with("none,16,") && lines[1].contains(",16,4,"), "{csv}");
+    assert!(lines[2].starts_with("checkpoint,,"), "{csv}");
+    assert!(dir.path().join("ch/frontier.svg").is_file());
+    let page = std::fs::read_to_string(dir.path().join("f.html")).unwrap();
+    assert!(page.contains("<svg") && page.contains("bf16 + checkpoint"), "the page has the chart and the table");
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("sweep --cpu 2 --models tinycnn", "--out");
@@ -472,6 +509,17 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("max-batch --cpu --start 0", "--start");
     assert_usage_error("max-batch --cpu --granularity 0", "--granularity");
     assert_usage_error("max-batch --strategy single --cpu 2", "single");
+    let tiny = "max-batch --cpu --model tinycnn --frontier";
+    assert_usage_error(&format!("{tiny} --target-batch 0"), "--target-batch 0: the global batch");
+    assert_usage_error(
+        "max-batch --cpu 2 --strategy ddp --model tinycnn --frontier --target-batch 5",
+        "multiple of the 2 device(s)",
+    );
+    assert_usage_error(&format!("{tiny} -- --precision bf16"), "--frontier tries each precision itself");
+    assert_usage_error(&format!("{tiny} -- --grad-accum 2"), "--frontier tries --grad-accum itself");
+    assert_usage_error(&format!("{tiny} --charts /etc/passwd"), "not a directory");
+    assert_usage_error(&format!("{tiny} --html /nonexistent-gpubench-dir/f.html"), "--html");
+    assert_usage_error("max-batch --cpu --model tinycnn --target-batch 64", "--frontier");
 }
 
 #[test]
