@@ -266,12 +266,24 @@ pub(crate) struct AllocatorStats {
     pub peak_allocated: i64,
     pub reserved: i64,
     pub peak_reserved: i64,
+    /// Since the process began: cudaMalloc failures the allocator survived
+    /// by freeing its cache and retrying (each a device-wide sync), and
+    /// out-of-memory errors it raised.
+    pub alloc_retries: i64,
+    pub ooms: i64,
 }
 
 pub(crate) fn cuda_memory_stats(dev: usize) -> Result<AllocatorStats> {
-    let mut v = [0i64; 4];
+    let mut v = [0i64; 6];
     check(unsafe { gb_cuda_memory_stats(dev as c_int, v.as_mut_ptr()) })?;
-    Ok(AllocatorStats { allocated: v[0], peak_allocated: v[1], reserved: v[2], peak_reserved: v[3] })
+    Ok(AllocatorStats {
+        allocated: v[0],
+        peak_allocated: v[1],
+        reserved: v[2],
+        peak_reserved: v[3],
+        alloc_retries: v[4],
+        ooms: v[5],
+    })
 }
 
 /// Makes CUDA device `dev` this thread's current device (a no-op without

@@ -109,6 +109,8 @@ pub struct MemParts {
     /// ddp's gradient buckets.
     pub buckets: Option<u64>,
     pub activations: Option<u64>,
+    /// dp on 2+ devices: the master's extra memory by cause.
+    pub dp_master: Option<crate::strategy::MasterParts>,
 }
 
 /// The step-by-step activation measurement: what was live when a step

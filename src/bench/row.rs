@@ -72,6 +72,10 @@ pub(crate) fn fill_row(row: &mut Row, m: &Measurement, fig: Option<&Figures>) {
     let mib = |b: Option<u64>| b.map(|b| b as f64 / (1024.0 * 1024.0));
     (row.mem_params_mb, row.mem_grads_mb, row.mem_optimizer_mb, row.mem_buckets_mb, row.mem_activations_mb) =
         (mib(m.mem.params), mib(m.mem.grads), mib(m.mem.optimizer), mib(m.mem.buckets), mib(m.mem.activations));
+    if let Some(d) = m.mem.dp_master {
+        (row.dp_master_input_mb, row.dp_master_outputs_mb, row.dp_master_reduce_mb) =
+            (mib(Some(d.input)), mib(Some(d.outputs)), mib(Some(d.reduce)));
+    }
     row.steps = Some(m.step_secs.len() as u32);
     row.warmup = Some(m.warmup_steps as u32);
     if let Some(f) = fig {
@@ -111,6 +115,10 @@ pub(crate) fn fill_metrics(row: &mut Row, devs: &[DeviceMetrics], master: Option
     row.power_mean_w = avg(|d| d.power_mean_w);
     row.cpu_util_pct = max(|d| d.cpu_util_pct);
     row.peak_rss_mb = max(|d| d.peak_rss_mb);
+    let sum = |f: fn(&DeviceMetrics) -> Option<u64>| devs.iter().filter_map(f).reduce(|a, b| a + b);
+    row.alloc_retries = sum(|d| d.alloc_retries);
+    row.alloc_ooms = sum(|d| d.alloc_ooms);
+    row.other_procs_mb = max(|d| d.other_procs_mb);
     let imb = crate::metrics::devices::imbalance(devs, master);
     row.mem_imbalance = imb.mem_imbalance;
     row.util_spread_pct = imb.util_spread_pct;

@@ -172,6 +172,7 @@ fn memory_parts(
         optimizer: Some(strat.optimizer_state_bytes()),
         buckets: reducer.map(|r| r.bucket_sizes_bytes.iter().map(|&b| b.max(0) as u64).sum()),
         activations,
+        dp_master: strat.master_parts(),
     }
 }
 

@@ -254,5 +254,64 @@ fn memory_line(r: &crate::results::csv::Row) -> Option<String> {
             r.n_devices
         );
     }
+    if let (Some(i), Some(out), Some(red)) = (r.dp_master_input_mb, r.dp_master_outputs_mb, r.dp_master_reduce_mb) {
+        s += &format!(
+            "           dp master's extra by cause: input {i:.1} MiB · outputs and loss {out:.1} · gradient sum {red:.1} \
+             · optimizer {o:.1}"
+        );
+        // The measured excess, from the master's peak over the replicas' mean.
+        if let (Some(pct), Some(peak)) = (r.master_mem_excess_pct, r.peak_mem_alloc_mb) {
+            s += &format!("; measured {:.1} over the replicas' mean", peak - peak / (1.0 + pct / 100.0));
+        }
+        s.push('\n');
+    }
+    if let (Some(res), Some(alloc)) = (r.peak_mem_reserved_mb, r.peak_mem_alloc_mb) {
+        s += &format!(
+            "allocator  reserved beyond allocated at peak {:.1} MiB · {} retries · {} OOMs",
+            res - alloc,
+            r.alloc_retries.unwrap_or(0),
+            r.alloc_ooms.unwrap_or(0)
+        );
+        if let Some(o) = r.other_procs_mb.filter(|&o| o > 0.0) {
+            s += &format!(" · other processes held {o:.0} MiB on these GPUs");
+        }
+        s.push('\n');
+    }
     Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memory_line;
+    use crate::results::csv::Row;
+
+    /// A dp row on two GPUs: the causes beside the excess measured from the
+    /// master's peak (25 % over the replicas' 800 MiB), and the allocator's line.
+    #[test]
+    fn the_memory_lines_name_dp_causes_and_the_allocator() {
+        let r = Row {
+            n_devices: 2,
+            mem_params_mb: Some(97.5),
+            mem_grads_mb: Some(97.5),
+            mem_optimizer_mb: Some(97.5),
+            mem_activations_mb: Some(500.0),
+            dp_master_input_mb: Some(147.0),
+            dp_master_outputs_mb: Some(1.5),
+            dp_master_reduce_mb: Some(195.0),
+            master_mem_excess_pct: Some(25.0),
+            peak_mem_alloc_mb: Some(1000.0),
+            peak_mem_reserved_mb: Some(1100.0),
+            alloc_retries: Some(2),
+            alloc_ooms: Some(0),
+            other_procs_mb: Some(512.0),
+            ..Default::default()
+        };
+        let s = memory_line(&r).unwrap();
+        assert!(s.contains("input 147.0 MiB · outputs and loss 1.5 · gradient sum 195.0 · optimizer 97.5"), "{s}");
+        assert!(s.contains("measured 200.0 over the replicas' mean"), "{s}");
+        assert!(s.contains("reserved beyond allocated at peak 100.0 MiB · 2 retries · 0 OOMs"), "{s}");
+        assert!(s.contains("other processes held 512 MiB"), "{s}");
+        let cpu = Row { peak_mem_alloc_mb: None, other_procs_mb: None, ..r };
+        assert!(!memory_line(&cpu).unwrap().contains("allocator"));
+    }
 }

@@ -83,6 +83,8 @@ impl Monitor {
                     if let Ok(a) = crate::ffi::cuda_memory_stats(o) {
                         m.peak_alloc_mb = Some(a.peak_allocated as f64 / MB);
                         m.peak_reserved_mb = Some(a.peak_reserved as f64 / MB);
+                        m.alloc_retries = Some(a.alloc_retries.max(0) as u64);
+                        m.alloc_ooms = Some(a.ooms.max(0) as u64);
                     }
                     if let Some((t0, t1)) = span {
                         apply_samples(&mut m, &samples, t0, t1);

@@ -30,6 +30,16 @@ pub struct DeviceMetrics {
     /// window, in % of one core (200 = two cores busy), and peak RSS.
     pub cpu_util_pct: Option<f64>,
     pub peak_rss_mb: Option<f64>,
+    /// CUDA allocator: cudaMalloc retries and out-of-memory errors in this
+    /// process so far. In the row only (the devices file's columns are
+    /// fixed); a ddp rank's never leave it, so the row's are rank 0's.
+    #[serde(skip)]
+    pub alloc_retries: Option<u64>,
+    #[serde(skip)]
+    pub alloc_ooms: Option<u64>,
+    /// NVML: the most memory other processes held on this device during the window (row only, as above).
+    #[serde(skip)]
+    pub other_procs_mb: Option<f64>,
 }
 
 fn col(samples: &[&DeviceSample], f: impl Fn(&DeviceSample) -> Option<f64>) -> Vec<f64> {
@@ -56,6 +66,7 @@ pub(crate) fn apply_samples(m: &mut DeviceMetrics, samples: &[DeviceSample], t0:
     m.power_mean_w = opt(mean(&col(&mine, |s| s.power_w)));
     m.sm_clock_mean_mhz = opt(mean(&col(&mine, |s| s.sm_clock_mhz)));
     m.temperature_max_c = col(&mine, |s| s.temperature_c).into_iter().reduce(f64::max);
+    m.other_procs_mb = col(&mine, |s| s.other_procs_mb).into_iter().reduce(f64::max);
 }
 
 /// How unevenly the work and memory fell on the devices.

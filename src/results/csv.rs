@@ -1,4 +1,4 @@
-//! The results file: CSV schema v3, one row per run, appended.
+//! The results file: CSV schema v4, one row per run, appended.
 //!
 //! Rows are appended with the file locked, each in a single write, so a crash
 //! or a concurrent writer cannot leave half a row. A file whose header differs
@@ -15,7 +15,7 @@ use crate::error::usage;
 /// The schema this gpubench writes. Files of earlier schemas are read by
 /// column name; rows are appended only to a file of this schema (`gpubench
 /// upgrade FILE` rewrites an earlier one).
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// One benchmark result. Field order is column order; `schema::RESULTS`
 /// documents every column (`gpubench schema`), and a test keeps the two equal.
@@ -99,6 +99,12 @@ pub struct Row {
     pub mem_optimizer_mb: Option<f64>,
     pub mem_buckets_mb: Option<f64>,
     pub mem_activations_mb: Option<f64>,
+    pub dp_master_input_mb: Option<f64>,
+    pub dp_master_outputs_mb: Option<f64>,
+    pub dp_master_reduce_mb: Option<f64>,
+    pub alloc_retries: Option<u64>,
+    pub alloc_ooms: Option<u64>,
+    pub other_procs_mb: Option<f64>,
     pub util_spread_pct: Option<f64>,
     pub master_mem_excess_pct: Option<f64>,
     pub master_util_excess_pct: Option<f64>,
@@ -267,8 +273,20 @@ fn earlier_schema(header: &str) -> Option<u32> {
 }
 
 /// The columns each schema after v2 added, by version.
-const ADDED: [(u32, &[&str]); 1] =
-    [(3, &["grad_accum", "mem_params_mb", "mem_grads_mb", "mem_optimizer_mb", "mem_buckets_mb", "mem_activations_mb"])];
+const ADDED: [(u32, &[&str]); 2] = [
+    (3, &["grad_accum", "mem_params_mb", "mem_grads_mb", "mem_optimizer_mb", "mem_buckets_mb", "mem_activations_mb"]),
+    (
+        4,
+        &[
+            "dp_master_input_mb",
+            "dp_master_outputs_mb",
+            "dp_master_reduce_mb",
+            "alloc_retries",
+            "alloc_ooms",
+            "other_procs_mb",
+        ],
+    ),
+];
 
 /// What `upgrade` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -759,7 +777,7 @@ mod tests {
         assert_eq!(
             read_err("v9.csv", &format!("{v9}\n9,x\n")),
             "v9.csv:1: header is written by gpubench CSV schema v9 (column 13 `world_size` is unknown to this \
-             gpubench); this gpubench reads schemas v1 to v3"
+             gpubench); this gpubench reads schemas v1 to v4"
         );
         let text = file_of(&[sample(), sample()]).replace(",123.5,", ",fast,");
         assert_eq!(read_err("t.csv", &text), "t.csv:2: column `throughput_img_s`: `fast` is not a number");
@@ -771,7 +789,7 @@ mod tests {
         let n = Row::header().split(',').count();
         assert_eq!(read_err("s.csv", &short), format!("s.csv:3: 2 columns, expected {n}"));
         let text = file_of(&[Row { schema_version: 7, ..sample() }]);
-        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schemas v1 to v3");
+        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schemas v1 to v4");
     }
 
     #[test]
@@ -815,7 +833,7 @@ mod tests {
     fn a_v2_file_is_named_v2_and_upgraded() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("v2.csv");
-        let v3_only: Vec<&str> = ADDED.iter().filter(|(v, _)| *v == 3).flat_map(|(_, c)| c.iter().copied()).collect();
+        let v3_only: Vec<&str> = ADDED.iter().filter(|(v, _)| *v >= 3).flat_map(|(_, c)| c.iter().copied()).collect();
         let v2: Vec<&str> = Row::header().leak().split(',').filter(|c| !v3_only.contains(c)).collect();
         let mut row: Vec<String> = v2.iter().map(|_| String::new()).collect();
         for (i, c) in v2.iter().enumerate() {

@@ -11,7 +11,7 @@ pub(crate) struct ColumnDoc {
     pub meaning: &'static str,
 }
 
-/// The results file (`--out`, CSV schema v3): one row per run, columns in the
+/// The results file (`--out`, CSV schema v4): one row per run, columns in the
 /// order of `Row`'s fields, which is the header order.
 pub(crate) const RESULTS: &[ColumnDoc] = &[
     // run identity
@@ -268,6 +268,44 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
                   start and backward makes again, so they are not in it. CUDA: the caching allocator's allocated bytes. CPU: what libtorch itself allocates, \
                   counted by a wrapper of its CPU allocator (not the resident set, which glibc distorts); dp's CPU \
                   replicas share one process, so it is all of theirs.",
+    },
+    ColumnDoc {
+        name: "dp_master_input_mb",
+        unit: "MiB",
+        meaning: "dp on 2+ devices, the master's extra memory by cause, computed from the tensors' sizes: the global \
+                  input batch beyond the master's own chunk (DataParallel's input lives on the master). The \
+                  optimizer's state, on the master alone, is mem_optimizer_mb.",
+    },
+    ColumnDoc {
+        name: "dp_master_outputs_mb",
+        unit: "MiB",
+        meaning: "dp on 2+ devices: the gathered outputs on the master, the loss's saved log-softmax and, in \
+                  backward, their gradient (3x the global batch's logits; the loss itself is one number).",
+    },
+    ColumnDoc {
+        name: "dp_master_reduce_mb",
+        unit: "MiB",
+        meaning: "dp on 2+ devices: the gradient sum's buffers on the master. Coalesced (CUDA, distinct devices): \
+                  the flat accumulator and one replica's flat copy, 2x the gradients; else one gradient tensor \
+                  at a time, the largest.",
+    },
+    ColumnDoc {
+        name: "alloc_retries",
+        unit: "",
+        meaning: "CUDA: times the caching allocator's cudaMalloc failed and it freed its cache and tried again \
+                  (each a device-wide sync; a sign the batch is at the edge), over the run, summed over the \
+                  process's devices (ddp: rank 0's).",
+    },
+    ColumnDoc {
+        name: "alloc_ooms",
+        unit: "",
+        meaning: "CUDA: out-of-memory errors the caching allocator raised over the run, as alloc_retries counts them.",
+    },
+    ColumnDoc {
+        name: "other_procs_mb",
+        unit: "MiB",
+        meaning: "NVML: the most GPU memory that processes outside this run held on its devices during the timed \
+                  window (stray contexts on GPU 0 are a common cause of 'GPU 0 uses more'); ddp: rank 0's device.",
     },
     ColumnDoc {
         name: "util_spread_pct",

@@ -104,8 +104,10 @@ char* gb_cuda_device_props(int dev, char* name, size_t name_len, char* pci, size
 #endif
 }
 
-// Caching-allocator bytes on `dev`: current and peak, allocated and reserved.
-char* gb_cuda_memory_stats(int dev, std::int64_t out[4]) {
+// Caching-allocator bytes on `dev`: current and peak, allocated and reserved;
+// then the process's cudaMalloc retries (the allocator freed its cache and
+// tried again) and out-of-memory errors so far.
+char* gb_cuda_memory_stats(int dev, std::int64_t out[6]) {
 #ifdef GPUBENCH_CUDA
   GB_TRY
   using namespace c10::cuda::CUDACachingAllocator;
@@ -115,6 +117,8 @@ char* gb_cuda_memory_stats(int dev, std::int64_t out[4]) {
   out[1] = s.allocated_bytes[agg].peak;
   out[2] = s.reserved_bytes[agg].current;
   out[3] = s.reserved_bytes[agg].peak;
+  out[4] = s.num_alloc_retries;
+  out[5] = s.num_ooms;
   GB_CATCH
 #else
   (void)dev;

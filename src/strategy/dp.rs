@@ -38,7 +38,7 @@ use anyhow::{anyhow, Result};
 use tch::{nn, Device, Kind, Tensor};
 
 use super::precision::{autocast, Amp};
-use super::{build_optimizer, loss_fn, share, step_loss, Phase, PhaseClock, Strategy};
+use super::{build_optimizer, loss_fn, share, step_loss, MasterParts, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::data::Batch;
 use crate::device::{DeviceKind, Devices};
@@ -69,6 +69,8 @@ pub struct DataParallel {
     /// buffers, as DataParallel does (a few copies per device per step).
     coalesced: bool,
     amp: Amp,
+    /// The master's extra memory by cause, from the last step's tensors.
+    parts: MasterParts,
 }
 
 impl DataParallel {
@@ -102,6 +104,7 @@ impl DataParallel {
             non_blocking,
             coalesced,
             amp: Amp::new(cfg.precision),
+            parts: MasterParts::default(),
         })
     }
 
@@ -274,6 +277,27 @@ impl DataParallel {
         })
     }
 
+    /// What this micro-batch puts on the master beyond a replica's share:
+    /// the input beyond its own chunk, the outputs (gathered logits, the
+    /// loss's saved log-softmax, their gradient), and the gradient sum's
+    /// buffers (coalesced: accumulator plus one incoming flat copy; else the
+    /// largest gradient, copied one at a time). Sizes, not allocator readings:
+    /// the allocator cannot tell these apart from the activations.
+    fn count_master_parts(&mut self, images: &Tensor, logits: &Tensor) {
+        let n = self.replicas.len() as u64;
+        let bytes = |t: &Tensor| t.numel() as u64 * t.kind().elt_size_in_bytes() as u64;
+        let params = &self.replicas[0].params;
+        let reduce = if n < 2 {
+            0
+        } else if self.coalesced {
+            2 * params.iter().map(bytes).sum::<u64>()
+        } else {
+            params.iter().map(bytes).max().unwrap_or(0)
+        };
+        let input = bytes(images) * (n - 1) / n;
+        self.parts = MasterParts { input, outputs: 3 * bytes(logits), reduce };
+    }
+
     fn zero_replica_grads(&mut self) -> Result<()> {
         tch::no_grad(|| -> Result<()> {
             for r in self.replicas.iter().skip(1) {
@@ -320,6 +344,7 @@ impl Strategy for DataParallel {
             let inputs = self.scatter(&batch.images, Kind::Float, false)?;
             let outputs = self.parallel_forward(inputs, true)?;
             let logits = self.gather(&outputs)?;
+            self.count_master_parts(&batch.images, &logits);
             let loss = autocast(self.amp.precision, master, || loss_fn(&logits, &batch.labels))??;
             clock.mark(Phase::Forward);
             self.zero_replica_grads()?;
@@ -349,5 +374,9 @@ impl Strategy for DataParallel {
 
     fn optimizer_state_bytes(&self) -> u64 {
         self.opt.state_bytes()
+    }
+
+    fn master_parts(&self) -> Option<MasterParts> {
+        (self.replicas.len() >= 2).then_some(self.parts)
     }
 }

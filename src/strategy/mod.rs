@@ -57,6 +57,22 @@ pub trait Strategy {
     fn var_store(&self) -> &nn::VarStore;
     /// Bytes of the optimizer's state on the master (or this rank).
     fn optimizer_state_bytes(&self) -> u64;
+    /// dp on 2+ devices: what the master holds beyond a replica, by cause.
+    fn master_parts(&self) -> Option<MasterParts> {
+        None
+    }
+}
+
+/// DataParallel's master's extra memory by cause, in bytes, from the sizes
+/// of the tensors dp makes there (the largest micro-batch's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MasterParts {
+    /// The global input batch beyond the master's own chunk.
+    pub input: u64,
+    /// The gathered outputs, the loss's saved log-softmax, and their gradient.
+    pub outputs: u64,
+    /// The gradient sum's buffers.
+    pub reduce: u64,
 }
 
 /// The phases of a training step, for `--breakdown`.

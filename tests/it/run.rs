@@ -429,3 +429,24 @@ fn memory_by_part_counts_parameters_optimizer_state_and_activations() {
     let (a, c) = (mb(&plain, "mem_activations_mb"), mb(&ckpt, "mem_activations_mb"));
     assert!(c <= 0.6 * a, "--checkpoint: activations {c:.1} MiB against {a:.1} without");
 }
+
+/// dp's master's extra memory by cause, from the sizes of what dp puts
+/// there: half the global input (two replicas), 3x the gathered logits, and
+/// on the CPU one gradient tensor at a time for the sum. None of it outside dp.
+#[test]
+fn dp_names_the_masters_extra_memory_by_cause() {
+    let row = |a: &str| -> serde_json::Value {
+        let o = gpubench(a).output();
+        assert!(o.status.success(), "{a}: {}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["row"].clone()
+    };
+    let tiny = "--model tinycnn --image-size 16 --num-classes 10 --batch-size 4 --steps 1 --warmup 0 --json -q";
+    let dp = row(&format!("run --strategy dp --cpu 2 {tiny}"));
+    let mib = |c: &str| dp[c].as_f64().unwrap_or_else(|| panic!("{c} in {dp}")) * 1048576.0;
+    assert_eq!(mib("dp_master_input_mb").round(), (8.0 * 3.0 * 16.0 * 16.0 * 4.0 / 2.0_f64).round());
+    assert_eq!(mib("dp_master_outputs_mb").round(), 3.0 * 8.0 * 10.0 * 4.0);
+    let reduce = mib("dp_master_reduce_mb");
+    assert!(reduce > 0.0 && reduce < mib("mem_params_mb"), "one tensor of the parameters: {dp}");
+    let single = row(&format!("run {tiny}"));
+    assert!(single["dp_master_input_mb"].is_null() && single["alloc_retries"].is_null(), "{single}");
+}
