@@ -49,11 +49,15 @@ pub enum Job {
     Allreduce(Option<DistEnv>, Box<AllreduceConfig>),
     #[cfg(feature = "torch")]
     Predict(Box<PredictConfig>),
+    Collect(std::path::PathBuf, std::path::PathBuf),
     Report(crate::cli::report::ReportArgs),
     Compare(crate::cli::report::CompareArgs),
     Check(crate::cli::report::CheckArgs),
     #[cfg(feature = "torch")]
     Sweep(Box<crate::sweep::plan::Plan>),
+    #[cfg(feature = "torch")]
+    /// An emitted sweep's cell: its directory, (index, cells in all), the cell.
+    SweepCell(std::path::PathBuf, (usize, usize), Box<crate::sweep::plan::Cell>),
     #[cfg(feature = "torch")]
     MaxBatch(Box<crate::sweep::plan::MaxBatchPlan>),
     #[cfg(feature = "torch")]
@@ -127,6 +131,11 @@ pub(crate) fn configure(command: Command) -> Result<Job> {
         Command::Compare(a) => Job::Compare(a),
         Command::Check(a) => Job::Check(a),
         #[cfg(feature = "torch")]
+        Command::Sweep(a) if !a.cell.is_empty() => {
+            let (dir, index, cell) = crate::cli::sweep::cell_job(&a.cell)?;
+            Job::SweepCell(dir, index, Box::new(cell))
+        }
+        #[cfg(feature = "torch")]
         Command::Sweep(a) => Job::Sweep(Box::new(crate::cli::sweep::plan(*a)?)),
         #[cfg(feature = "torch")]
         Command::MaxBatch(a) => Job::MaxBatch(Box::new(crate::cli::sweep::max_batch_plan(*a)?)),
@@ -134,6 +143,10 @@ pub(crate) fn configure(command: Command) -> Result<Job> {
         Command::DataBench(a) => {
             let (spec, json) = a.into_spec()?;
             Job::DataBench(Box::new(spec), json)
+        }
+        Command::Collect(a) => {
+            crate::results::csv::existing_parent(&a.out, "--out")?;
+            Job::Collect(a.dir, a.out)
         }
         Command::Schema(a) => Job::Schema(a.format),
         Command::Upgrade(a) => Job::Upgrade(a.file),
@@ -230,9 +243,12 @@ pub(crate) fn execute(job: Job) -> Result<i32> {
         #[cfg(feature = "torch")]
         Job::Sweep(plan) => commands::sweep::run(*plan),
         #[cfg(feature = "torch")]
+        Job::SweepCell(dir, index, cell) => commands::sweep::run_cell(&dir, index, &cell),
+        #[cfg(feature = "torch")]
         Job::MaxBatch(plan) => commands::max_batch::run(*plan),
         #[cfg(feature = "torch")]
         Job::DataBench(spec, json) => commands::data_bench::run(&spec, json),
+        Job::Collect(dir, out) => commands::collect::run(&dir, &out),
         Job::Schema(format) => commands::schema::run(format),
         Job::Upgrade(file) => commands::upgrade::run(&file),
         Job::TraceSummary { dir, json } => commands::report::run_trace_summary(&dir, json),

@@ -40,6 +40,7 @@ pub mod dist;
 pub mod error;
 #[cfg(feature = "torch")]
 pub mod ffi;
+pub mod fleet;
 #[cfg(feature = "torch")]
 pub mod init;
 pub mod internal;

@@ -72,3 +72,28 @@ fn report_compare_and_check_work_on_files_made_elsewhere() {
     let o = gpubench("schema --format markdown", &fixtures());
     assert!(o.status.success() && text(&o.stdout).contains("throughput_img_s"));
 }
+
+/// `collect` where the results land, with no libtorch: a manifest of two
+/// cells, one with a results file (a fixture's row) and one without.
+#[test]
+fn collect_merges_an_emitted_sweep_without_libtorch() {
+    let dir = tempfile::tempdir().unwrap();
+    let sw = dir.path().join("sw");
+    std::fs::create_dir_all(sw.join("cells")).unwrap();
+    let row = gpubench::results::csv::Row { strategy: "single".into(), n_devices: 1, ..Default::default() };
+    let line = |i: usize| {
+        let e = serde_json::json!({"index": i, "shape": 1, "task": i, "args": [], "gpus": 0, "cpus": 1,
+            "time_min": 30, "what": format!("cell {i}"), "row": row});
+        e.to_string() + "\n"
+    };
+    std::fs::write(sw.join("manifest.jsonl"), line(0) + &line(1)).unwrap();
+    let baseline = std::fs::read_to_string(fixtures().join("baseline.csv")).unwrap();
+    let one: Vec<&str> = baseline.lines().take(2).collect();
+    std::fs::write(sw.join("cells/0.csv"), one.join("\n") + "\n").unwrap();
+    let o = gpubench("collect sw --out all.csv", dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(text(&o.stdout).contains("1 ok, 1 missing"), "{}", text(&o.stdout));
+    let all = std::fs::read_to_string(dir.path().join("all.csv")).unwrap();
+    assert_eq!(all.lines().count(), 3, "{all}");
+    assert!(all.lines().nth(2).unwrap().contains(",missing,"), "{all}");
+}

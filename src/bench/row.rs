@@ -23,7 +23,12 @@ pub(crate) fn identity_row(devices: &Devices, label: &str, implementation: Imple
     let nanos = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let cuda = devices.kind == DeviceKind::Cuda;
     let v = crate::ffi::cuda_versions();
+    let at = crate::fleet::this_placement();
     Row {
+        scheduler: at.scheduler,
+        job_id: at.job_id,
+        array_task: at.array_task,
+        node_list: at.node_list,
         schema_version: SCHEMA_VERSION,
         run_id: new_run_id(nanos),
         timestamp: humantime::format_rfc3339_seconds(now).to_string(),

@@ -87,6 +87,10 @@ pub(crate) enum Command {
     MaxBatch(#[cfg(feature = "torch")] Box<sweep::MaxBatchArgs>, #[cfg(not(feature = "torch"))] NoTorch),
     /// Measure the input pipeline alone (decode, crop, resize, flip) in images/s, no model.
     DataBench(#[cfg(feature = "torch")] data_bench::DataBenchArgs, #[cfg(not(feature = "torch"))] NoTorch),
+    /// Merge the cells of a sweep emitted with `sweep --emit slurm DIR` into
+    /// one results file, in manifest order; a cell with no file is a
+    /// `missing` row naming its array task.
+    Collect(CollectArgs),
     /// Print the columns of gpubench's CSV files: name, unit and meaning.
     Schema(SchemaArgs),
     /// Rewrite a results file of an earlier CSV schema for this gpubench, so
@@ -125,6 +129,16 @@ pub(crate) struct InfoArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct CollectArgs {
+    /// The directory `sweep --emit slurm DIR` wrote.
+    pub dir: std::path::PathBuf,
+    /// The merged results file (its per-device rows beside it); replaced
+    /// whole if it exists, which collect says.
+    #[arg(long, value_name = "FILE.csv")]
+    pub out: std::path::PathBuf,
 }
 
 #[derive(Args, Debug)]

@@ -16,7 +16,7 @@ use crate::device::{self, Devices};
 use crate::error::usage;
 use crate::sweep::frontier::Lever;
 use crate::sweep::plan::{
-    default_counts, resolve_pool, Cell, CellSpec, FrontierPlan, Matrix, MaxBatchPlan, Plan, Pool, Vary,
+    default_counts, resolve_pool, Cell, CellSpec, Emit, FrontierPlan, Matrix, MaxBatchPlan, Plan, Pool, Vary,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,6 +86,26 @@ pub(crate) struct SweepArgs {
     /// Stop a cell that runs longer than this (its row: status failed).
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub cell_timeout: Option<String>,
+    /// Hand the cells to a cluster's scheduler instead of running them here:
+    /// `--emit slurm DIR` writes DIR/manifest.jsonl and DIR/sweep.sbatch (a
+    /// job array per resource shape) and prints the sbatch commands; each
+    /// task writes DIR/cells/INDEX.csv, and `gpubench collect DIR` merges them.
+    #[arg(long, num_args = 2, value_names = ["SCHEDULER", "DIR"], conflicts_with_all = ["out", "charts", "html"])]
+    pub emit: Vec<String>,
+    /// With --emit slurm: at most P tasks of each array at once (`--array=…%P`).
+    #[arg(long, value_name = "P", requires = "emit")]
+    pub max_parallel: Option<usize>,
+    /// With --emit slurm: submit the arrays with sbatch (job ids into DIR/jobs.txt).
+    #[arg(long, requires = "emit")]
+    pub submit: bool,
+    /// With --emit slurm: an sbatch option for every array, e.g.
+    /// --sbatch=--partition=gpu or --sbatch=--account=proj (repeatable).
+    #[arg(long, value_name = "OPTION", requires = "emit", allow_hyphen_values = true)]
+    pub sbatch: Vec<String>,
+    /// Run cell INDEX of the sweep emitted into DIR, into DIR/cells/INDEX.csv
+    /// (what each array task of sweep.sbatch runs).
+    #[arg(long, num_args = 2, value_names = ["DIR", "INDEX"], conflicts_with_all = ["emit", "out", "preset"])]
+    pub cell: Vec<String>,
     /// `gpubench run` options for every cell, after `--`.
     #[arg(last = true, value_name = "RUN OPTIONS")]
     pub run: Vec<String>,
@@ -303,9 +323,18 @@ fn apply_preset(a: &mut SweepArgs, line: &mut RunLine) {
 pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
     let (mut line, vary) = cell_options(&mut a)?;
     apply_preset(&mut a, &mut line);
-    let out = a.out.clone().ok_or_else(|| {
-        usage("sweep needs --out FILE.csv for its rows (or --preset demo, which writes results/demo.csv)")
-    })?;
+    let emit = emit_of(&a)?;
+    let out = match (&emit, a.out.clone()) {
+        // Not written: each cell of an emitted sweep writes its own file.
+        (Some(e), _) => e.dir.join("cells").join("unused.csv"),
+        (None, Some(o)) => o,
+        (None, None) => {
+            return Err(usage(
+                "sweep needs --out FILE.csv for its rows (or --preset demo, which writes results/demo.csv, \
+                 or --emit slurm DIR)",
+            ))
+        }
+    };
     let pool = resolve_pool(a.gpus.as_deref(), a.cpu, 2)?;
     let demo_default_counts = a.preset == Some(Preset::Demo) && a.device_counts.is_empty();
     let counts = if demo_default_counts {
@@ -384,7 +413,63 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
         mem_limit,
         cell_timeout,
         resume: a.resume,
+        emit,
     })
+}
+
+/// `--emit SCHEDULER DIR` and its options, checked before any cell is built.
+fn emit_of(a: &SweepArgs) -> Result<Option<Emit>> {
+    let [scheduler, dir] = a.emit.as_slice() else { return Ok(None) };
+    if scheduler != "slurm" {
+        return Err(usage(format!(
+            "--emit {scheduler}: gpubench emits Slurm job arrays (--emit slurm DIR); Kubernetes jobs are not written yet"
+        )));
+    }
+    if a.max_parallel == Some(0) {
+        return Err(usage("--max-parallel 0: at least one task of an array must run"));
+    }
+    let dir = PathBuf::from(dir);
+    if dir.exists() && !dir.is_dir() {
+        return Err(usage(format!("--emit slurm {}: not a directory", dir.display())));
+    }
+    if crate::fleet::manifest::manifest_path(&dir).exists() && !a.resume {
+        return Err(usage(format!(
+            "--emit slurm {}: it holds an emitted sweep already; add --resume to re-emit its missing and failed cells, \
+             or choose another directory",
+            dir.display()
+        )));
+    }
+    Ok(Some(Emit { dir, max_parallel: a.max_parallel, submit: a.submit, sbatch: a.sbatch.clone() }))
+}
+
+/// `sweep --cell DIR INDEX`: the manifest's cell, validated here as its run
+/// would be (on the node that runs it).
+pub(crate) fn cell_job(spec: &[String]) -> Result<(PathBuf, (usize, usize), Cell)> {
+    let [dir, index] = spec else { unreachable!("clap takes two values") };
+    let dir = PathBuf::from(dir);
+    let entries = crate::fleet::manifest::read(&dir)?;
+    let e = index.parse::<usize>().ok().and_then(|i| entries.get(i)).ok_or_else(|| {
+        usage(format!(
+            "--cell {} {index}: the manifest has cells 0 to {}",
+            dir.display(),
+            entries.len().saturating_sub(1)
+        ))
+    })?;
+    // Inside a batch step, Slurm's SLURM_PROCID/SLURM_NTASKS describe the
+    // step's one task, not ranks of this cell: a single-node cell launches its
+    // own ranks and must not take itself for rank 0 of a world of 1. Removed
+    // here, before anything of this process can start a thread.
+    for v in ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID"] {
+        std::env::remove_var(v);
+    }
+    let line = RunLine::parse(&e.args)?;
+    let cpu = match line.value("cpu") {
+        Some(n) => Some(n.parse::<usize>().map_err(|_| usage(format!("cell {}: --cpu {n} is not a count", e.index)))?),
+        None => None,
+    };
+    let devices = device::resolve(line.value("gpus"), cpu, true)?;
+    let cfg = cell_config(&e.args, devices)?;
+    Ok((dir, (e.index, entries.len()), Cell::of_config(e.args.clone(), cfg)))
 }
 
 /// A cell's configuration: its `gpubench run` arguments on `devices`,

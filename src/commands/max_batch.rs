@@ -27,7 +27,7 @@ fn probe_line(i: usize, b: i64, global: i64, o: &CellOutcome) -> String {
         Status::Diverged => "fits (loss diverged)".to_string(),
         Status::Oom => "out of memory".to_string(),
         // Overloaded is a serving status; a training probe never has it.
-        Status::Failed | Status::Overloaded => r.status.to_string(),
+        Status::Failed | Status::Overloaded | Status::Missing => r.status.to_string(),
     };
     let mut s = format!("probe {i:>2}: batch {b:>6} per device ({global} global) {what}");
     if let Some(t) = r.throughput_img_s {
@@ -77,7 +77,7 @@ impl Prober<'_> {
             let fit = match o.row.status {
                 Status::Ok | Status::Diverged => Fit::Fits,
                 Status::Oom => Fit::Oom,
-                Status::Failed | Status::Overloaded => {
+                Status::Failed | Status::Overloaded | Status::Missing => {
                     let s = &o.row.status;
                     return Err(anyhow::anyhow!(
                         "the probe at batch {b} ended with status {s}, not out of memory: {}",

@@ -3,6 +3,7 @@
 //! parsing and validating the command line is `cli`'s.
 #[cfg(feature = "torch")]
 pub mod allreduce;
+pub mod collect;
 #[cfg(feature = "torch")]
 pub mod data_bench;
 #[cfg(feature = "torch")]

@@ -14,7 +14,7 @@ use crate::report::format::{fmt_mib, fmt_rate, row_peak_mem, short_error};
 use crate::results::{long, Status};
 use crate::sweep::cells::{lock_path, read_rows_if_any, wait_lock, CellOutcome, Interrupted, Runner};
 use crate::sweep::child;
-use crate::sweep::plan::{Cell, CellKey, Plan};
+use crate::sweep::plan::{Cell, CellKey, Emit, Plan};
 
 /// One line per finished cell.
 pub(crate) fn cell_line(i: usize, total: usize, what: &str, o: &CellOutcome) -> String {
@@ -67,6 +67,9 @@ fn resume_of(args: &[String]) -> Vec<String> {
 
 /// `gpubench sweep`.
 pub(crate) fn run(plan: Plan) -> Result<i32> {
+    if let Some(e) = &plan.emit {
+        return emit(&plan, e);
+    }
     if plan.preset_creates_results_dir() {
         std::fs::create_dir_all("results").context("creating results/ for the demo")?;
     }
@@ -236,6 +239,175 @@ fn render(plan: &Plan, s: &Summary) -> Result<()> {
     let page =
         |sections| Page { title: "gpubench sweep".into(), inputs: vec![plan.out.clone()], outcome: None, sections };
     super::report::finish(Some(w), dir, html, notes, page, std::slice::from_ref(&s.table))
+}
+
+/// The array's time limit for a cell, minutes: `--cell-timeout`, else twice
+/// a timed cell's warm-up and duration plus five minutes (start-up, model
+/// building), else half an hour.
+fn time_limit_min(cell: &Cell, timeout: Option<Duration>) -> u64 {
+    use crate::config::Length;
+    let secs = match (timeout, &cell.cfg.timed, &cell.cfg.warmup) {
+        (Some(t), _, _) => t.as_secs_f64(),
+        (None, Length::Time(d), w) => {
+            let w = if let Length::Time(w) = w { w.as_secs_f64() } else { 60.0 };
+            2.0 * (d.as_secs_f64() + w) + 300.0
+        }
+        _ => 1800.0,
+    };
+    ((secs / 60.0).ceil() as u64).max(1)
+}
+
+/// `sweep --emit slurm DIR`: the manifest, the array script, and the sbatch
+/// commands (run with `--submit`). With `--resume`, only the cells without
+/// an ok row in their file are emitted again, under the same manifest.
+fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
+    use crate::fleet::{collect, manifest, slurm};
+    std::fs::create_dir_all(e.dir.join("logs"))
+        .and_then(|_| std::fs::create_dir_all(manifest::cells_dir(&e.dir)))
+        .map_err(|x| usage(format!("--emit slurm {}: cannot create it ({x})", e.dir.display())))?;
+    let dir = e.dir.canonicalize().with_context(|| format!("resolving {}", e.dir.display()))?;
+    let cpu = plan.matrix.pool.is_cpu();
+    let mut shapes: Vec<(usize, usize, u64)> = vec![];
+    let mut counts: HashMap<usize, usize> = HashMap::new();
+    let mut entries = vec![];
+    for (index, c) in plan.cells.iter().enumerate() {
+        // The CPU cell's replicas or ranks each want a core; GPU cells take the cluster's default CPUs.
+        let (gpus, cpus) = if cpu { (0, c.n) } else { (c.n, 0) };
+        let time_min = time_limit_min(c, plan.cell_timeout);
+        let key = (gpus, cpus, time_min);
+        let shape = match shapes.iter().position(|s| *s == key) {
+            Some(i) => i + 1,
+            None => {
+                shapes.push(key);
+                shapes.len()
+            }
+        };
+        let task = counts.entry(shape).or_default();
+        let mut row = crate::bench::row::base_row(&c.cfg);
+        row.run_id.clear();
+        row.host.clear();
+        entries.push(manifest::Entry {
+            index,
+            shape,
+            task: *task,
+            args: c.args.clone(),
+            gpus,
+            cpus,
+            time_min,
+            what: c.describe(),
+            row,
+        });
+        *task += 1;
+    }
+    let text = manifest::render(&entries)?;
+    let mpath = manifest::manifest_path(&dir);
+    let mut todo: Vec<&manifest::Entry> = entries.iter().collect();
+    if plan.resume && mpath.exists() {
+        let old = manifest::read(&dir)?;
+        if old.iter().map(|x| &x.args).ne(entries.iter().map(|x| &x.args)) {
+            return Err(usage(format!(
+                "--emit slurm {} --resume: its manifest holds another sweep's cells; give the same matrix, or another directory",
+                dir.display()
+            )));
+        }
+        let ok = |i: usize| {
+            let rows = crate::results::csv::read_rows(&manifest::cell_path(&dir, i)).unwrap_or_default();
+            rows.iter().any(|r| r.status == Status::Ok)
+        };
+        todo.retain(|x| !ok(x.index));
+        if todo.is_empty() {
+            println!("every cell of {} has an ok row; nothing to emit", dir.display());
+            return Ok(0);
+        }
+    } else {
+        manifest::write_whole(&mpath, text.as_bytes())?;
+    }
+    // Arrays restart their task ids at 0: a resumed cell's task is its place among those re-emitted.
+    let mut again: Vec<manifest::Entry> = todo.iter().map(|x| (*x).clone()).collect();
+    let mut seen: HashMap<usize, usize> = HashMap::new();
+    for x in &mut again {
+        let t = seen.entry(x.shape).or_default();
+        x.task = *t;
+        *t += 1;
+    }
+    let refs: Vec<&manifest::Entry> = again.iter().collect();
+    let arrays = slurm::shapes(&refs);
+    let gpubench = child::child_program()?;
+    let script_path = dir.join("sweep.sbatch");
+    manifest::write_whole(&script_path, slurm::script(&dir, &gpubench, &arrays, &e.sbatch).as_bytes())?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script_path, std::fs::Permissions::from_mode(0o755))?;
+    }
+    println!(
+        "wrote {} ({} cells) and {} ({} job array{}{})",
+        mpath.display(),
+        entries.len(),
+        script_path.display(),
+        arrays.len(),
+        if arrays.len() == 1 { "" } else { "s" },
+        if todo.len() < entries.len() { format!(", {} cells re-emitted", todo.len()) } else { String::new() }
+    );
+    let mut jobs = String::new();
+    for a in &arrays {
+        let args = slurm::sbatch_args(&dir, a, e.max_parallel);
+        if !e.submit {
+            println!("{}", slurm::command_line(&args));
+            continue;
+        }
+        let o = std::process::Command::new("sbatch").args(&args).output().map_err(|x| {
+            anyhow::anyhow!("cannot run sbatch ({x}): run the sweep on a Slurm login node, or drop --submit and submit the printed commands")
+        })?;
+        if !o.status.success() {
+            anyhow::bail!("sbatch refused array {}: {}", a.id, String::from_utf8_lossy(&o.stderr).trim());
+        }
+        let out = String::from_utf8_lossy(&o.stdout);
+        let job = out.trim().split(';').next().unwrap_or_default().to_string();
+        println!("submitted array {} ({} cells): job {job}", a.id, a.cells.len());
+        jobs += &format!("{} {job}\n", a.id);
+    }
+    if e.submit {
+        let p = collect::jobs_path(&dir);
+        let before = std::fs::read_to_string(&p).unwrap_or_default();
+        manifest::write_whole(&p, (before + &jobs).as_bytes())?;
+    }
+    println!("when the arrays are done: gpubench collect {} --out FILE.csv", dir.display());
+    Ok(0)
+}
+
+/// `sweep --cell DIR INDEX`: one cell into `DIR/cells/INDEX.csv`, written
+/// beside and renamed into place, so that a node never appends to a shared
+/// file and a reader never sees half of one. A cell run again replaces its
+/// file and keeps the previous one beside it, saying so.
+pub(crate) fn run_cell(dir: &std::path::Path, (index, total): (usize, usize), cell: &Cell) -> Result<i32> {
+    use crate::fleet::manifest::cell_path;
+    let final_path = cell_path(dir, index);
+    let tmp = final_path.with_file_name(format!(".{index}.{}.csv", std::process::id()));
+    child::install_interrupt_handler();
+    let runner =
+        Runner { program: child::child_program()?, out: tmp.clone(), mem_limit: None, timeout: None, inherit_fd: None };
+    let o = runner.run(cell);
+    let tmp_devs = long::devices_path(&tmp);
+    let o = match o {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            let _ = std::fs::remove_file(&tmp_devs);
+            return Err(e);
+        }
+    };
+    if final_path.exists() {
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+        let kept = final_path.with_file_name(format!("{index}.replaced-{stamp}.csv"));
+        std::fs::rename(&final_path, &kept).with_context(|| format!("keeping {}", final_path.display()))?;
+        eprintln!("gpubench: cell {index} ran again; its previous file is kept as {}", kept.display());
+    }
+    if tmp_devs.exists() {
+        std::fs::rename(&tmp_devs, long::devices_path(&final_path))?;
+    }
+    std::fs::rename(&tmp, &final_path).with_context(|| format!("writing {}", final_path.display()))?;
+    println!("cell {}", cell_line(index, total, &cell.describe(), &o));
+    Ok(if o.row.status == Status::Ok { 0 } else { 1 })
 }
 
 #[cfg(test)]

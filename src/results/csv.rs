@@ -43,6 +43,11 @@ pub struct Row {
     pub driver_version: String,
     pub cuda_version: String,
     pub libtorch_version: String,
+    /// Where it ran: slurm, kubernetes or none (`fleet::placement`).
+    pub scheduler: String,
+    pub job_id: String,
+    pub array_task: Option<u32>,
+    pub node_list: String,
     // workload
     pub model: String,
     pub image_size: Option<u32>,
@@ -284,6 +289,10 @@ const ADDED: [(u32, &[&str]); 2] = [
             "alloc_retries",
             "alloc_ooms",
             "other_procs_mb",
+            "scheduler",
+            "job_id",
+            "array_task",
+            "node_list",
         ],
     ),
 ];

@@ -39,6 +39,8 @@ pub enum Status {
     #[default]
     Failed,
     Oom,
+    /// An emitted sweep's cell that left no results file (`collect`).
+    Missing,
 }
 
 impl<'de> serde::Deserialize<'de> for Status {
@@ -49,7 +51,8 @@ impl<'de> serde::Deserialize<'de> for Status {
 }
 
 impl Status {
-    pub(crate) const ALL: [Status; 5] = [Status::Ok, Status::Diverged, Status::Overloaded, Status::Failed, Status::Oom];
+    pub(crate) const ALL: [Status; 6] =
+        [Status::Ok, Status::Diverged, Status::Overloaded, Status::Failed, Status::Oom, Status::Missing];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -58,6 +61,7 @@ impl Status {
             Self::Overloaded => "overloaded",
             Self::Failed => "failed",
             Self::Oom => "oom",
+            Self::Missing => "missing",
         }
     }
 

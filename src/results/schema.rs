@@ -73,6 +73,22 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
         unit: "",
         meaning: "libtorch version, e.g. 2.11.0 (for --impl pytorch rows, the torch version that ran).",
     },
+    ColumnDoc {
+        name: "scheduler",
+        unit: "",
+        meaning: "Where the run ran: slurm, kubernetes or none (read from the scheduler's environment).",
+    },
+    ColumnDoc {
+        name: "job_id",
+        unit: "",
+        meaning: "Slurm: the array's job id (SLURM_ARRAY_JOB_ID), else the job's; Kubernetes: the Job's name.",
+    },
+    ColumnDoc {
+        name: "array_task",
+        unit: "",
+        meaning: "Slurm: the array task (SLURM_ARRAY_TASK_ID); Kubernetes: the Indexed Job's completion index.",
+    },
+    ColumnDoc { name: "node_list", unit: "", meaning: "Slurm: the job's nodes (SLURM_JOB_NODELIST); Kubernetes: the node." },
     // workload
     ColumnDoc { name: "model", unit: "", meaning: "Model trained: resnet18/34/50/101/152 or tinycnn." },
     ColumnDoc { name: "image_size", unit: "px", meaning: "Input height = width, in pixels." },

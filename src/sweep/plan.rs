@@ -24,6 +24,10 @@ pub enum Pool {
 }
 
 impl Pool {
+    pub(crate) fn is_cpu(&self) -> bool {
+        matches!(self, Pool::Cpu(_))
+    }
+
     pub(crate) fn len(&self) -> usize {
         match self {
             Pool::Gpus(g) => g.len(),
@@ -255,6 +259,18 @@ pub struct Plan {
     pub mem_limit: Option<u64>,
     pub cell_timeout: Option<Duration>,
     pub resume: bool,
+    /// `--emit slurm DIR`: write the cells for the scheduler instead.
+    pub emit: Option<Emit>,
+}
+
+/// `sweep --emit slurm DIR` and its options.
+#[derive(Debug, Clone)]
+pub struct Emit {
+    pub dir: PathBuf,
+    pub max_parallel: Option<usize>,
+    pub submit: bool,
+    /// Extra `#SBATCH` options.
+    pub sbatch: Vec<String>,
 }
 
 /// Makes max-batch's probe at a batch, with extra axis values (a lever's).
@@ -377,6 +393,24 @@ impl Cell {
         let key = CellKey::of_row(&crate::bench::row::base_row(&cfg)).expect("a gpubench or pytorch row");
         let varied = vary.iter().map(|(v, value)| format!("{}={value}", v.option)).collect();
         Ok(Cell { implementation, strategy, n, model, batch, repeat, varied, args, cfg, key })
+    }
+
+    /// A cell from its run arguments and their configuration (an emitted
+    /// sweep's cell, rebuilt where it runs).
+    pub(crate) fn of_config(args: Vec<String>, cfg: RunConfig) -> Cell {
+        let key = CellKey::of_row(&crate::bench::row::base_row(&cfg)).expect("a gpubench or pytorch row");
+        Cell {
+            implementation: cfg.implementation,
+            strategy: cfg.strategy,
+            n: cfg.devices.len(),
+            model: cfg.model,
+            batch: cfg.batch_per_device,
+            repeat: 0,
+            varied: vec![],
+            args,
+            cfg,
+            key,
+        }
     }
 
     /// e.g. `ddp ×2 resnet50 224px b64 comm-hook=fp16`, with ` (pytorch)`

@@ -479,6 +479,76 @@ fn the_frontier_reaches_a_target_batch_through_accumulation() {
     assert!(page.contains("<svg") && page.contains("bf16 + checkpoint"), "the page has the chart and the table");
 }
 
+/// An emitted sweep run by hand as Slurm would run it: `sweep.sbatch` once
+/// per array task, with the variables a batch step has (SLURM_PROCID and
+/// SLURM_NTASKS of its one task too, which the 2-rank ddp cell must not take
+/// for its own), then `collect`: every row says where it ran, and a cell
+/// whose file is gone becomes a `missing` row. `scripts/slurm-test` runs the
+/// same through a real Slurm.
+#[test]
+fn an_emitted_sweep_run_by_hand_collects_with_its_tasks_and_a_missing_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(
+        dir.path(),
+        "sweep --cpu 2 --strategies ddp --device-counts 1,2 --models tinycnn --batch-sizes 8 --emit slurm sw \
+         --max-parallel 1 -- --image-size 16 --num-classes 10 --threads 1 --steps 1 --warmup 0",
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("(2 cells)") && out.contains("(2 job arrays)"), "{out}");
+    assert!(out.contains("--array=0-0%1") && out.contains("--cpus-per-task=2 ") && out.contains("GPUBENCH_SHAPE=2"));
+    let sw = dir.path().join("sw");
+    for (shape, job) in [(1, "41"), (2, "42")] {
+        let o = std::process::Command::new("bash")
+            .arg(sw.join("sweep.sbatch"))
+            .envs([
+                ("GPUBENCH", bin().to_str().unwrap()),
+                ("GPUBENCH_SHAPE", &shape.to_string()),
+                ("SLURM_ARRAY_TASK_ID", "0"),
+                ("SLURM_ARRAY_JOB_ID", job),
+                ("SLURM_JOB_ID", job),
+                ("SLURM_JOB_NODELIST", "node07"),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "1"),
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "array {shape}: {}{}", stdout(&o), stderr(&o));
+    }
+    let o = run_in(dir.path(), "collect sw --out all.csv");
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let rows = results_csv::read_rows(&dir.path().join("all.csv")).unwrap();
+    let got: Vec<(u32, &str, &str, Option<u32>, &str)> = rows
+        .iter()
+        .map(|r| (r.n_devices, r.status.name(), r.job_id.as_str(), r.array_task, r.node_list.as_str()))
+        .collect();
+    assert_eq!(got, [(1, "ok", "41", Some(0), "node07"), (2, "ok", "42", Some(0), "node07")]);
+    assert!(rows.iter().all(|r| r.scheduler == "slurm"));
+    let devs = std::fs::read_to_string(dir.path().join("all.devices.csv")).unwrap();
+    assert_eq!(devs.lines().count(), 1 + 3, "a device line per rank: {devs}");
+    // A lost cell: collect says so, in its row and its exit code.
+    std::fs::remove_file(sw.join("cells/1.csv")).unwrap();
+    let o = run_in(dir.path(), "collect sw --out all.csv");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("replacing the previous file") && stdout(&o).contains("1 ok, 1 missing"),
+        "{}",
+        stdout(&o)
+    );
+    let rows = results_csv::read_rows(&dir.path().join("all.csv")).unwrap();
+    assert_eq!((rows[1].status.name(), rows[1].n_devices, rows[1].array_task), ("missing", 2, Some(0)));
+    assert!(rows[1].error.contains("cell 1 (ddp ×2 tinycnn 16px b8) left no"), "{}", rows[1].error);
+    // --resume re-emits that one cell alone.
+    let o = run_in(
+        dir.path(),
+        "sweep --cpu 2 --strategies ddp --device-counts 1,2 --models tinycnn --batch-sizes 8 --emit slurm sw \
+         --resume -- --image-size 16 --num-classes 10 --threads 1 --steps 1 --warmup 0",
+    );
+    assert!(stdout(&o).contains("1 cells re-emitted") && stdout(&o).contains("--array=0-0 "), "{}", stdout(&o));
+    let script = std::fs::read_to_string(sw.join("sweep.sbatch")).unwrap();
+    assert!(script.contains("  2) cells=(1) ;;") && !script.contains("cells=(0)"), "{script}");
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("sweep --cpu 2 --models tinycnn", "--out");
@@ -520,6 +590,19 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error(&format!("{tiny} --charts /etc/passwd"), "not a directory");
     assert_usage_error(&format!("{tiny} --html /nonexistent-gpubench-dir/f.html"), "--html");
     assert_usage_error("max-batch --cpu --model tinycnn --target-batch 64", "--frontier");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    assert_usage_error(
+        &format!("sweep --cpu 1 --models tinycnn --emit k8s {d}/k"),
+        "Kubernetes jobs are not written yet",
+    );
+    assert_usage_error(&format!("sweep --cpu 1 --models tinycnn --emit slurm {d}/s --out x.csv"), "--out");
+    assert_usage_error(
+        &format!("sweep --cpu 1 --models tinycnn --emit slurm {d}/s --max-parallel 0"),
+        "--max-parallel 0",
+    );
+    assert_usage_error(&format!("sweep --cell {d} 0"), "manifest.jsonl");
+    assert_usage_error(&format!("collect {d} --out /nonexistent-gpubench-dir/x.csv"), "does not exist");
 }
 
 #[test]

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 pub(crate) use comm::allreduce_charts;
+#[cfg(feature = "torch")]
 pub(crate) use frontier::frontier_chart;
 pub(crate) use report::{compare_chart, report_charts};
 pub(crate) use serving::serving_charts;

@@ -1,0 +1,36 @@
+//! `gpubench collect DIR --out FILE.csv`: an emitted sweep's cells as one
+//! results file (`fleet::collect`), written whole.
+use anyhow::Result;
+use std::path::Path;
+
+use crate::fleet::{collect, manifest};
+use crate::results::{long, Status};
+
+pub(crate) fn run(dir: &Path, out: &Path) -> Result<i32> {
+    let c = collect::collect(dir)?;
+    let (rows, devices) = collect::render(&c);
+    // The per-device file first: a results file present means both are.
+    manifest::write_whole(&long::devices_path(out), devices.as_bytes())?;
+    let replaced = manifest::write_whole(out, rows.as_bytes())?;
+    for n in &c.notes {
+        eprintln!("note: {n}");
+    }
+    for r in c.rows.iter().filter(|r| r.status == Status::Missing) {
+        println!("missing: {}", r.error);
+    }
+    let counts: Vec<String> = Status::ALL
+        .into_iter()
+        .map(|s| (s, c.count(s)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect();
+    println!(
+        "collected {} rows from {} into {}{}: {}",
+        c.rows.len(),
+        dir.display(),
+        out.display(),
+        if replaced { " (replacing the previous file)" } else { "" },
+        counts.join(", ")
+    );
+    Ok(if c.rows.iter().all(|r| r.status == Status::Ok) { 0 } else { 1 })
+}

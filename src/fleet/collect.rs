@@ -1,0 +1,142 @@
+//! `gpubench collect DIR --out FILE.csv`: the emitted sweep's cells, merged
+//! in manifest order into one results file and its per-device file. A cell
+//! that failed keeps its row; a cell that left no file becomes a `missing`
+//! row naming its array task (and job, when `--submit` recorded it), so a
+//! lost task is never a silently shorter table.
+use anyhow::Result;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::manifest::{self, Entry};
+use crate::results::csv::{self as results_csv, Row};
+use crate::results::{long, Status};
+
+/// What the cells gave: every row in manifest order, the per-device lines,
+/// and notes (per-device files of another gpubench left out).
+#[derive(Debug, Default)]
+pub struct Collected {
+    pub rows: Vec<Row>,
+    pub device_lines: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl Collected {
+    pub fn count(&self, s: Status) -> usize {
+        self.rows.iter().filter(|r| r.status == s).count()
+    }
+}
+
+/// `DIR/jobs.txt`, written by `--submit`: one `array job-id` line per array.
+pub fn jobs_path(dir: &Path) -> std::path::PathBuf {
+    dir.join("jobs.txt")
+}
+
+fn jobs(dir: &Path) -> BTreeMap<usize, String> {
+    let text = std::fs::read_to_string(jobs_path(dir)).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let (a, j) = l.split_once(' ')?;
+            Some((a.trim().parse().ok()?, j.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The row of a cell that left no results file.
+pub fn missing_row(dir: &Path, e: &Entry, job: Option<&str>) -> Row {
+    let file = manifest::cell_path(dir, e.index);
+    let job_text = job.map(|j| format!(", job {j}")).unwrap_or_default();
+    Row {
+        run_id: format!("missing-cell-{}", e.index),
+        timestamp: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        host: String::new(),
+        status: Status::Missing,
+        error: format!(
+            "cell {} ({}) left no {}: array task {} of array {}{job_text}; its log is under {}",
+            e.index,
+            e.what,
+            file.display(),
+            e.task,
+            e.shape,
+            dir.join("logs").display()
+        ),
+        scheduler: "slurm".into(),
+        job_id: job.unwrap_or_default().into(),
+        array_task: Some(e.task as u32),
+        ..e.row.clone()
+    }
+}
+
+/// Reads every cell of the emitted sweep in `dir`.
+pub fn collect(dir: &Path) -> Result<Collected> {
+    let entries = manifest::read(dir)?;
+    let jobs = jobs(dir);
+    let mut c = Collected::default();
+    let header = long::devices_header();
+    for e in &entries {
+        let path = manifest::cell_path(dir, e.index);
+        let rows = if path.exists() { results_csv::read_rows(&path)? } else { vec![] };
+        if rows.is_empty() {
+            c.rows.push(missing_row(dir, e, jobs.get(&e.shape).map(|s| s.as_str())));
+            continue;
+        }
+        c.rows.extend(rows);
+        let devices = long::devices_path(&path);
+        if let Ok(text) = std::fs::read_to_string(&devices) {
+            let mut lines = text.lines();
+            if lines.next() == Some(header.as_str()) {
+                c.device_lines.extend(lines.map(str::to_string));
+            } else {
+                c.notes.push(format!("{}: another gpubench's per-device columns, left out", devices.display()));
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// The results file's text and its per-device file's.
+pub fn render(c: &Collected) -> (String, String) {
+    let mut rows = Row::header() + "\n";
+    for r in &c.rows {
+        rows += &Row { schema_version: results_csv::SCHEMA_VERSION, ..r.clone() }.to_record();
+    }
+    let mut devs = long::devices_header() + "\n";
+    for l in &c.device_lines {
+        devs += l;
+        devs.push('\n');
+    }
+    (rows, devs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_without_a_file_is_a_missing_row_naming_its_task_and_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Entry {
+            index: 0,
+            shape: 2,
+            task: 1,
+            args: vec![],
+            gpus: 0,
+            cpus: 1,
+            time_min: 5,
+            what: "ddp ×2 tinycnn".into(),
+            row: Row { strategy: "ddp".into(), n_devices: 2, host: "emitter".into(), ..Default::default() },
+        };
+        std::fs::write(manifest::manifest_path(dir.path()), manifest::render(std::slice::from_ref(&e)).unwrap())
+            .unwrap();
+        std::fs::write(jobs_path(dir.path()), "2 4711\n").unwrap();
+        let c = collect(dir.path()).unwrap();
+        let r = &c.rows[0];
+        assert_eq!((r.status, r.strategy.as_str(), r.n_devices, r.host.as_str()), (Status::Missing, "ddp", 2, ""));
+        assert_eq!((r.scheduler.as_str(), r.job_id.as_str(), r.array_task), ("slurm", "4711", Some(1)));
+        assert!(
+            r.error.contains("cell 0 (ddp ×2 tinycnn) left no")
+                && r.error.contains("array task 1 of array 2, job 4711")
+        );
+        let (rows, _) = render(&c);
+        assert!(rows.lines().nth(1).unwrap().contains(",missing,\"cell 0"), "{rows}");
+    }
+}

@@ -1,0 +1,130 @@
+//! `DIR/manifest.jsonl`: one line per cell of an emitted sweep. A cell is
+//! known by its index here, never by the host it ran on; its result goes to
+//! `DIR/cells/<index>.csv`.
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+use crate::error::usage;
+use crate::results::csv::Row;
+
+/// One cell: what to run, where it sits in the job arrays, and the row a
+/// missing result becomes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Entry {
+    pub index: usize,
+    /// Its job array (cells that need the same resources share one).
+    pub shape: usize,
+    /// Its task within that array (arrays count from 0 each).
+    pub task: usize,
+    /// `gpubench run` arguments, without --out and --quiet.
+    pub args: Vec<String>,
+    /// GPUs (0 on the CPU) and CPUs the cell's one task needs.
+    pub gpus: usize,
+    pub cpus: usize,
+    /// The array's time limit, minutes.
+    pub time_min: u64,
+    /// e.g. `ddp ×2 tinycnn 16px b8`, for lines and errors.
+    pub what: String,
+    /// The cell's configuration as a row, for a `missing` one.
+    pub row: Row,
+}
+
+pub fn manifest_path(dir: &Path) -> PathBuf {
+    dir.join("manifest.jsonl")
+}
+
+pub fn cells_dir(dir: &Path) -> PathBuf {
+    dir.join("cells")
+}
+
+/// Where cell `i`'s results file goes.
+pub fn cell_path(dir: &Path, i: usize) -> PathBuf {
+    cells_dir(dir).join(format!("{i}.csv"))
+}
+
+/// The manifest's text.
+pub fn render(entries: &[Entry]) -> Result<String> {
+    let mut s = String::new();
+    for e in entries {
+        s += &serde_json::to_string(e)?;
+        s.push('\n');
+    }
+    Ok(s)
+}
+
+/// Reads `DIR/manifest.jsonl`; a usage error naming the line when it is not one.
+pub fn read(dir: &Path) -> Result<Vec<Entry>> {
+    let p = manifest_path(dir);
+    let text = std::fs::read_to_string(&p).map_err(|e| {
+        usage(format!("{}: {e}; a directory written by `gpubench sweep --emit slurm DIR` has it", p.display()))
+    })?;
+    let mut v = vec![];
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let e: Entry = serde_json::from_str(line)
+            .map_err(|e| usage(format!("{}:{}: not a manifest line ({e})", p.display(), n + 1)))?;
+        if e.index != v.len() {
+            return Err(usage(format!(
+                "{}:{}: cell {} out of order (expected {})",
+                p.display(),
+                n + 1,
+                e.index,
+                v.len()
+            )));
+        }
+        v.push(e);
+    }
+    Ok(v)
+}
+
+/// Writes `text` to `path` through a file beside it and a rename, so a
+/// reader never sees half of it; true when it replaced a file.
+pub fn write_whole(path: &Path, text: &[u8]) -> Result<bool> {
+    use std::io::Write;
+    let existed = path.exists();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let res = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res.with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(existed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: usize) -> Entry {
+        Entry {
+            index: i,
+            shape: 1,
+            task: i,
+            args: vec!["--strategy".into(), "single".into()],
+            gpus: 0,
+            cpus: 1,
+            time_min: 30,
+            what: "single ×1".into(),
+            row: Row { strategy: "single".into(), n_devices: 1, ..Default::default() },
+        }
+    }
+
+    #[test]
+    fn a_manifest_reads_back_and_refuses_disorder() {
+        let dir = tempfile::tempdir().unwrap();
+        let es = vec![entry(0), entry(1)];
+        std::fs::write(manifest_path(dir.path()), render(&es).unwrap()).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), es);
+        std::fs::write(manifest_path(dir.path()), render(&[entry(1)]).unwrap()).unwrap();
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("manifest.jsonl:1: cell 1 out of order"), "{e}");
+        let e = read(&dir.path().join("nope")).unwrap_err().to_string();
+        assert!(e.contains("--emit slurm"), "{e}");
+    }
+}
