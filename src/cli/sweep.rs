@@ -16,7 +16,7 @@ use crate::device::{self, Devices};
 use crate::error::usage;
 use crate::sweep::frontier::Lever;
 use crate::sweep::plan::{
-    default_counts, resolve_pool, Cell, CellSpec, Emit, FrontierPlan, Matrix, MaxBatchPlan, Plan, Pool, Vary,
+    default_counts, resolve_pool, Cell, CellSpec, Emit, FrontierPlan, K8s, Matrix, MaxBatchPlan, Plan, Pool, Vary,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -88,8 +88,9 @@ pub(crate) struct SweepArgs {
     pub cell_timeout: Option<String>,
     /// Hand the cells to a cluster's scheduler instead of running them here:
     /// `--emit slurm DIR` writes DIR/manifest.jsonl and DIR/sweep.sbatch (a
-    /// job array per resource shape) and prints the sbatch commands; each
-    /// task writes DIR/cells/INDEX.csv, and `gpubench collect DIR` merges them.
+    /// job array per resource shape) and prints the sbatch commands; `--emit
+    /// k8s DIR` writes an Indexed Job per shape into DIR/k8s/. Each task
+    /// writes DIR/cells/INDEX.csv, and `gpubench collect DIR` merges them.
     #[arg(long, num_args = 2, value_names = ["SCHEDULER", "DIR"], conflicts_with_all = ["out", "charts", "html"])]
     pub emit: Vec<String>,
     /// With --emit slurm: at most P tasks of each array at once (`--array=…%P`).
@@ -98,6 +99,13 @@ pub(crate) struct SweepArgs {
     /// With --emit slurm: submit the arrays with sbatch (job ids into DIR/jobs.txt).
     #[arg(long, requires = "emit")]
     pub submit: bool,
+    /// With --emit k8s: the container image with gpubench on its PATH.
+    #[arg(long, value_name = "IMAGE", requires = "emit")]
+    pub image: Option<String>,
+    /// With --emit k8s: the PersistentVolumeClaim that holds DIR on every
+    /// pod (mounted at DIR's path).
+    #[arg(long, value_name = "CLAIM", requires = "emit")]
+    pub pvc: Option<String>,
     /// With --emit slurm: an sbatch option for every array, e.g.
     /// --sbatch=--partition=gpu or --sbatch=--account=proj (repeatable).
     #[arg(long, value_name = "OPTION", requires = "emit", allow_hyphen_values = true)]
@@ -420,26 +428,39 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
 /// `--emit SCHEDULER DIR` and its options, checked before any cell is built.
 fn emit_of(a: &SweepArgs) -> Result<Option<Emit>> {
     let [scheduler, dir] = a.emit.as_slice() else { return Ok(None) };
-    if scheduler != "slurm" {
-        return Err(usage(format!(
-            "--emit {scheduler}: gpubench emits Slurm job arrays (--emit slurm DIR); Kubernetes jobs are not written yet"
-        )));
+    let k8s = match scheduler.as_str() {
+        "slurm" => None,
+        "k8s" | "kubernetes" => {
+            let need =
+                |v: &Option<String>, what: &str| v.clone().ok_or_else(|| usage(format!("--emit k8s needs {what}")));
+            if !a.sbatch.is_empty() {
+                return Err(usage("--sbatch is for --emit slurm; a Kubernetes Job takes --image and --pvc"));
+            }
+            Some(K8s {
+                image: need(&a.image, "--image IMAGE: the container image with gpubench on its PATH")?,
+                claim: need(&a.pvc, "--pvc CLAIM: the volume claim that holds DIR on every pod")?,
+            })
+        }
+        other => return Err(usage(format!("--emit {other}: the schedulers are slurm and k8s"))),
+    };
+    if k8s.is_none() && (a.image.is_some() || a.pvc.is_some()) {
+        return Err(usage("--image and --pvc are for --emit k8s"));
     }
     if a.max_parallel == Some(0) {
         return Err(usage("--max-parallel 0: at least one task of an array must run"));
     }
     let dir = PathBuf::from(dir);
     if dir.exists() && !dir.is_dir() {
-        return Err(usage(format!("--emit slurm {}: not a directory", dir.display())));
+        return Err(usage(format!("--emit {scheduler} {}: not a directory", dir.display())));
     }
     if crate::fleet::manifest::manifest_path(&dir).exists() && !a.resume {
         return Err(usage(format!(
-            "--emit slurm {}: it holds an emitted sweep already; add --resume to re-emit its missing and failed cells, \
+            "--emit {scheduler} {}: it holds an emitted sweep already; add --resume to re-emit its missing and failed cells, \
              or choose another directory",
             dir.display()
         )));
     }
-    Ok(Some(Emit { dir, max_parallel: a.max_parallel, submit: a.submit, sbatch: a.sbatch.clone() }))
+    Ok(Some(Emit { dir, max_parallel: a.max_parallel, submit: a.submit, sbatch: a.sbatch.clone(), k8s }))
 }
 
 /// `sweep --cell DIR INDEX`: the manifest's cell, validated here as its run

@@ -264,7 +264,7 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
     use crate::fleet::{collect, manifest, slurm};
     std::fs::create_dir_all(e.dir.join("logs"))
         .and_then(|_| std::fs::create_dir_all(manifest::cells_dir(&e.dir)))
-        .map_err(|x| usage(format!("--emit slurm {}: cannot create it ({x})", e.dir.display())))?;
+        .map_err(|x| usage(format!("--emit {}: cannot create it ({x})", e.dir.display())))?;
     let dir = e.dir.canonicalize().with_context(|| format!("resolving {}", e.dir.display()))?;
     let cpu = plan.matrix.pool.is_cpu();
     let mut shapes: Vec<(usize, usize, u64)> = vec![];
@@ -296,6 +296,7 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
             time_min,
             what: c.describe(),
             row,
+            scheduler: if e.k8s.is_some() { "kubernetes" } else { "slurm" }.into(),
         });
         *task += 1;
     }
@@ -332,6 +333,9 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
     }
     let refs: Vec<&manifest::Entry> = again.iter().collect();
     let arrays = slurm::shapes(&refs);
+    if let Some(k) = &e.k8s {
+        return emit_k8s(&dir, e, k, &arrays, entries.len(), todo.len());
+    }
     let gpubench = child::child_program()?;
     let script_path = dir.join("sweep.sbatch");
     manifest::write_whole(&script_path, slurm::script(&dir, &gpubench, &arrays, &e.sbatch).as_bytes())?;
@@ -372,6 +376,53 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
         manifest::write_whole(&p, (before + &jobs).as_bytes())?;
     }
     println!("when the arrays are done: gpubench collect {} --out FILE.csv", dir.display());
+    Ok(0)
+}
+
+/// `--emit k8s`: an Indexed Job per shape into `DIR/k8s/`, applied with
+/// `--submit` (kubectl), else the command printed.
+fn emit_k8s(
+    dir: &std::path::Path,
+    e: &Emit,
+    k: &crate::sweep::plan::K8s,
+    arrays: &[crate::fleet::slurm::Shape],
+    cells: usize,
+    emitted: usize,
+) -> Result<i32> {
+    use crate::fleet::{collect, k8s, manifest};
+    let jobs_dir = dir.join("k8s");
+    std::fs::create_dir_all(&jobs_dir).with_context(|| format!("creating {}", jobs_dir.display()))?;
+    let pods = k8s::Pods { image: k.image.clone(), claim: k.claim.clone(), gpubench: "gpubench".into() };
+    let mut names = String::new();
+    for a in arrays {
+        let job = k8s::indexed_job(dir, a, e.max_parallel, &pods);
+        let path = jobs_dir.join(format!("job-{}.json", a.id));
+        manifest::write_whole(&path, (serde_json::to_string_pretty(&job)? + "\n").as_bytes())?;
+        names += &format!("{} {}\n", a.id, job["metadata"]["name"].as_str().unwrap_or_default());
+    }
+    println!(
+        "wrote {} ({cells} cells) and {} Indexed Job{} in {}{}",
+        manifest::manifest_path(dir).display(),
+        arrays.len(),
+        if arrays.len() == 1 { "" } else { "s" },
+        jobs_dir.display(),
+        if emitted < cells { format!(", {emitted} cells re-emitted") } else { String::new() }
+    );
+    if e.submit {
+        let o = std::process::Command::new("kubectl").arg("apply").arg("-f").arg(&jobs_dir).output().map_err(|x| {
+            anyhow::anyhow!("cannot run kubectl ({x}): drop --submit and apply {} yourself", jobs_dir.display())
+        })?;
+        if !o.status.success() {
+            anyhow::bail!("kubectl apply refused the Jobs: {}", String::from_utf8_lossy(&o.stderr).trim());
+        }
+        print!("{}", String::from_utf8_lossy(&o.stdout));
+        let p = collect::jobs_path(dir);
+        let before = std::fs::read_to_string(&p).unwrap_or_default();
+        manifest::write_whole(&p, (before + &names).as_bytes())?;
+    } else {
+        println!("kubectl apply -f {}", jobs_dir.display());
+    }
+    println!("when the Jobs are done: gpubench collect {} --out FILE.csv", dir.display());
     Ok(0)
 }
 

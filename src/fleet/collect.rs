@@ -51,7 +51,7 @@ pub fn missing_row(dir: &Path, e: &Entry, job: Option<&str>) -> Row {
         host: String::new(),
         status: Status::Missing,
         error: format!(
-            "cell {} ({}) left no {}: array task {} of array {}{job_text}; its log is under {}",
+            "cell {} ({}) left no {}: task {} of array {}{job_text}; its log is under {}",
             e.index,
             e.what,
             file.display(),
@@ -59,7 +59,7 @@ pub fn missing_row(dir: &Path, e: &Entry, job: Option<&str>) -> Row {
             e.shape,
             dir.join("logs").display()
         ),
-        scheduler: "slurm".into(),
+        scheduler: e.scheduler.clone(),
         job_id: job.unwrap_or_default().into(),
         array_task: Some(e.task as u32),
         ..e.row.clone()
@@ -124,6 +124,7 @@ mod tests {
             time_min: 5,
             what: "ddp ×2 tinycnn".into(),
             row: Row { strategy: "ddp".into(), n_devices: 2, host: "emitter".into(), ..Default::default() },
+            scheduler: "slurm".into(),
         };
         std::fs::write(manifest::manifest_path(dir.path()), manifest::render(std::slice::from_ref(&e)).unwrap())
             .unwrap();
@@ -132,10 +133,7 @@ mod tests {
         let r = &c.rows[0];
         assert_eq!((r.status, r.strategy.as_str(), r.n_devices, r.host.as_str()), (Status::Missing, "ddp", 2, ""));
         assert_eq!((r.scheduler.as_str(), r.job_id.as_str(), r.array_task), ("slurm", "4711", Some(1)));
-        assert!(
-            r.error.contains("cell 0 (ddp ×2 tinycnn) left no")
-                && r.error.contains("array task 1 of array 2, job 4711")
-        );
+        assert!(r.error.contains("cell 0 (ddp ×2 tinycnn) left no") && r.error.contains("task 1 of array 2, job 4711"));
         let (rows, _) = render(&c);
         assert!(rows.lines().nth(1).unwrap().contains(",missing,\"cell 0"), "{rows}");
     }

@@ -28,6 +28,13 @@ pub struct Entry {
     pub what: String,
     /// The cell's configuration as a row, for a `missing` one.
     pub row: Row,
+    /// slurm or kubernetes: who runs it.
+    #[serde(default = "slurm")]
+    pub scheduler: String,
+}
+
+fn slurm() -> String {
+    "slurm".into()
 }
 
 pub fn manifest_path(dir: &Path) -> PathBuf {
@@ -112,6 +119,7 @@ mod tests {
             time_min: 30,
             what: "single ×1".into(),
             row: Row { strategy: "single".into(), n_devices: 1, ..Default::default() },
+            scheduler: "slurm".into(),
         }
     }
 

@@ -8,6 +8,7 @@
 //!
 //! Torch-free, so that `collect` runs wherever the results land.
 pub mod collect;
+pub mod k8s;
 pub mod manifest;
 pub mod slurm;
 

@@ -116,6 +116,7 @@ mod tests {
             time_min: 12,
             what: String::new(),
             row: Row::default(),
+            scheduler: "slurm".into(),
         }
     }
 

@@ -263,7 +263,7 @@ pub struct Plan {
     pub emit: Option<Emit>,
 }
 
-/// `sweep --emit slurm DIR` and its options.
+/// `sweep --emit slurm|k8s DIR` and its options.
 #[derive(Debug, Clone)]
 pub struct Emit {
     pub dir: PathBuf,
@@ -271,6 +271,15 @@ pub struct Emit {
     pub submit: bool,
     /// Extra `#SBATCH` options.
     pub sbatch: Vec<String>,
+    /// `--emit k8s`: Indexed Jobs instead of job arrays.
+    pub k8s: Option<K8s>,
+}
+
+/// `--emit k8s`'s image and volume claim.
+#[derive(Debug, Clone)]
+pub struct K8s {
+    pub image: String,
+    pub claim: String,
 }
 
 /// Makes max-batch's probe at a batch, with extra axis values (a lever's).

@@ -398,3 +398,41 @@ fn compressed_gradients_equal_the_rounded_average() {
         assert!(changed > 1e-6, "{hook}: the applied gradient is the exact average: the hook did nothing");
     }
 }
+
+/// Two CPU ranks started as a Kubeflow PyTorchJob starts its pods: RANK,
+/// WORLD_SIZE, MASTER_ADDR, MASTER_PORT in a Kubernetes pod and no
+/// LOCAL_RANK. Each is local rank 0 of its own node; rank 0 writes one ok
+/// row, which says it ran under Kubernetes.
+#[test]
+fn two_ranks_started_the_pytorchjob_way_write_one_ok_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("k.csv");
+    let port = gpubench::dist::free_port().unwrap().to_string();
+    let line = format!(
+        "run --strategy ddp --cpu --model tinycnn --image-size 16 --batch-size 2 --steps 2 --warmup 1 --threads 1 \
+         --quiet --out {}",
+        out.display()
+    );
+    let pod = |rank: &str| {
+        gpubench(&line)
+            .env("RANK", rank)
+            .env("WORLD_SIZE", "2")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", &port)
+            .env("KUBERNETES_PORT", "tcp://10.96.0.1:443")
+            .env("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+            .env("GPUBENCH_JOB_ID", "sweep-pytorchjob")
+            .spawn_with(Stdio::inherit(), Stdio::piped())
+    };
+    let (p0, p1) = (pod("0"), pod("1"));
+    let (o0, o1) = (p0.wait_with_output().unwrap(), p1.wait_with_output().unwrap());
+    assert_eq!(o0.status.code(), Some(0), "{}", stderr(&o0));
+    assert_eq!(o1.status.code(), Some(0), "{}", stderr(&o1));
+    let rows = read_csv(&out);
+    assert_eq!(rows.len(), 1, "one row, from rank 0");
+    let r = &rows[0];
+    assert_eq!((r["status"].as_str(), r["n_devices"].as_str()), ("ok", "2"));
+    assert_eq!((r["scheduler"].as_str(), r["job_id"].as_str()), ("kubernetes", "sweep-pytorchjob"));
+    // each pod is a node of its own
+    assert_eq!(r["devices"], "cpu×1 ×2 nodes");
+}

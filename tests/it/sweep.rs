@@ -549,6 +549,35 @@ fn an_emitted_sweep_run_by_hand_collects_with_its_tasks_and_a_missing_cell() {
     assert!(script.contains("  2) cells=(1) ;;") && !script.contains("cells=(0)"), "{script}");
 }
 
+/// `--emit k8s`: an Indexed Job per shape, as JSON (which kubectl takes),
+/// read back here with what a cluster needs; the pods' cells are the manifest's.
+#[test]
+fn an_emitted_k8s_sweep_is_an_indexed_job_per_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(
+        dir.path(),
+        "sweep --cpu 2 --strategies ddp --device-counts 1,2 --models tinycnn --batch-sizes 8,16 --emit k8s sw \
+         --image reg/gpubench:0.1 --pvc sweep-results --max-parallel 1 -- --image-size 16 --steps 1",
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("2 Indexed Jobs") && out.contains("kubectl apply -f "), "{out}");
+    let sw = dir.path().join("sw");
+    let manifest = std::fs::read_to_string(sw.join("manifest.jsonl")).unwrap();
+    assert_eq!(manifest.lines().count(), 4);
+    assert!(manifest.contains("\"scheduler\":\"kubernetes\""));
+    for (shape, cells, cpu) in [(1, "0 2", 1), (2, "1 3", 2)] {
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(sw.join(format!("k8s/job-{shape}.json"))).unwrap()).unwrap();
+        assert_eq!(j["spec"]["completionMode"], "Indexed");
+        assert_eq!((j["spec"]["completions"].as_u64(), j["spec"]["parallelism"].as_u64()), (Some(2), Some(1)));
+        let c = &j["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["image"], "reg/gpubench:0.1");
+        assert_eq!(c["resources"]["limits"]["cpu"], cpu);
+        assert!(c["command"][2].as_str().unwrap().starts_with(&format!("set -- {cells}; ")), "{c}");
+    }
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("sweep --cpu 2 --models tinycnn", "--out");
@@ -592,10 +621,10 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("max-batch --cpu --model tinycnn --target-batch 64", "--frontier");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display();
-    assert_usage_error(
-        &format!("sweep --cpu 1 --models tinycnn --emit k8s {d}/k"),
-        "Kubernetes jobs are not written yet",
-    );
+    assert_usage_error(&format!("sweep --cpu 1 --models tinycnn --emit k8s {d}/k --pvc r"), "--image IMAGE");
+    assert_usage_error(&format!("sweep --cpu 1 --models tinycnn --emit k8s {d}/k --image i"), "--pvc CLAIM");
+    assert_usage_error(&format!("sweep --cpu 1 --models tinycnn --emit lsf {d}/k"), "slurm and k8s");
+    assert_usage_error(&format!("sweep --cpu 1 --models tinycnn --emit slurm {d}/k --image i"), "for --emit k8s");
     assert_usage_error(&format!("sweep --cpu 1 --models tinycnn --emit slurm {d}/s --out x.csv"), "--out");
     assert_usage_error(
         &format!("sweep --cpu 1 --models tinycnn --emit slurm {d}/s --max-parallel 0"),

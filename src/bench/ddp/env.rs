@@ -38,6 +38,16 @@ fn var(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<usize>
     }
 }
 
+/// Started as a Kubeflow PyTorchJob's pod: the operator sets RANK,
+/// WORLD_SIZE, MASTER_ADDR and MASTER_PORT in a Kubernetes pod
+/// (KUBERNETES_PORT), and none of the per-node variables torchrun would
+/// (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK): the test Lightning's
+/// KubeflowEnvironment makes.
+pub(crate) fn is_kubeflow(get: &dyn Fn(&str) -> Option<String>) -> bool {
+    ["KUBERNETES_PORT", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"].iter().all(|k| get(k).is_some())
+        && ["LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"].iter().all(|k| get(k).is_none())
+}
+
 impl DistEnv {
     /// Reads torchrun's or Slurm's variables through `get`; None when neither
     /// is set, i.e. when this process should launch the workers itself.
@@ -50,8 +60,11 @@ impl DistEnv {
         get: &dyn Fn(&str) -> Option<String>,
         ours: bool,
     ) -> Result<Option<DistEnv>> {
+        let kubeflow = is_kubeflow(get);
         let (rank, world, local) = if let (Some(r), Some(w)) = (var(get, "RANK")?, var(get, "WORLD_SIZE")?) {
-            (r, w, var(get, "LOCAL_RANK")?.unwrap_or(r))
+            // A PyTorchJob's pod is one rank on its own node: its GPU 0. By
+            // hand on one multi-GPU node, a missing LOCAL_RANK is the rank.
+            (r, w, if kubeflow { 0 } else { var(get, "LOCAL_RANK")?.unwrap_or(r) })
         } else if let (Some(r), Some(w)) = (var(get, "SLURM_PROCID")?, var(get, "SLURM_NTASKS")?) {
             (r, w, var(get, "SLURM_LOCALID")?.unwrap_or(r))
         } else {
@@ -79,6 +92,7 @@ impl DistEnv {
         };
         let local_world = match var(get, "LOCAL_WORLD_SIZE")?.filter(|&n| n > 0) {
             Some(n) => Some(n),
+            None if kubeflow => Some(1),
             None => slurm_local()?,
         };
         Ok(Some(DistEnv { rank, world_size: world, local_rank: local, local_world, master_addr, master_port, ours }))
@@ -122,6 +136,38 @@ mod tests {
     #[test]
     fn no_variables_means_launch() {
         assert_eq!(DistEnv::detect(None, None, &env(&[]), false).unwrap(), None);
+    }
+
+    /// The four ways a rank starts, told apart: a PyTorchJob pod is local
+    /// rank 0 of one; torchrun says its local rank; Slurm's tasks spread over
+    /// its nodes; by hand on one node, a missing LOCAL_RANK is the rank.
+    #[test]
+    fn a_pytorchjob_pod_is_local_rank_0_of_its_own_node() {
+        let kf = [("RANK", "3"), ("WORLD_SIZE", "4"), ("MASTER_ADDR", "job-master-0"), ("MASTER_PORT", "23456")];
+        let pod = |extra: &[(&str, &str)]| {
+            let mut v = kf.to_vec();
+            v.extend_from_slice(extra);
+            DistEnv::detect(None, None, &env(&v), false).unwrap().unwrap()
+        };
+        let d = pod(&[("KUBERNETES_PORT", "tcp://10.96.0.1:443")]);
+        assert_eq!((d.rank, d.world_size, d.local_rank, d.local_world, d.nnodes()), (3, 4, 0, Some(1), 4));
+        // torchrun inside a pod sets LOCAL_RANK: it is not a PyTorchJob rank.
+        let d = pod(&[("KUBERNETES_PORT", "tcp://10.96.0.1:443"), ("LOCAL_RANK", "1"), ("LOCAL_WORLD_SIZE", "2")]);
+        assert_eq!((d.local_rank, d.local_world), (1, Some(2)));
+        // by hand, outside Kubernetes
+        let d = pod(&[]);
+        assert_eq!((d.local_rank, d.local_world), (3, None));
+        // Slurm
+        let s = env(&[
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_NNODES", "2"),
+            ("MASTER_ADDR", "n0"),
+        ]);
+        let d = DistEnv::detect(None, None, &s, false).unwrap().unwrap();
+        assert_eq!((d.local_rank, d.local_world), (1, Some(2)));
+        assert!(!is_kubeflow(&s));
     }
 
     #[test]
