@@ -53,6 +53,7 @@ pub enum Job {
     Report(crate::cli::report::ReportArgs),
     Compare(crate::cli::report::CompareArgs),
     Check(crate::cli::report::CheckArgs),
+    Diagnose(crate::cli::report::DiagnoseArgs),
     #[cfg(feature = "torch")]
     Sweep(Box<crate::sweep::plan::Plan>),
     #[cfg(feature = "torch")]
@@ -130,6 +131,12 @@ pub(crate) fn configure(command: Command) -> Result<Job> {
         Command::Report(a) => Job::Report(a),
         Command::Compare(a) => Job::Compare(a),
         Command::Check(a) => Job::Check(a),
+        Command::Diagnose(a) => {
+            if let Some(p) = &a.html {
+                crate::report::html::check_html_path(p)?;
+            }
+            Job::Diagnose(a)
+        }
         #[cfg(feature = "torch")]
         Command::Sweep(a) if !a.cell.is_empty() => {
             let (dir, index, cell) = crate::cli::sweep::cell_job(&a.cell)?;
@@ -248,6 +255,9 @@ pub(crate) fn execute(job: Job) -> Result<i32> {
         Job::MaxBatch(plan) => commands::max_batch::run(*plan),
         #[cfg(feature = "torch")]
         Job::DataBench(spec, json) => commands::data_bench::run(&spec, json),
+        Job::Diagnose(a) => {
+            commands::report::run_diagnose(&a.files, a.baseline.as_deref(), a.max_drop, a.format, a.html.as_deref())
+        }
         Job::Collect(dir, out) => commands::collect::run(&dir, &out),
         Job::Schema(format) => commands::schema::run(format),
         Job::Upgrade(file) => commands::upgrade::run(&file),

@@ -97,3 +97,14 @@ fn collect_merges_an_emitted_sweep_without_libtorch() {
     assert_eq!(all.lines().count(), 3, "{all}");
     assert!(all.lines().nth(2).unwrap().contains(",missing,"), "{all}");
 }
+
+/// `diagnose` needs no libtorch: the regressed fixture against its baseline
+/// names what is slow and exits 1; the baseline against itself passes.
+#[test]
+fn diagnose_works_without_libtorch() {
+    let o = gpubench("diagnose current_regressed.csv --baseline baseline.csv", &fixtures());
+    assert_eq!(o.status.code(), Some(1), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(text(&o.stdout).contains("below the baseline"), "{}", text(&o.stdout));
+    let o = gpubench("diagnose baseline.csv --baseline baseline.csv", &fixtures());
+    assert_eq!(o.status.code(), Some(0), "{}{}", text(&o.stdout), text(&o.stderr));
+}

@@ -79,6 +79,10 @@ pub(crate) enum Command {
     Compare(report::CompareArgs),
     /// CI gate: exit 1 when the current results regressed against a baseline.
     Check(report::CheckArgs),
+    /// Which node or GPU of a fleet is slow: each row against its
+    /// configuration's baseline (a file, or the fleet's median); exit 1 when
+    /// something is defective.
+    Diagnose(report::DiagnoseArgs),
     /// Run a matrix of strategies × device counts × batch sizes × models, each
     /// cell in its own process; out-of-memory cells become `oom` rows.
     Sweep(#[cfg(feature = "torch")] Box<sweep::SweepArgs>, #[cfg(not(feature = "torch"))] NoTorch),

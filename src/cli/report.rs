@@ -97,3 +97,24 @@ impl CheckArgs {
         (opts, format)
     }
 }
+
+#[derive(Args, Debug, Clone)]
+pub struct DiagnoseArgs {
+    /// Results files from the fleet's nodes (several are read as one).
+    #[arg(required = true, value_name = "FILES")]
+    pub files: Vec<PathBuf>,
+    /// Known-good results to hold each configuration against; without it,
+    /// the fleet's own median of each configuration (3 rows or more).
+    #[arg(long, value_name = "B.csv")]
+    pub baseline: Option<PathBuf>,
+    /// How far below the baseline a row may be before it counts, when its
+    /// interval is apart too: `5%` or `0.05`.
+    #[arg(long, default_value = "5%", value_parser = parse_fraction, value_name = "PCT")]
+    pub max_drop: f64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write the diagnosis as one self-contained HTML page to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}

@@ -39,6 +39,7 @@ pub mod charts;
 pub mod check;
 pub mod comm;
 pub mod compare;
+pub mod diagnose;
 pub mod export;
 pub mod format;
 pub mod html;

@@ -411,3 +411,70 @@ fn every_reference_csv_reads_and_is_marked_published() {
     let dp = seed.stdout.lines().find(|l| l.contains(" dp ")).unwrap();
     assert!(dp.contains(" 310 "), "1281167 images / 4138.3 s: {dp}");
 }
+
+/// `diagnose` on a fleet made from one real CPU run: its row as four nodes'
+/// rows, then one node's figures scaled down by the test (so no timing of
+/// this machine decides the outcome). The slowed node is named, alone; the
+/// same fleet unscaled passes; a baseline file judges too.
+#[test]
+fn diagnose_names_the_one_slowed_node_and_passes_an_even_fleet() {
+    use gpubench::results::csv::{append_rows, read_rows};
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("one.csv");
+    let o = gpubench(&format!(
+        "run --cpu --model tinycnn --image-size 16 --num-classes 10 --steps 24 --warmup 2 --quiet --out {}",
+        one.display()
+    ))
+    .output();
+    assert!(o.status.success(), "{}", super::common::stderr(&o));
+    let real = read_rows(&one).unwrap().remove(0);
+    assert!(real.throughput_ci95_hi.is_some(), "the run has an interval");
+    let fleet = |slow: Option<(usize, f64)>, name: &str| -> PathBuf {
+        let p = dir.path().join(name);
+        let rows: Vec<_> = (1..=4)
+            .map(|i| {
+                let f = slow.filter(|s| s.0 == i).map_or(1.0, |s| s.1);
+                let scale = |v: Option<f64>| v.map(|x| x * f);
+                let mut r = real.clone();
+                r.host = format!("node-0{i}");
+                r.run_id = format!("{}-{i}", real.run_id);
+                r.throughput_img_s = scale(r.throughput_img_s);
+                r.throughput_ci95_lo = scale(r.throughput_ci95_lo);
+                r.throughput_ci95_hi = scale(r.throughput_ci95_hi);
+                r
+            })
+            .collect();
+        append_rows(&p, &rows).unwrap();
+        p
+    };
+    let even = fleet(None, "even.csv");
+    let o = gpubench(&format!("diagnose {}", even.display())).output();
+    assert_eq!(o.status.code(), Some(0), "{}", super::common::stdout(&o));
+    assert!(super::common::stdout(&o).contains("no defect among 4 rows"));
+    // Slowed by more than the widest interval a run can have here, so its interval is apart.
+    let (lo, hi) = (real.throughput_ci95_lo.unwrap(), real.throughput_ci95_hi.unwrap());
+    let f = (lo / hi * 0.8).min(0.8);
+    let slowed = fleet(Some((3, f)), "slowed.csv");
+    let o = gpubench(&format!("diagnose {} --format markdown", slowed.display())).output();
+    let out = super::common::stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let defects: Vec<&str> = out.lines().take_while(|l| !l.starts_with("1 of")).collect();
+    assert_eq!(defects.len(), 1, "{out}");
+    assert!(
+        defects[0].starts_with("node-03: tinycnn fp32 b") && defects[0].contains("below the fleet median"),
+        "{out}"
+    );
+    assert!(out.contains("1 of 4 rows defective"), "{out}");
+    // Against a baseline file: the slowed node alone, again.
+    let o = gpubench(&format!("diagnose {} --baseline {} --format json", slowed.display(), even.display())).output();
+    assert_eq!(o.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let bad: Vec<&str> = j["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["verdict"] != "ok")
+        .map(|r| r["place"].as_str().unwrap())
+        .collect();
+    assert_eq!(bad, ["node-03"]);
+}
