@@ -24,6 +24,8 @@ use crate::results::Status;
 const UTIL_SPREAD_PTS: f64 = 20.0;
 /// Peak memory max ÷ min across a run's devices above this (not for dp).
 const MEM_IMBALANCE: f64 = 1.25;
+/// A ddp rank computing this much longer than the ranks' median (%).
+const STRAGGLER_PCT: f64 = 10.0;
 
 /// One configuration as diagnose compares it: the configuration, the
 /// implementation and the GPU model (or CPU).
@@ -221,6 +223,11 @@ pub(crate) fn diagnose(runs: &[Run], baseline: Option<&[Run]>, max_drop: f64) ->
                     reasons.push(format!("peak memory ×{m:.2} across its devices"));
                 }
             }
+            if let (Some(rank), Some(x)) =
+                (row.slowest_rank, row.rank_compute_excess_pct.filter(|&x| x > STRAGGLER_PCT))
+            {
+                reasons.push(format!("rank {rank} computes {x:.0}% longer than the ranks' median (a straggler)"));
+            }
             if !row.interference.is_empty() {
                 reasons.push(format!("disturbed: {}", row.interference));
             }
@@ -283,10 +290,13 @@ mod tests {
         f[1].row.status = Status::Missing;
         f[1].row.error = "cell 1 left no file".into();
         f[4].row.mem_imbalance = Some(1.5);
+        f[4].row.slowest_rank = Some(3);
+        f[4].row.rank_compute_excess_pct = Some(25.0);
         let d = diagnose(&f, None, 0.05);
         let lines = d.lines();
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].contains("missing: cell 1 left no file") && lines[1].contains("peak memory ×1.50"));
+        assert!(lines[1].contains("rank 3 computes 25% longer than the ranks' median"), "{lines:?}");
         let two = runs_of(fleet(&[(1, 0.5)]).into_iter().take(2).map(|r| r.row).collect());
         let d = diagnose(&two, None, 0.05);
         assert_eq!(d.exit_code(), 0);

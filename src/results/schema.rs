@@ -324,6 +324,17 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
                   window (stray contexts on GPU 0 are a common cause of 'GPU 0 uses more'); ddp: rank 0's device.",
     },
     ColumnDoc {
+        name: "slowest_rank",
+        unit: "",
+        meaning: "ddp on 2+ ranks: the rank with the longest compute per step (the Reducer's forward plus backward \
+                  compute, averaged over its sampled iterations); wall step times are equal across ranks.",
+    },
+    ColumnDoc {
+        name: "rank_compute_excess_pct",
+        unit: "%",
+        meaning: "ddp on 2+ ranks: the slowest rank's compute over the ranks' median compute (a straggler's margin).",
+    },
+    ColumnDoc {
         name: "util_spread_pct",
         unit: "%",
         meaning: "Max − min mean GPU utilization across devices, in percentage points.",

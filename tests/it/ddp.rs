@@ -203,6 +203,9 @@ fn resnet18_two_ranks_row_is_sane() {
     // The Reducer's own statistics, and one per-device row per rank.
     assert!(num(r, "ddp_backward_comm_ms") > 0.0 && num(r, "ddp_backward_compute_ms") > 0.0);
     assert!(num(r, "ddp_buckets") >= 1.0);
+    // Which rank computed longest, from every rank's Reducer statistics (which one is the host's business).
+    assert!(["0", "1"].contains(&r["slowest_rank"].as_str()), "{r:?}");
+    assert!(num(r, "rank_compute_excess_pct") >= 0.0);
     let devs = read_csv(&dir.path().join("ddp.devices.csv"));
     assert_eq!(devs.len(), 2);
     assert_eq!(devs[1]["role"], "rank 1");

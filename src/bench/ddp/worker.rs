@@ -191,6 +191,7 @@ impl Session for Rank {
             reports[0].error += &format!("; no result from rank(s) {} (they stopped without one)", list.join(", "));
         }
         let (mut m, reducer, devs) = combine(&reports);
+        let slowest = slowest_rank(&reports);
         // Memory by part is rank 0's own: its device is the row's first.
         m.mem = mem;
         let data_skipped = distinct_bad(&reports);
@@ -201,6 +202,10 @@ impl Session for Rank {
                 row.ddp_backward_comm_ms = r.backward_comm_ms;
                 row.ddp_overlap_ms = r.backward_overlap_ms;
                 row.ddp_buckets = Some(r.buckets as u32);
+            }
+            if let Some((rank, excess)) = slowest {
+                row.slowest_rank = Some(rank as u32);
+                row.rank_compute_excess_pct = Some(excess);
             }
         };
         // fp16: every rank unscales the same averaged gradients, so rank 0's
@@ -385,6 +390,28 @@ pub(crate) fn distinct_bad(reports: &[RankReport]) -> Option<u64> {
 /// Combines ranks: a step takes as long as its slowest rank; the loss is the
 /// global mean (already agreed); the first rank to fail sets the status,
 /// named in the error.
+/// The rank whose compute (the Reducer's forward plus backward compute time,
+/// averaged over its sampled iterations) is the longest, and how much longer
+/// than the ranks' median it is, in %. Wall step times cannot tell: the
+/// all-reduce makes every rank wait for the slowest.
+pub(crate) fn slowest_rank(reports: &[RankReport]) -> Option<(usize, f64)> {
+    let compute: Vec<(usize, f64)> = reports
+        .iter()
+        .filter_map(|r| {
+            let s = r.reducer.as_ref()?;
+            Some((r.rank, s.forward_compute_ms? + s.backward_compute_ms?))
+        })
+        .collect();
+    if compute.len() < 2 || compute.len() != reports.len() {
+        return None;
+    }
+    let mut v: Vec<f64> = compute.iter().map(|c| c.1).collect();
+    v.sort_by(f64::total_cmp);
+    let median = if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
+    let (rank, ms) = compute.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    (median > 0.0).then(|| (rank, (ms / median - 1.0) * 100.0))
+}
+
 pub(crate) fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>, Vec<DeviceMetrics>) {
     let n = reports.iter().map(|r| r.step_secs.len()).min().unwrap_or(0);
     let step_secs: Vec<f64> = (0..n).map(|i| reports.iter().map(|r| r.step_secs[i]).fold(0.0, f64::max)).collect();
