@@ -47,6 +47,10 @@ pub(crate) struct SweepArgs {
     /// Device counts to run (default: 1, 2, 4, … up to all, and all).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub device_counts: Vec<usize>,
+    /// Nodes per ddp cell (default 1), for an emitted sweep: each node runs
+    /// the cell's devices, e.g. --node-counts 1,2,4 with --gpus 0,1,2,3.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub node_counts: Vec<usize>,
     /// Per-device batch sizes (default: 64).
     #[arg(long, value_delimiter = ',', value_name = "LIST", allow_negative_numbers = true)]
     pub batch_sizes: Vec<i64>,
@@ -409,8 +413,36 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
         // Fail before the first cell, with the fix, rather than in every PyTorch cell.
         crate::reference::python::find_python()?;
     }
-    let matrix = Matrix { pool, strategies, counts, batches, models, impls, vary, repeat };
-    let (cells, notes) = matrix.cells(&line.to_args(), &cell_config)?;
+    let nodes = if a.node_counts.is_empty() { vec![1] } else { dedup(&a.node_counts) };
+    if let Some(&m) = nodes.iter().find(|&&m| m == 0) {
+        return Err(usage(format!("--node-counts {m}: a cell runs on one node or more")));
+    }
+    if nodes.iter().any(|&m| m > 1) {
+        match &emit {
+            None => {
+                return Err(usage(
+                    "--node-counts above 1 needs a cluster: a sweep here runs on this machine; add --emit slurm DIR",
+                ))
+            }
+            Some(e) if e.k8s.is_some() => return Err(usage(
+                "--node-counts above 1 with --emit k8s: multi-pod cells need a Kubeflow PyTorchJob, which gpubench \
+                     does not write yet; emit them for Slurm, or sweep one node per pod",
+            )),
+            Some(_) if !strategies.contains(&StrategyKind::Ddp) => {
+                return Err(usage("--node-counts above 1: only ddp spans nodes; add ddp to --strategies"))
+            }
+            Some(_) => {}
+        }
+        for option in ["nnodes", "node-rank", "master-addr", "master-port"] {
+            if line.has(option) {
+                return Err(usage(format!(
+                    "--{option} among the run options after --: an emitted multi-node cell sets it where it runs"
+                )));
+            }
+        }
+    }
+    let matrix = Matrix { pool, strategies, counts, batches, models, impls, vary, repeat, nodes };
+    let (cells, notes) = matrix.cells(&line.to_args(), &sweep_cell_config)?;
     Ok(Plan {
         matrix,
         cells,
@@ -489,7 +521,7 @@ pub(crate) fn cell_job(spec: &[String]) -> Result<(PathBuf, (usize, usize), Cell
         None => None,
     };
     let devices = device::resolve(line.value("gpus"), cpu, true)?;
-    let cfg = cell_config(&e.args, devices)?;
+    let cfg = sweep_cell_config(&e.args, devices)?;
     Ok((dir, (e.index, entries.len()), Cell::of_config(e.args.clone(), cfg)))
 }
 
@@ -497,6 +529,18 @@ pub(crate) fn cell_job(spec: &[String]) -> Result<(PathBuf, (usize, usize), Cell
 /// validated as `gpubench run` validates them.
 pub(crate) fn cell_config(args: &[String], devices: Devices) -> Result<RunConfig> {
     parse_run_args(args)?.into_config(Placement::Local(devices))
+}
+
+/// A sweep cell's configuration. A multi-node cell (`--nnodes`) learns its
+/// node rank and rendezvous where it runs (`sweep --cell`); it is checked
+/// here with stand-ins for them, which its arguments never carry.
+pub(crate) fn sweep_cell_config(args: &[String], devices: Devices) -> Result<RunConfig> {
+    if !args.iter().any(|a| a.starts_with("--nnodes")) {
+        return cell_config(args, devices);
+    }
+    let mut with = args.to_vec();
+    with.extend(["--master-addr=127.0.0.1".to_string(), "--master-port=29500".to_string()]);
+    cell_config(&with, devices)
 }
 
 /// Checks `max-batch`'s arguments and validates its probe at the start batch.

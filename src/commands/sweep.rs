@@ -267,14 +267,15 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
         .map_err(|x| usage(format!("--emit {}: cannot create it ({x})", e.dir.display())))?;
     let dir = e.dir.canonicalize().with_context(|| format!("resolving {}", e.dir.display()))?;
     let cpu = plan.matrix.pool.is_cpu();
-    let mut shapes: Vec<(usize, usize, u64)> = vec![];
+    let mut shapes: Vec<(usize, usize, u64, usize)> = vec![];
     let mut counts: HashMap<usize, usize> = HashMap::new();
     let mut entries = vec![];
     for (index, c) in plan.cells.iter().enumerate() {
         // The CPU cell's replicas or ranks each want a core; GPU cells take the cluster's default CPUs.
         let (gpus, cpus) = if cpu { (0, c.n) } else { (c.n, 0) };
         let time_min = time_limit_min(c, plan.cell_timeout);
-        let key = (gpus, cpus, time_min);
+        let nodes = c.cfg.ddp.nnodes;
+        let key = (gpus, cpus, time_min, nodes);
         let shape = match shapes.iter().position(|s| *s == key) {
             Some(i) => i + 1,
             None => {
@@ -297,6 +298,7 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
             what: c.describe(),
             row,
             scheduler: if e.k8s.is_some() { "kubernetes" } else { "slurm" }.into(),
+            nodes,
         });
         *task += 1;
     }
@@ -426,12 +428,71 @@ fn emit_k8s(
     Ok(0)
 }
 
+/// Where this node sits in a multi-node cell: its rank (SLURM_NODEID, one
+/// task per node), and the rendezvous: MASTER_ADDR, else the job's first
+/// node (`scontrol show hostnames`); MASTER_PORT, else one derived from the
+/// job id, so that two cells on one node do not collide.
+fn node_placement() -> Result<(usize, String, u16)> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let node_rank: usize = var("SLURM_NODEID")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| usage("a multi-node cell runs under srun, one task per node (SLURM_NODEID is not set)"))?;
+    let addr = match var("MASTER_ADDR") {
+        Some(a) => a,
+        None => {
+            let list =
+                var("SLURM_JOB_NODELIST").ok_or_else(|| usage("neither MASTER_ADDR nor SLURM_JOB_NODELIST is set"))?;
+            let o = std::process::Command::new("scontrol")
+                .args(["show", "hostnames", &list])
+                .output()
+                .context("running scontrol show hostnames")?;
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_string)
+                .ok_or_else(|| anyhow::anyhow!("scontrol show hostnames {list} gave no host"))?
+        }
+    };
+    let port = match var("MASTER_PORT") {
+        Some(p) => p.parse().map_err(|_| usage(format!("MASTER_PORT={p} is not a port")))?,
+        None => 20000 + (var("SLURM_JOB_ID").and_then(|j| j.parse::<u64>().ok()).unwrap_or(0) % 20000) as u16,
+    };
+    Ok((node_rank, addr, port))
+}
+
 /// `sweep --cell DIR INDEX`: one cell into `DIR/cells/INDEX.csv`, written
 /// beside and renamed into place, so that a node never appends to a shared
 /// file and a reader never sees half of one. A cell run again replaces its
 /// file and keeps the previous one beside it, saying so.
 pub(crate) fn run_cell(dir: &std::path::Path, (index, total): (usize, usize), cell: &Cell) -> Result<i32> {
     use crate::fleet::manifest::cell_path;
+    let nodes = cell.cfg.ddp.nnodes;
+    let mut cell = cell.clone();
+    if nodes > 1 {
+        let (node_rank, addr, port) = node_placement()?;
+        cell.args.extend([
+            "--node-rank".into(),
+            node_rank.to_string(),
+            "--master-addr".into(),
+            addr,
+            "--master-port".into(),
+            port.to_string(),
+        ]);
+        if node_rank > 0 {
+            // Node 0's launcher writes the row; the others only run their ranks.
+            child::install_interrupt_handler();
+            let mut argv: Vec<std::ffi::OsString> = vec!["run".into()];
+            argv.extend(cell.args.iter().map(std::ffi::OsString::from));
+            argv.push("--quiet".into());
+            let program = child::child_program()?;
+            let spec =
+                child::ChildSpec { program: &program, args: argv, mem_limit: None, inherit_fd: None, timeout: None };
+            let res = child::run(&spec, || {})?;
+            println!("cell {index}: node {node_rank} of {nodes} ended ({:?})", res.ended.exit);
+            return Ok(if res.ended.exit == crate::proc::Exit::Code(0) { 0 } else { 1 });
+        }
+    }
+    let cell = &cell;
     let final_path = cell_path(dir, index);
     let tmp = final_path.with_file_name(format!(".{index}.{}.csv", std::process::id()));
     child::install_interrupt_handler();
@@ -457,7 +518,7 @@ pub(crate) fn run_cell(dir: &std::path::Path, (index, total): (usize, usize), ce
         std::fs::rename(&tmp_devs, long::devices_path(&final_path))?;
     }
     std::fs::rename(&tmp, &final_path).with_context(|| format!("writing {}", final_path.display()))?;
-    println!("cell {}", cell_line(index, total, &cell.describe(), &o));
+    println!("{}", cell_line(index + 1, total, &cell.describe(), &o));
     Ok(if o.row.status == Status::Ok { 0 } else { 1 })
 }
 

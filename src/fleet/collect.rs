@@ -125,6 +125,7 @@ mod tests {
             what: "ddp ×2 tinycnn".into(),
             row: Row { strategy: "ddp".into(), n_devices: 2, host: "emitter".into(), ..Default::default() },
             scheduler: "slurm".into(),
+            nodes: 1,
         };
         std::fs::write(manifest::manifest_path(dir.path()), manifest::render(std::slice::from_ref(&e)).unwrap())
             .unwrap();

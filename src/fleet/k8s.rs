@@ -70,7 +70,7 @@ mod tests {
 
     #[test]
     fn an_indexed_job_holds_what_a_cluster_needs() {
-        let a = Shape { id: 2, cells: vec![1, 4, 5], gpus: 4, cpus: 0, time_min: 10 };
+        let a = Shape { id: 2, cells: vec![1, 4, 5], gpus: 4, cpus: 0, time_min: 10, nodes: 1 };
         let p = Pods { image: "reg/gpubench:1".into(), claim: "results".into(), gpubench: "gpubench".into() };
         // Written, then parsed back as kubectl would read it.
         let text = serde_json::to_string_pretty(&indexed_job(Path::new("/shared/sw"), &a, Some(2), &p)).unwrap();

@@ -31,6 +31,13 @@ pub struct Entry {
     /// slurm or kubernetes: who runs it.
     #[serde(default = "slurm")]
     pub scheduler: String,
+    /// Nodes the cell spans (ddp over --nnodes; one task per node).
+    #[serde(default = "one")]
+    pub nodes: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 fn slurm() -> String {
@@ -120,6 +127,7 @@ mod tests {
             what: "single ×1".into(),
             row: Row { strategy: "single".into(), n_devices: 1, ..Default::default() },
             scheduler: "slurm".into(),
+            nodes: 1,
         }
     }
 

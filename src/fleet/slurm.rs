@@ -15,6 +15,8 @@ pub struct Shape {
     pub gpus: usize,
     pub cpus: usize,
     pub time_min: u64,
+    /// Nodes per task (a multi-node ddp cell: one task per node, through srun).
+    pub nodes: usize,
 }
 
 /// The arrays for `entries`, in the order their first cells come.
@@ -23,9 +25,14 @@ pub fn shapes(entries: &[&Entry]) -> Vec<Shape> {
     for e in entries {
         match v.iter_mut().find(|s| s.id == e.shape) {
             Some(s) => s.cells.push(e.index),
-            None => {
-                v.push(Shape { id: e.shape, cells: vec![e.index], gpus: e.gpus, cpus: e.cpus, time_min: e.time_min })
-            }
+            None => v.push(Shape {
+                id: e.shape,
+                cells: vec![e.index],
+                gpus: e.gpus,
+                cpus: e.cpus,
+                time_min: e.time_min,
+                nodes: e.nodes,
+            }),
         }
     }
     v
@@ -60,6 +67,10 @@ pub fn script(dir: &Path, gpubench: &Path, arrays: &[Shape], extra: &[String]) -
     s += "task=${SLURM_ARRAY_TASK_ID:?not a Slurm array task: set SLURM_ARRAY_TASK_ID}\n";
     s += "cell=${cells[$task]:-}\n";
     s += "[ -n \"$cell\" ] || { echo \"gpubench: array task $task is beyond this array's ${#cells[@]} cells\" >&2; exit 2; }\n";
+    // A multi-node cell: one task per node, each its node's launcher.
+    s += "if [ \"${SLURM_JOB_NUM_NODES:-1}\" -gt 1 ]; then\n";
+    s += "  exec srun --ntasks-per-node=1 \"$gpubench\" sweep --cell \"$dir\" \"$cell\"\n";
+    s += "fi\n";
     s += "exec \"$gpubench\" sweep --cell \"$dir\" \"$cell\"\n";
     s
 }
@@ -72,7 +83,11 @@ pub fn sbatch_args(dir: &Path, a: &Shape, max_parallel: Option<usize>) -> Vec<St
         Some(p) => format!("--array=0-{last}%{p}"),
         None => format!("--array=0-{last}"),
     });
-    v.extend(["--nodes=1".into(), "--ntasks=1".into()]);
+    if a.nodes > 1 {
+        v.extend([format!("--nodes={}", a.nodes), "--ntasks-per-node=1".into()]);
+    } else {
+        v.extend(["--nodes=1".into(), "--ntasks=1".into()]);
+    }
     if a.gpus > 0 {
         v.push(format!("--gres=gpu:{}", a.gpus));
     }
@@ -117,6 +132,7 @@ mod tests {
             what: String::new(),
             row: Row::default(),
             scheduler: "slurm".into(),
+            nodes: 1,
         }
     }
 
@@ -147,5 +163,9 @@ mod tests {
             ]
         );
         assert!(!sbatch_args(Path::new("/d"), &a[0], None).iter().any(|x| x.starts_with("--gres")));
+        let two = Shape { nodes: 2, ..a[1].clone() };
+        let b = sbatch_args(Path::new("/d"), &two, None);
+        assert_eq!(b[2..4], ["--nodes=2", "--ntasks-per-node=1"]);
+        assert!(s.contains("exec srun --ntasks-per-node=1 \"$gpubench\" sweep --cell"));
     }
 }

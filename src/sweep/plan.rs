@@ -176,6 +176,8 @@ pub struct Matrix {
     /// `--vary` axes, in the order given.
     pub vary: Vec<Vary>,
     pub repeat: u32,
+    /// `--node-counts`: nodes per ddp cell (1 for the other strategies).
+    pub nodes: Vec<usize>,
 }
 
 /// Every combination of the `--vary` axes' values, the first axis outermost:
@@ -214,9 +216,13 @@ impl Matrix {
         for r in 0..repeat {
             for &model in models {
                 for &batch in batches {
-                    for &n in counts {
+                    for (&n, &m) in counts.iter().flat_map(|n| self.nodes.iter().map(move |m| (n, m))) {
                         for &strategy in strategies {
                             if strategy == StrategyKind::Single && n != 1 {
+                                continue;
+                            }
+                            // Only ddp spans nodes.
+                            if m > 1 && strategy != StrategyKind::Ddp {
                                 continue;
                             }
                             // Variants and implementations innermost: the runs to
@@ -226,7 +232,12 @@ impl Matrix {
                                     if imp == Impl::Pytorch && strategy == StrategyKind::Dp && pytorch_dp_skipped {
                                         continue;
                                     }
-                                    let vary = combo.iter().map(|(i, v)| (self.vary[*i].clone(), v.clone())).collect();
+                                    let mut vary: Vec<(Vary, String)> =
+                                        combo.iter().map(|(i, v)| (self.vary[*i].clone(), v.clone())).collect();
+                                    if m > 1 {
+                                        let nnodes = Vary { option: "nnodes".into(), values: vec![], flag: false };
+                                        vary.push((nnodes, m.to_string()));
+                                    }
                                     let spec =
                                         CellSpec { implementation: imp, strategy, n, model, batch, vary, repeat: r };
                                     cells.push(Cell::new(spec, pool, common, validate)?);
@@ -427,8 +438,13 @@ impl Cell {
     pub(crate) fn describe(&self) -> String {
         let which = if self.implementation == Impl::Pytorch { " (pytorch)" } else { "" };
         let (s, n, m) = (self.strategy.name(), self.n, self.model.name());
-        let varied: String = self.varied.iter().map(|v| format!(" {v}")).collect();
-        format!("{s} ×{n} {m} {}px b{}{varied}{which}", self.cfg.image_size, self.batch)
+        let varied: String =
+            self.varied.iter().filter(|v| !v.starts_with("nnodes=")).map(|v| format!(" {v}")).collect();
+        let nodes = match self.cfg.ddp.nnodes {
+            1 => String::new(),
+            k => format!(" ×{k} nodes"),
+        };
+        format!("{s} ×{n}{nodes} {m} {}px b{}{varied}{which}", self.cfg.image_size, self.batch)
     }
 }
 

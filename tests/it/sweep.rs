@@ -578,6 +578,46 @@ fn an_emitted_k8s_sweep_is_an_indexed_job_per_shape() {
     }
 }
 
+/// A 2-node ddp cell (`--node-counts 2`), run as srun runs it: one
+/// `sweep --cell` per node with its SLURM_NODEID, both on this machine here.
+/// Each node's process is its node's launcher; node 0's writes the row.
+#[test]
+fn a_two_node_cell_runs_one_launcher_per_node_and_node_0_writes_the_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(
+        dir.path(),
+        "sweep --cpu 1 --strategies ddp --device-counts 1 --node-counts 2 --models tinycnn --batch-sizes 8 \
+         --emit slurm sw -- --image-size 16 --num-classes 10 --steps 2 --warmup 1 --threads 1",
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("--nodes=2 --ntasks-per-node=1"), "{out}");
+    let port = gpubench::dist::free_port().unwrap().to_string();
+    let node = |r: &str| {
+        sweep_in(dir.path(), "sweep --cell sw 0")
+            .env("SLURM_NODEID", r)
+            .env("SLURM_PROCID", r)
+            .env("SLURM_NTASKS", "2")
+            .env("SLURM_JOB_NUM_NODES", "2")
+            .env("SLURM_JOB_ID", "88")
+            .env("SLURM_ARRAY_JOB_ID", "88")
+            .env("SLURM_ARRAY_TASK_ID", "0")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", &port)
+            .spawn_with(Stdio::inherit(), Stdio::piped())
+    };
+    let (n0, n1) = (node("0"), node("1"));
+    let (o0, o1) = (n0.wait_with_output().unwrap(), n1.wait_with_output().unwrap());
+    assert_eq!(o0.status.code(), Some(0), "{}{}", stdout(&o0), stderr(&o0));
+    assert_eq!(o1.status.code(), Some(0), "{}{}", stdout(&o1), stderr(&o1));
+    let rows = results_csv::read_rows(&dir.path().join("sw/cells/0.csv")).unwrap();
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!((r.status.name(), r.n_devices, r.devices.as_str()), ("ok", 2, "cpu×1 ×2 nodes"));
+    assert_eq!((r.job_id.as_str(), r.array_task), ("88", Some(0)));
+    assert_usage_error("sweep --cpu 1 --strategies ddp --node-counts 2 --out x.csv", "add --emit slurm DIR");
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("sweep --cpu 2 --models tinycnn", "--out");
