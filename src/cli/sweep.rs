@@ -424,10 +424,6 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
                     "--node-counts above 1 needs a cluster: a sweep here runs on this machine; add --emit slurm DIR",
                 ))
             }
-            Some(e) if e.k8s.is_some() => return Err(usage(
-                "--node-counts above 1 with --emit k8s: multi-pod cells need a Kubeflow PyTorchJob, which gpubench \
-                     does not write yet; emit them for Slurm, or sweep one node per pod",
-            )),
             Some(_) if !strategies.contains(&StrategyKind::Ddp) => {
                 return Err(usage("--node-counts above 1: only ddp spans nodes; add ddp to --strategies"))
             }
@@ -512,7 +508,15 @@ pub(crate) fn cell_job(spec: &[String]) -> Result<(PathBuf, (usize, usize), Cell
     // step's one task, not ranks of this cell: a single-node cell launches its
     // own ranks and must not take itself for rank 0 of a world of 1. Removed
     // here, before anything of this process can start a thread.
-    for v in ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID"] {
+    // A PyTorchJob's pod of a multi-node cell is likewise its node's
+    // launcher: its RANK is the node's rank (kept as GPUBENCH_NODE_RANK), not
+    // a rank of its own.
+    if std::env::var_os("SLURM_NODEID").is_none() && std::env::var_os("KUBERNETES_PORT").is_some() {
+        if let Some(r) = std::env::var_os("RANK") {
+            std::env::set_var("GPUBENCH_NODE_RANK", r);
+        }
+    }
+    for v in ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "RANK", "WORLD_SIZE", "LOCAL_RANK"] {
         std::env::remove_var(v);
     }
     let line = RunLine::parse(&e.args)?;

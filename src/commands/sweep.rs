@@ -396,17 +396,29 @@ fn emit_k8s(
     std::fs::create_dir_all(&jobs_dir).with_context(|| format!("creating {}", jobs_dir.display()))?;
     let pods = k8s::Pods { image: k.image.clone(), claim: k.claim.clone(), gpubench: "gpubench".into() };
     let mut names = String::new();
-    for a in arrays {
+    for a in arrays.iter().filter(|a| a.nodes > 1) {
+        for &cell in &a.cells {
+            let job = k8s::pytorch_job(dir, cell, a, &pods);
+            let path = jobs_dir.join(format!("cell-{cell}.json"));
+            manifest::write_whole(&path, (serde_json::to_string_pretty(&job)? + "\n").as_bytes())?;
+            names += &format!("{} {}\n", a.id, job["metadata"]["name"].as_str().unwrap_or_default());
+        }
+    }
+    for a in arrays.iter().filter(|a| a.nodes == 1) {
         let job = k8s::indexed_job(dir, a, e.max_parallel, &pods);
         let path = jobs_dir.join(format!("job-{}.json", a.id));
         manifest::write_whole(&path, (serde_json::to_string_pretty(&job)? + "\n").as_bytes())?;
         names += &format!("{} {}\n", a.id, job["metadata"]["name"].as_str().unwrap_or_default());
     }
     println!(
-        "wrote {} ({cells} cells) and {} Indexed Job{} in {}{}",
+        "wrote {} ({cells} cells) and {} Indexed Job{}{} in {}{}",
         manifest::manifest_path(dir).display(),
-        arrays.len(),
-        if arrays.len() == 1 { "" } else { "s" },
+        arrays.iter().filter(|a| a.nodes == 1).count(),
+        if arrays.iter().filter(|a| a.nodes == 1).count() == 1 { "" } else { "s" },
+        match arrays.iter().filter(|a| a.nodes > 1).map(|a| a.cells.len()).sum::<usize>() {
+            0 => String::new(),
+            n => format!(" and {n} PyTorchJob{}", if n == 1 { "" } else { "s" }),
+        },
         jobs_dir.display(),
         if emitted < cells { format!(", {emitted} cells re-emitted") } else { String::new() }
     );
@@ -429,14 +441,15 @@ fn emit_k8s(
 }
 
 /// Where this node sits in a multi-node cell: its rank (SLURM_NODEID, one
-/// task per node), and the rendezvous: MASTER_ADDR, else the job's first
+/// task per node; a PyTorchJob pod's RANK), and the rendezvous: MASTER_ADDR, else the job's first
 /// node (`scontrol show hostnames`); MASTER_PORT, else one derived from the
 /// job id, so that two cells on one node do not collide.
 fn node_placement() -> Result<(usize, String, u16)> {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let node_rank: usize = var("SLURM_NODEID")
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| usage("a multi-node cell runs under srun, one task per node (SLURM_NODEID is not set)"))?;
+    let node_rank: usize =
+        var("SLURM_NODEID").or_else(|| var("GPUBENCH_NODE_RANK")).and_then(|v| v.parse().ok()).ok_or_else(|| {
+            usage("a multi-node cell runs one task per node: under srun (SLURM_NODEID) or a PyTorchJob (RANK)")
+        })?;
     let addr = match var("MASTER_ADDR") {
         Some(a) => a,
         None => {

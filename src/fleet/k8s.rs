@@ -64,6 +64,44 @@ pub fn indexed_job(dir: &Path, a: &Shape, max_parallel: Option<usize>, p: &Pods)
     })
 }
 
+/// A multi-node cell as a Kubeflow PyTorchJob: a Master pod and M−1
+/// Workers, each with the cell's GPUs. The operator sets RANK (the pod's
+/// index), WORLD_SIZE, MASTER_ADDR and MASTER_PORT; `sweep --cell` takes RANK
+/// as its node's rank and runs that node's launcher, so each pod drives all
+/// its GPUs. Restarts are off: a failed cell keeps its row.
+pub fn pytorch_job(dir: &Path, cell: usize, a: &Shape, p: &Pods) -> Value {
+    let d = dir.display().to_string();
+    let limits = if a.gpus > 0 { json!({ "nvidia.com/gpu": a.gpus }) } else { json!({ "cpu": a.cpus.max(1) }) };
+    let pod = json!({
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "pytorch",
+                "image": p.image,
+                "command": [p.gpubench, "sweep", "--cell", d, cell.to_string()],
+                "env": [
+                    { "name": "GPUBENCH_JOB_ID",
+                      "valueFrom": { "fieldRef": { "fieldPath": "metadata.labels['training.kubeflow.org/job-name']" } } },
+                    { "name": "GPUBENCH_NODE_NAME", "valueFrom": { "fieldRef": { "fieldPath": "spec.nodeName" } } }
+                ],
+                "resources": { "limits": limits },
+                "volumeMounts": [{ "name": "sweep", "mountPath": d }]
+            }],
+            "volumes": [{ "name": "sweep", "persistentVolumeClaim": { "claimName": p.claim } }]
+        }
+    });
+    let replicas = |n: usize| json!({ "replicas": n, "restartPolicy": "Never", "template": pod.clone() });
+    json!({
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": { "name": format!("gpubench-sweep-cell-{cell}"), "labels": { "app": "gpubench" } },
+        "spec": {
+            "runPolicy": { "backoffLimit": 0, "activeDeadlineSeconds": a.time_min * 60 },
+            "pytorchReplicaSpecs": { "Master": replicas(1), "Worker": replicas(a.nodes - 1) }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +141,16 @@ mod tests {
             .output()
             .unwrap();
         assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "4");
+        // A 3-node cell: a PyTorchJob of a Master and two Workers, each pod with the cell's GPUs.
+        let three = Shape { nodes: 3, ..a.clone() };
+        let text = serde_json::to_string_pretty(&pytorch_job(Path::new("/shared/sw"), 4, &three, &p)).unwrap();
+        let j: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!((j["apiVersion"].as_str(), j["kind"].as_str()), (Some("kubeflow.org/v1"), Some("PyTorchJob")));
+        let r = &j["spec"]["pytorchReplicaSpecs"];
+        assert_eq!((r["Master"]["replicas"].as_u64(), r["Worker"]["replicas"].as_u64()), (Some(1), Some(2)));
+        let c = &r["Worker"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["command"], json!(["gpubench", "sweep", "--cell", "/shared/sw", "4"]));
+        assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], 4);
         let cpu = Shape { gpus: 0, cpus: 2, ..a };
         assert_eq!(
             indexed_job(Path::new("/d"), &cpu, None, &p)["spec"]["template"]["spec"]["containers"][0]["resources"]

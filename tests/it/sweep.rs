@@ -618,6 +618,45 @@ fn a_two_node_cell_runs_one_launcher_per_node_and_node_0_writes_the_row() {
     assert_usage_error("sweep --cpu 1 --strategies ddp --node-counts 2 --out x.csv", "add --emit slurm DIR");
 }
 
+/// The same 2-node cell emitted for Kubernetes: a PyTorchJob, whose two
+/// pods (RANK 0 and 1 in a pod, no LOCAL_RANK) each run `sweep --cell` as
+/// their node's launcher; the master pod's writes the row.
+#[test]
+fn a_two_node_cell_on_kubernetes_is_a_pytorchjob_whose_pods_are_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(
+        dir.path(),
+        "sweep --cpu 1 --strategies ddp --device-counts 1 --node-counts 1,2 --models tinycnn --batch-sizes 8 \
+         --emit k8s sw --image reg/gpubench --pvc res -- --image-size 16 --num-classes 10 --steps 2 --warmup 1 \
+         --threads 1",
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("1 Indexed Job and 1 PyTorchJob"), "{out}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("sw/k8s/cell-1.json")).unwrap()).unwrap();
+    assert_eq!(j["kind"], "PyTorchJob");
+    assert_eq!(j["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"], 1);
+    let port = gpubench::dist::free_port().unwrap().to_string();
+    let pod = |r: &str| {
+        sweep_in(dir.path(), "sweep --cell sw 1")
+            .env("RANK", r)
+            .env("WORLD_SIZE", "2")
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", &port)
+            .env("KUBERNETES_PORT", "tcp://10.96.0.1:443")
+            .env("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+            .spawn_with(Stdio::inherit(), Stdio::piped())
+    };
+    let (p0, p1) = (pod("0"), pod("1"));
+    let (o0, o1) = (p0.wait_with_output().unwrap(), p1.wait_with_output().unwrap());
+    assert_eq!(o0.status.code(), Some(0), "{}{}", stdout(&o0), stderr(&o0));
+    assert_eq!(o1.status.code(), Some(0), "{}{}", stdout(&o1), stderr(&o1));
+    let r = &results_csv::read_rows(&dir.path().join("sw/cells/1.csv")).unwrap()[0];
+    assert_eq!((r.status.name(), r.n_devices, r.devices.as_str()), ("ok", 2, "cpu×1 ×2 nodes"));
+    assert_eq!(r.scheduler, "kubernetes");
+}
+
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("sweep --cpu 2 --models tinycnn", "--out");
