@@ -50,6 +50,8 @@ pub enum Job {
     #[cfg(feature = "torch")]
     Predict(Box<PredictConfig>),
     Collect(std::path::PathBuf, std::path::PathBuf),
+    #[cfg(feature = "torch")]
+    Peak(Box<crate::bench::peak::PeakPlan>),
     Report(crate::cli::report::ReportArgs),
     Compare(crate::cli::report::CompareArgs),
     Check(crate::cli::report::CheckArgs),
@@ -151,6 +153,8 @@ pub(crate) fn configure(command: Command) -> Result<Job> {
             let (spec, json) = a.into_spec()?;
             Job::DataBench(Box::new(spec), json)
         }
+        #[cfg(feature = "torch")]
+        Command::Peak(a) => Job::Peak(Box::new(crate::cli::peak::plan(a)?)),
         Command::Collect(a) => {
             crate::results::csv::existing_parent(&a.out, "--out")?;
             Job::Collect(a.dir, a.out)
@@ -165,7 +169,8 @@ pub(crate) fn configure(command: Command) -> Result<Job> {
         | Command::Predict(_)
         | Command::Sweep(_)
         | Command::MaxBatch(_)
-        | Command::DataBench(_) => return Err(without_torch(&command)),
+        | Command::DataBench(_)
+        | Command::Peak(_) => return Err(without_torch(&command)),
         #[cfg(feature = "torch")]
         Command::Rank(w) => match parse_wrapped(&w.line)? {
             Command::Run(a) => {
@@ -258,6 +263,8 @@ pub(crate) fn execute(job: Job) -> Result<i32> {
         Job::Diagnose(a) => {
             commands::report::run_diagnose(&a.files, a.baseline.as_deref(), a.max_drop, a.format, a.html.as_deref())
         }
+        #[cfg(feature = "torch")]
+        Job::Peak(plan) => commands::peak::run(&plan),
         Job::Collect(dir, out) => commands::collect::run(&dir, &out),
         Job::Schema(format) => commands::schema::run(format),
         Job::Upgrade(file) => commands::upgrade::run(&file),
@@ -273,6 +280,7 @@ fn without_torch(command: &Command) -> anyhow::Error {
         Command::Infer(_) => "infer",
         Command::Allreduce(_) => "allreduce",
         Command::Predict(_) => "predict",
+        Command::Peak(_) => "peak",
         Command::Sweep(_) => "sweep",
         Command::MaxBatch(_) => "max-batch",
         Command::DataBench(_) => "data-bench",

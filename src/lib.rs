@@ -25,6 +25,7 @@
 #![cfg_attr(not(feature = "torch"), allow(dead_code))]
 
 pub mod app;
+pub mod arch;
 #[cfg(feature = "torch")]
 pub mod bench;
 pub mod cli;

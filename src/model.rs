@@ -3,6 +3,7 @@
 use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
+use crate::arch::{self, BlockKind};
 use crate::config::{ModelKind, RunConfig};
 
 /// A model: a module, and for the ResNets their stages one by one
@@ -41,26 +42,9 @@ pub fn build_model(cfg: &RunConfig, device: tch::Device) -> (nn::VarStore, Model
 }
 
 pub(crate) fn build(p: &nn::Path, kind: ModelKind, num_classes: i64) -> Model {
-    match ResNet::depth(kind) {
+    match arch::depth(kind) {
         Some((block, blocks)) => Box::new(ResNet::new(p, block, blocks, num_classes)),
         None => Box::new(tiny_cnn(p, num_classes)),
-    }
-}
-
-/// A ResNet block's kind: two 3×3 convolutions (ResNet-18/34), or the
-/// 1×1, 3×3, 1×1 bottleneck that widens its output 4× (ResNet-50 and up).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BlockKind {
-    Basic,
-    Bottleneck,
-}
-
-impl BlockKind {
-    fn expansion(self) -> i64 {
-        match self {
-            BlockKind::Basic => 1,
-            BlockKind::Bottleneck => 4,
-        }
     }
 }
 
@@ -94,12 +78,8 @@ impl Block {
     /// Variables are made in torchvision's order (conv1, bn1, conv2, …, then
     /// downsample.0 and .1), so a seed draws the same initial weights.
     fn new(p: &nn::Path, kind: BlockKind, c_in: i64, width: i64, stride: i64) -> Block {
-        let c_out = width * kind.expansion();
-        // (in, out, kernel, stride) of each convolution.
-        let shapes = match kind {
-            BlockKind::Basic => vec![(c_in, width, 3, stride), (width, width, 3, 1)],
-            BlockKind::Bottleneck => vec![(c_in, width, 1, 1), (width, width, 3, stride), (width, c_out, 1, 1)],
-        };
+        // (in, out, kernel, stride) of each convolution: `arch`'s, which `arch::forward_macs` counts.
+        let (shapes, projection) = arch::block_convs(kind, c_in, width, stride);
         let convs = shapes
             .into_iter()
             .enumerate()
@@ -108,8 +88,7 @@ impl Block {
                 ConvBn::new(p, (&conv, &bn), (a, b), k, s)
             })
             .collect();
-        let shortcut = (stride != 1 || c_in != c_out)
-            .then(|| ConvBn::new(&(p / "downsample"), ("0", "1"), (c_in, c_out), 1, stride));
+        let shortcut = projection.map(|(a, b, k, s)| ConvBn::new(&(p / "downsample"), ("0", "1"), (a, b), k, s));
         Block { convs, shortcut }
     }
 
@@ -141,24 +120,12 @@ pub struct ResNet {
 }
 
 impl ResNet {
-    /// The block kind and blocks per stage of a ResNet `kind`; None for
-    /// models that are not ResNets.
-    pub(crate) fn depth(kind: ModelKind) -> Option<(BlockKind, [i64; 4])> {
-        Some(match kind {
-            ModelKind::Resnet18 => (BlockKind::Basic, [2, 2, 2, 2]),
-            ModelKind::Resnet34 => (BlockKind::Basic, [3, 4, 6, 3]),
-            ModelKind::Resnet50 => (BlockKind::Bottleneck, [3, 4, 6, 3]),
-            ModelKind::Resnet101 => (BlockKind::Bottleneck, [3, 4, 23, 3]),
-            ModelKind::Resnet152 => (BlockKind::Bottleneck, [3, 8, 36, 3]),
-            ModelKind::Tinycnn => return None,
-        })
-    }
-
     pub(crate) fn new(p: &nn::Path, kind: BlockKind, blocks: [i64; 4], num_classes: i64) -> ResNet {
-        let stem = ConvBn::new(p, ("conv1", "bn1"), (3, 64), 7, 2);
-        let mut c_in = 64;
+        let (s_in, s_out, s_k, s_stride) = arch::STEM;
+        let stem = ConvBn::new(p, ("conv1", "bn1"), (s_in, s_out), s_k, s_stride);
+        let mut c_in = s_out;
         let mut stages = vec![];
-        for (i, (&n, width)) in blocks.iter().zip([64, 128, 256, 512]).enumerate() {
+        for (i, (&n, &width)) in blocks.iter().zip(&arch::WIDTHS).enumerate() {
             let stage = p / format!("layer{}", i + 1);
             let stride = if i == 0 { 1 } else { 2 };
             let mut v = vec![Block::new(&(&stage / "0"), kind, c_in, width, stride)];
@@ -211,9 +178,9 @@ impl ModuleT for ResNet {
 /// replicas gives exactly the full-batch gradient, which the dp and ddp
 /// equivalence tests rely on; it is also fast enough for smoke runs on a CPU.
 pub(crate) fn tiny_cnn(p: &nn::Path, num_classes: i64) -> nn::FuncT<'static> {
-    let cfg = nn::ConvConfig { stride: 2, padding: 1, ..Default::default() };
-    let c1 = nn::conv2d(p / "conv1", 3, 16, 3, cfg);
-    let c2 = nn::conv2d(p / "conv2", 16, 32, 3, cfg);
+    let [(a, b, k, s), (c, d, k2, s2)] = arch::TINY;
+    let c1 = nn::conv2d(p / "conv1", a, b, k, nn::ConvConfig { stride: s, padding: k / 2, ..Default::default() });
+    let c2 = nn::conv2d(p / "conv2", c, d, k2, nn::ConvConfig { stride: s2, padding: k2 / 2, ..Default::default() });
     let fc = nn::linear(p / "fc", 32, num_classes, Default::default());
     nn::func_t(move |xs, _train| {
         xs.apply(&c1).relu().apply(&c2).relu().adaptive_avg_pool2d([1, 1]).flatten(1, -1).apply(&fc)

@@ -38,6 +38,7 @@ fn every_command_that_needs_libtorch_says_so_in_one_line() {
         "sweep --preset demo",
         "max-batch --cpu -- --model tinycnn",
         "data-bench --data x",
+        "peak --cpu",
     ] {
         let o = gpubench(cmd, &fixtures());
         let err = text(&o.stderr);

@@ -3,6 +3,7 @@
 //! (`row`) and its outputs (`sinks`); ddp's launcher and ranks in `ddp`.
 pub mod ddp;
 pub mod measure;
+pub mod peak;
 pub mod row;
 pub mod session;
 pub mod sinks;

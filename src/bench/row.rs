@@ -73,6 +73,20 @@ pub(crate) fn base_row(cfg: &RunConfig) -> Row {
 }
 
 /// Fills a row's results and outcome from the measurement.
+/// The row's arithmetic: `gflop` per image (training or serving), the
+/// achieved TFLOP/s, and per device against the measured peak of this
+/// device and precision (`gpubench peak`) and its datasheet peak.
+pub(crate) fn fill_efficiency(row: &mut Row, gflop: f64) {
+    row.model_gflop_per_img = Some(gflop);
+    row.achieved_tflops = row.throughput_img_s.map(|t| t * gflop / 1000.0);
+    if let Some(per) = row.throughput_per_device_img_s {
+        let tflops = per * gflop / 1000.0;
+        row.mfu_pct = crate::results::peak::lookup(&row.device_name, &row.precision).map(|p| 100.0 * tflops / p.tflops);
+        row.mfu_datasheet_pct =
+            crate::results::peak::datasheet(&row.device_name, &row.precision).map(|s| 100.0 * tflops / s);
+    }
+}
+
 pub(crate) fn fill_row(row: &mut Row, m: &Measurement, fig: Option<&Figures>) {
     let mib = |b: Option<u64>| b.map(|b| b as f64 / (1024.0 * 1024.0));
     (row.mem_params_mb, row.mem_grads_mb, row.mem_optimizer_mb, row.mem_buckets_mb, row.mem_activations_mb) =

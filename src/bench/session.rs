@@ -148,6 +148,7 @@ pub(crate) fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sin
         row.note = if row.note.is_empty() { said } else { format!("{}; {said}", row.note) };
     }
     row::fill_row(&mut row, &g.m, fig.as_ref());
+    row::fill_efficiency(&mut row, crate::arch::train_gflop_per_img(cfg.model, cfg.image_size, cfg.num_classes));
     row.skipped_steps = Some(g.skipped);
     row.data_skipped = g.data_skipped;
     row::fill_metrics(&mut row, &g.devs, session.master(cfg), &g.m);

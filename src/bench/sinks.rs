@@ -193,6 +193,15 @@ pub(crate) fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
             s += &format!("{line}\n");
         }
     }
+    if let (Some(g), Some(t)) = (r.model_gflop_per_img, r.achieved_tflops) {
+        s += &format!("compute    {g:.2} GFLOP per image · {t:.3} TFLOP/s");
+        match (r.mfu_pct, r.mfu_datasheet_pct) {
+            (Some(m), _) => s += &format!(" · {m:.0}% of this device's measured {} peak (MFU)", r.precision),
+            (None, Some(d)) => s += &format!(" · {d:.0}% of the datasheet {} peak", r.precision),
+            (None, None) => s += " (`gpubench peak` measures this device's peak for an MFU)",
+        }
+        s.push('\n');
+    }
     if let Some(line) = memory_line(r) {
         s += &line;
     }

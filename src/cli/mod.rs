@@ -11,6 +11,8 @@ pub mod infer;
 pub mod internal;
 pub mod parse;
 #[cfg(feature = "torch")]
+pub mod peak;
+#[cfg(feature = "torch")]
 pub mod predict;
 pub mod report;
 #[cfg(feature = "torch")]
@@ -95,6 +97,9 @@ pub(crate) enum Command {
     /// one results file, in manifest order; a cell with no file is a
     /// `missing` row naming its array task.
     Collect(CollectArgs),
+    /// Measure the device's matrix-multiply peak per precision and keep it
+    /// (~/.cache/gpubench/peaks.json), so that runs report their MFU against it.
+    Peak(#[cfg(feature = "torch")] PeakArgs, #[cfg(not(feature = "torch"))] NoTorch),
     /// Print the columns of gpubench's CSV files: name, unit and meaning.
     Schema(SchemaArgs),
     /// Rewrite a results file of an earlier CSV schema for this gpubench, so
@@ -131,6 +136,34 @@ pub(crate) struct NoTorch {
 #[derive(Args, Debug)]
 pub(crate) struct InfoArgs {
     /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(feature = "torch")]
+#[derive(Args, Debug)]
+pub(crate) struct PeakArgs {
+    /// CUDA devices to measure, one after the other. Default: GPU 0 if
+    /// there is one, else the CPU.
+    #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
+    pub gpus: Option<String>,
+    /// Measure the CPU (all its cores).
+    #[arg(long)]
+    pub cpu: bool,
+    /// Precisions (default: fp32, tf32, fp16 and bf16 on a GPU, bf16 from
+    /// compute capability 8.0; fp32 and bf16 on the CPU).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
+    pub precision: Vec<Precision>,
+    /// The square matrices' side (default 8192 on a GPU, 2048 on the CPU).
+    #[arg(long, value_name = "N")]
+    pub size: Option<i64>,
+    /// Rounds per precision; their median is kept.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Each round runs at least this long.
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub round_time: String,
+    /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
 }

@@ -12,6 +12,8 @@ pub mod info;
 #[cfg(feature = "torch")]
 pub mod max_batch;
 #[cfg(feature = "torch")]
+pub mod peak;
+#[cfg(feature = "torch")]
 pub mod predict;
 pub mod report;
 #[cfg(feature = "torch")]

@@ -1,7 +1,7 @@
 //! `DIR/manifest.jsonl`: one line per cell of an emitted sweep. A cell is
 //! known by its index here, never by the host it ran on; its result goes to
 //! `DIR/cells/<index>.csv`.
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -91,25 +91,7 @@ pub fn read(dir: &Path) -> Result<Vec<Entry>> {
     Ok(v)
 }
 
-/// Writes `text` to `path` through a file beside it and a rename, so a
-/// reader never sees half of it; true when it replaced a file.
-pub fn write_whole(path: &Path, text: &[u8]) -> Result<bool> {
-    use std::io::Write;
-    let existed = path.exists();
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res.with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(existed)
-}
+pub use crate::results::write_whole;
 
 #[cfg(test)]
 mod tests {

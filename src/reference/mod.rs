@@ -346,6 +346,10 @@ pub(crate) fn run(cfg: &RunConfig) -> Result<i32> {
     row.note = format!("{note}; {what}; {start}");
     let fig = figures(&m.step_secs, cfg.global_batch(), cfg.world);
     fill_row(&mut row, &m, fig.as_ref());
+    crate::bench::row::fill_efficiency(
+        &mut row,
+        crate::arch::train_gflop_per_img(cfg.model, cfg.image_size, cfg.num_classes),
+    );
     sinks.write(&Outcome { row: &row, m: &m, fig: fig.as_ref(), devs: &[] })
 }
 

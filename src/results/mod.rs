@@ -3,6 +3,7 @@
 //! run outcome (`Status`) and the column reference (`schema`).
 pub mod csv;
 pub mod long;
+pub mod peak;
 pub mod schema;
 
 use anyhow::Result;
@@ -23,6 +24,26 @@ pub(crate) fn append_run(out: &Path, row: &csv::Row, devs: &[DeviceMetrics]) -> 
     csv::append_rows(out, std::slice::from_ref(row))?;
     let key = long::RunKey { run_id: row.run_id.clone(), strategy: row.strategy.clone(), n_devices: row.n_devices };
     long::append_devices(&long::devices_path(out), &key, devs)
+}
+
+/// Writes `text` to `path` through a file beside it and a rename, so a
+/// reader never sees half of it; true when it replaced a file.
+pub fn write_whole(path: &Path, text: &[u8]) -> Result<bool> {
+    use std::io::Write;
+    let existed = path.exists();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let res = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    anyhow::Context::with_context(res, || format!("cannot write {}", path.display()))?;
+    Ok(existed)
 }
 
 /// How a run ended, as in the `status` column. Reading a row, any value

@@ -335,6 +335,26 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
         meaning: "ddp on 2+ ranks: the slowest rank's compute over the ranks' median compute (a straggler's margin).",
     },
     ColumnDoc {
+        name: "model_gflop_per_img",
+        unit: "GFLOP",
+        meaning: "The model's arithmetic per image, counted from gpubench's own architecture (arch.rs): 2 FLOPs \
+                  per multiply-add of every convolution and the classifier; training rows 3x the forward pass \
+                  (backward is twice it), serving rows the forward pass.",
+    },
+    ColumnDoc { name: "achieved_tflops", unit: "TFLOP/s", meaning: "throughput_img_s x model_gflop_per_img, all devices together." },
+    ColumnDoc {
+        name: "mfu_pct",
+        unit: "%",
+        meaning: "Per device: achieved TFLOP/s against the matmul peak `gpubench peak` measured on this device \
+                  name and precision (kept in ~/.cache/gpubench/peaks.json); empty when none was measured.",
+    },
+    ColumnDoc {
+        name: "mfu_datasheet_pct",
+        unit: "%",
+        meaning: "Per device: achieved TFLOP/s against NVIDIA's dense datasheet peak for this GPU and precision \
+                  (H200, H100 SXM and PCIe, A100, V100, K80); empty for other devices.",
+    },
+    ColumnDoc {
         name: "util_spread_pct",
         unit: "%",
         meaning: "Max − min mean GPU utilization across devices, in percentage points.",

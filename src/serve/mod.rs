@@ -187,6 +187,10 @@ fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, 
     row.throughput_per_device_img_s = Some(f.achieved_rate / cfg.devices.len() as f64);
     row.throughput_ci95_lo = f.achieved_ci.map(|i| i.lo);
     row.throughput_ci95_hi = f.achieved_ci.map(|i| i.hi);
+    crate::bench::row::fill_efficiency(
+        row,
+        crate::arch::infer_gflop_per_img(cfg.model, cfg.image_size, cfg.num_classes),
+    );
     let issued = f.requests.max(1) as f64;
     let late_pct =
         (!matches!(cfg.scenario, Scenario::Offline | Scenario::SingleStream)).then(|| out.late as f64 / issued * 100.0);

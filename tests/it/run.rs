@@ -450,3 +450,33 @@ fn dp_names_the_masters_extra_memory_by_cause() {
     let single = row(&format!("run {tiny}"));
     assert!(single["dp_master_input_mb"].is_null() && single["alloc_retries"].is_null(), "{single}");
 }
+
+/// `gpubench peak --cpu` measures a positive matmul peak and keeps it; a run
+/// on this CPU then reports its arithmetic and its MFU against that peak.
+/// tinycnn's MFU is a few percent, far inside (0, 100] whatever the host does.
+#[test]
+fn peak_is_kept_and_runs_report_their_mfu_against_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let peaks = dir.path().join("peaks.json");
+    let p = peaks.to_str().unwrap();
+    let o = gpubench("peak --cpu --precision fp32 --size 256 --rounds 3 --round-time 100ms --json")
+        .env("GPUBENCH_PEAKS", p)
+        .output();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v[0]["tflops"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(std::fs::read_to_string(&peaks).unwrap().contains("| fp32"));
+    let o = gpubench("run --cpu --model tinycnn --image-size 16 --num-classes 10 --steps 3 --warmup 1 --json -q")
+        .env("GPUBENCH_PEAKS", p)
+        .output();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = &serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["row"];
+    // 3 x 2 x (8·8·3·16·9 + 4·4·16·32·9 + 32·10) multiply-adds
+    let gflop = r["model_gflop_per_img"].as_f64().unwrap();
+    assert!((gflop - 6.0 * 101_696.0 / 1e9).abs() < 1e-12, "{gflop}");
+    let mfu = r["mfu_pct"].as_f64().unwrap();
+    assert!(mfu > 0.0 && mfu <= 100.0, "{mfu}");
+    assert!(r["mfu_datasheet_pct"].is_null(), "no datasheet for a CPU");
+    assert_usage_error("peak --cpu --precision tf32", "tf32 is a CUDA tensor-core mode");
+    assert_usage_error("peak --cpu --size 8", "--size 8");
+}

@@ -1,0 +1,67 @@
+//! `gpubench peak`: each device's matmul peak per precision, printed and kept
+//! (`results::peak`), beside the datasheet figure where one is known.
+use anyhow::Result;
+
+use crate::bench::peak::{measure, PeakPlan};
+use crate::device::DeviceKind;
+use crate::report::export::{exporter, Cell, Column, Format, Table};
+use crate::results::peak::{self, Peak};
+
+pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
+    let mut rows = vec![];
+    let mut json = vec![];
+    let mut kept = None;
+    let targets: Vec<(tch::Device, String)> = match plan.devices.kind {
+        DeviceKind::Cpu => vec![(tch::Device::Cpu, crate::device::cpu_model())],
+        DeviceKind::Cuda => {
+            plan.devices.ordinals.iter().map(|&o| (tch::Device::Cuda(o), crate::device::device_name(o))).collect()
+        }
+    };
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    for (device, name) in &targets {
+        for &p in &plan.precisions {
+            if let tch::Device::Cuda(o) = device {
+                let _ = crate::ffi::cuda_set_device(*o);
+            }
+            let r = measure(*device, p, plan.size, plan.rounds, plan.round_time)?;
+            let sheet = peak::datasheet(name, p.name());
+            let entry = Peak { tflops: r.median, lo: r.lo, hi: r.hi, size: plan.size, measured_at: now.clone() };
+            kept = Some(peak::store(name, p.name(), entry)?);
+            let of_sheet = sheet.map(|s| r.median / s);
+            rows.push(vec![
+                Cell::text(name),
+                Cell::text(p.name()),
+                Cell::num(r.median, format!("{:.3}", r.median)),
+                Cell::text(format!("{:.3}–{:.3}", r.lo, r.hi)),
+                sheet.map_or(Cell::none(), |s| Cell::num(s, format!("{s}"))),
+                of_sheet.map_or(Cell::none(), |f| Cell::num(f, format!("{:.0}%", 100.0 * f))),
+            ]);
+            json.push(serde_json::json!({
+                "device": name, "precision": p.name(), "tflops": r.median, "lo": r.lo, "hi": r.hi,
+                "size": plan.size, "datasheet_tflops": sheet,
+            }));
+        }
+    }
+    if plan.json {
+        println!("{}", serde_json::to_string(&json)?);
+    } else {
+        let table = Table {
+            title: format!("matmul peak: {n}×{n}×{n}, median of {} rounds", plan.rounds, n = plan.size),
+            columns: vec![
+                Column::text("device", "device"),
+                Column::text("precision", "precision"),
+                Column::num("tflops", "TFLOP/s"),
+                Column::text("range", "rounds' range"),
+                Column::num("datasheet_tflops", "datasheet"),
+                Column::num("of_datasheet", "of datasheet"),
+            ],
+            rows,
+            notes: vec![],
+        };
+        print!("{}", String::from_utf8_lossy(&exporter(Format::Table).export(&table)?));
+    }
+    if let Some(p) = kept {
+        eprintln!("kept in {}: runs on this device report their MFU against it (mfu_pct)", p.display());
+    }
+    Ok(0)
+}
