@@ -145,6 +145,7 @@ pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     if !training.is_empty() || (serving.is_empty() && !has_allreduce) {
         let mut t = report_table(&runs, &training, files);
         t.notes.extend(device_notes);
+        t.notes.extend(crate::report::published::notes(&runs, &training));
         tables.push(t);
     }
     if !serving.is_empty() {

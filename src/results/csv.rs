@@ -560,10 +560,17 @@ pub(crate) fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
         };
         usage(format!("cannot read {p}: {why}"))
     })?;
+    parse_rows(path, &bytes)
+}
+
+/// `read_rows_with_lines` on text already read (`path` names it in messages):
+/// the published reference files built into the binary go through here.
+pub(crate) fn parse_rows(path: &Path, bytes: &[u8]) -> Result<Vec<(u64, Row)>> {
+    let p = path.display();
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(usage(format!("{p}: the file is empty; expected a gpubench results CSV with a header line")));
     }
-    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(&bytes[..]);
+    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
     let headers = rdr.headers().map_err(|e| csv_error(path, e))?.clone();
     check_header(path, &headers, &mut rdr)?;
     let ours_text = Row::header();

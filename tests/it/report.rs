@@ -29,6 +29,8 @@ mem imbalance = max/min peak memory across a run's devices
 fastest on 2 devices (Tesla V100-SXM2-16GB resnet50 224px fp32 b64): ddp 720 > dp 560
 fastest on 4 devices (Tesla V100-SXM2-16GB resnet50 224px fp32 b64): ddp 1400 > dp 900
 excluded v100.csv:17 (resnet50 224px fp32 dp x4 b128): status oom: CUDA out of memory. Tried to allocate 2.00 GiB
+Tesla V100-SXM2-16GB resnet50 fp32 single×1: 370 img/s is 100% of Lambda deeplearning-benchmark (PyTorch)'s figure for V100 16GB (369 img/s, batch not given; yours: batch 64)
+Tesla V100-SXM2-16GB resnet50 fp32 single×1: 370 img/s is 101% of NVIDIA DeepLearningExamples's figure for V100 16GB (DGX-1) (367 img/s, batch not given; yours: batch 64)
 ";
 
 #[test]
@@ -98,7 +100,7 @@ fn report_csv_and_json_carry_raw_values() {
     assert_eq!((ddp4["strategy"].as_str(), ddp4["n_devices"].as_i64()), (Some("ddp"), Some(4)));
     assert!((ddp4["scaling_efficiency"].as_f64().unwrap() - 1400.0 / (4.0 * 370.0)).abs() < 1e-12);
     assert!(v["rows"][5]["throughput_img_s"].is_null());
-    assert_eq!(v["notes"].as_array().unwrap().len(), 7);
+    assert_eq!(v["notes"].as_array().unwrap().len(), 9);
     // The spread's bounds: these rows predate intervals, so the repeats' range.
     let (lo, hi) = (ddp4["throughput_ci95_lo"].as_f64().unwrap(), ddp4["throughput_ci95_hi"].as_f64().unwrap());
     assert!(lo < 1400.0 && 1400.0 < hi, "{lo} {hi}");
@@ -477,4 +479,17 @@ fn diagnose_names_the_one_slowed_node_and_passes_an_even_fleet() {
         .map(|r| r["place"].as_str().unwrap())
         .collect();
     assert_eq!(bad, ["node-03"]);
+}
+
+/// A measured H100 TF32 configuration (a fixture: no H100 here) beside the
+/// published H100 figure, with the source named: Lambda's 1753 img/s, so
+/// the median 1605 is 92 %.
+#[test]
+fn report_names_the_percentage_of_the_published_figure_for_the_same_gpu() {
+    let o = fx("report h100_tf32.csv").output();
+    let out = super::common::stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", super::common::stderr(&o));
+    let line = out.lines().find(|l| l.contains("% of")).unwrap_or_else(|| panic!("no published line: {out}"));
+    assert!(line.contains("1605 img/s is 92% of Lambda deeplearning-benchmark"), "{line}");
+    assert!(line.contains("figure for H100 80GB SXM5 (1753 img/s, batch not given; yours: batch 256)"), "{line}");
 }
