@@ -138,6 +138,15 @@ pub(crate) fn fill_metrics(row: &mut Row, devs: &[DeviceMetrics], master: Option
     row.alloc_retries = sum(|d| d.alloc_retries);
     row.alloc_ooms = sum(|d| d.alloc_ooms);
     row.other_procs_mb = max(|d| d.other_procs_mb);
+    // Images per joule: every device's energy counter when all have one, else NVML's mean power.
+    let watts = match devs.iter().map(|d| d.energy_w).collect::<Option<Vec<f64>>>() {
+        Some(w) if !w.is_empty() => Some(w.iter().sum::<f64>()),
+        _ => devs.iter().map(|d| d.power_mean_w).collect::<Option<Vec<f64>>>().map(|w| w.iter().sum::<f64>()),
+    };
+    row.img_per_joule = match (row.throughput_img_s, watts) {
+        (Some(t), Some(w)) if w > 0.0 => Some(t / w),
+        _ => None,
+    };
     let imb = crate::metrics::devices::imbalance(devs, master);
     row.mem_imbalance = imb.mem_imbalance;
     row.util_spread_pct = imb.util_spread_pct;
@@ -154,5 +163,29 @@ pub(crate) fn fill_metrics(row: &mut Row, devs: &[DeviceMetrics], master: Option
         row.forward_ms = ms(&p[0]);
         row.backward_ms = ms(&p[1]);
         row.optimizer_ms = ms(&p[2]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Images per joule: the devices' energy counters when every device has
+    /// one, else their mean NVML power; none without either (a CPU without RAPL).
+    #[test]
+    fn images_per_joule_from_energy_counters_else_power() {
+        let dev = |energy: Option<f64>, power: Option<f64>| DeviceMetrics {
+            energy_w: energy,
+            power_mean_w: power,
+            ..Default::default()
+        };
+        let row_of = |devs: &[DeviceMetrics]| {
+            let mut r = Row { throughput_img_s: Some(1000.0), ..Default::default() };
+            fill_metrics(&mut r, devs, None, &Measurement::default());
+            r.img_per_joule
+        };
+        assert_eq!(row_of(&[dev(Some(200.0), Some(250.0)), dev(Some(300.0), Some(350.0))]), Some(2.0));
+        assert_eq!(row_of(&[dev(Some(200.0), Some(250.0)), dev(None, Some(250.0))]), Some(2.0), "power for both");
+        assert_eq!(row_of(&[dev(None, None)]), None);
     }
 }

@@ -202,6 +202,9 @@ pub(crate) fn human_summary(r: &Row, fig: Option<&Figures>) -> String {
         }
         s.push('\n');
     }
+    if let Some(e) = r.img_per_joule {
+        s += &format!("energy     {e:.2} images per joule ({:.0} J per 1000 images)\n", 1000.0 / e);
+    }
     if let Some(line) = memory_line(r) {
         s += &line;
     }

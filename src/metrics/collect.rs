@@ -97,6 +97,7 @@ impl Monitor {
                 role: roles.first().cloned().unwrap_or_default(),
                 cpu_util_pct: cpu_util,
                 peak_rss_mb: rss,
+                energy_w: span.and_then(|(t0, t1)| super::devices::energy_power(&samples, "cpu", t0, t1)),
                 ..Default::default()
             }),
         }

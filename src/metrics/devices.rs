@@ -40,6 +40,23 @@ pub struct DeviceMetrics {
     /// NVML: the most memory other processes held on this device during the window (row only, as above).
     #[serde(skip)]
     pub other_procs_mb: Option<f64>,
+    /// Mean power over the window from the device's energy counter (NVML's,
+    /// or RAPL's on a CPU), watts (row only, as above).
+    #[serde(skip)]
+    pub energy_w: Option<f64>,
+}
+
+/// Mean power of `device` over [t0, t1] from its energy counter: the first
+/// and last readings inside the window; None with fewer than two, or a
+/// counter that went backwards (RAPL's wraps).
+pub(crate) fn energy_power(samples: &[DeviceSample], device: &str, t0: f64, t1: f64) -> Option<f64> {
+    let mine: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|s| s.device == device && s.t >= t0 && s.t <= t1)
+        .filter_map(|s| Some((s.t, s.energy_j?)))
+        .collect();
+    let (&(ta, ea), &(tb, eb)) = (mine.first()?, mine.last()?);
+    (tb > ta && eb >= ea).then(|| (eb - ea) / (tb - ta))
 }
 
 fn col(samples: &[&DeviceSample], f: impl Fn(&DeviceSample) -> Option<f64>) -> Vec<f64> {
@@ -67,6 +84,7 @@ pub(crate) fn apply_samples(m: &mut DeviceMetrics, samples: &[DeviceSample], t0:
     m.sm_clock_mean_mhz = opt(mean(&col(&mine, |s| s.sm_clock_mhz)));
     m.temperature_max_c = col(&mine, |s| s.temperature_c).into_iter().reduce(f64::max);
     m.other_procs_mb = col(&mine, |s| s.other_procs_mb).into_iter().reduce(f64::max);
+    m.energy_w = energy_power(samples, &m.device, t0, t1);
 }
 
 /// How unevenly the work and memory fell on the devices.
@@ -131,6 +149,19 @@ mod tests {
             power_w: Some(100.0 + util),
             ..Default::default()
         }
+    }
+
+    /// Power from the energy counter: the first and last readings inside the
+    /// window, a counter going backwards (RAPL wrapping) gives none.
+    #[test]
+    fn energy_counter_gives_the_windows_mean_power() {
+        let e = |t: f64, j: f64| DeviceSample { device: "cuda:0".into(), t, energy_j: Some(j), ..Default::default() };
+        let v = [e(1.0, 100.0), e(2.0, 350.0), e(3.0, 600.0), e(4.0, 1000.0)];
+        assert_eq!(energy_power(&v, "cuda:0", 1.5, 3.5), Some(250.0));
+        assert_eq!(energy_power(&v, "cuda:1", 1.5, 3.5), None);
+        assert_eq!(energy_power(&v[..1], "cuda:0", 0.0, 9.0), None, "one reading");
+        let wrapped = [e(1.0, 900.0), e(2.0, 10.0)];
+        assert_eq!(energy_power(&wrapped, "cuda:0", 0.0, 9.0), None);
     }
 
     #[test]

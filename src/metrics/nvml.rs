@@ -58,6 +58,7 @@ impl DeviceSource for NvmlSource {
                 s.temperature_c = d.temperature(TemperatureSensor::Gpu).ok().map(f64::from);
                 s.throttle = d.current_throttle_reasons().ok().map(throttle_text);
                 s.other_procs_mb = d.running_compute_processes().ok().and_then(|ps| others_mb(&ps));
+                s.energy_j = d.total_energy_consumption().ok().map(|mj| mj as f64 / 1000.0);
             }
             out.push(s);
         }

@@ -32,6 +32,30 @@ pub struct DeviceSample {
     /// the previous sample, in % of one core, and resident memory.
     pub process_cpu_pct: Option<f64>,
     pub process_rss_mb: Option<f64>,
+    /// The device's energy counter, joules since some fixed point: NVML's
+    /// total energy (Volta and newer) on a GPU, RAPL's packages on a CPU
+    /// that exposes them. Only its differences mean anything, so it stays
+    /// out of the telemetry file.
+    #[serde(skip)]
+    pub energy_j: Option<f64>,
+}
+
+/// The CPU packages' energy from RAPL (`/sys/class/powercap/intel-rapl:N`,
+/// packages only, not their sub-domains), joules; None where the host does
+/// not expose it (most VMs) or it cannot be read (it is root-only on recent
+/// kernels).
+pub(crate) fn rapl_joules() -> Option<f64> {
+    let dir = std::fs::read_dir("/sys/class/powercap").ok()?;
+    let mut total = None;
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        // "intel-rapl:0" is a package; "intel-rapl:0:1" a domain inside it.
+        if name.starts_with("intel-rapl:") && name.matches(':').count() == 1 {
+            let uj: f64 = std::fs::read_to_string(e.path().join("energy_uj")).ok()?.trim().parse().ok()?;
+            total = Some(total.unwrap_or(0.0) + uj / 1e6);
+        }
+    }
+    total
 }
 
 /// Something that can read every device of the run at once.
@@ -100,7 +124,13 @@ impl DeviceSource for ProcessSource {
             let l = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_string();
             l.split_whitespace().nth(1)?.parse::<f64>().ok().map(|kb| kb / 1024.0)
         });
-        vec![DeviceSample { device: "cpu".into(), process_cpu_pct: pct, process_rss_mb: rss, ..Default::default() }]
+        vec![DeviceSample {
+            device: "cpu".into(),
+            process_cpu_pct: pct,
+            process_rss_mb: rss,
+            energy_j: rapl_joules(),
+            ..Default::default()
+        }]
     }
 }
 

@@ -355,6 +355,14 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
                   (H200, H100 SXM and PCIe, A100, V100, K80); empty for other devices.",
     },
     ColumnDoc {
+        name: "img_per_joule",
+        unit: "img/J",
+        meaning: "Images per joule over the timed window, all devices together: from the devices' energy \
+                  counters (NVML's total energy on Volta and newer; RAPL's packages on a CPU host that exposes \
+                  them, which most VMs do not), else from NVML's mean power (a K80); empty on a CPU without \
+                  RAPL. ddp: the power of every rank's device.",
+    },
+    ColumnDoc {
         name: "util_spread_pct",
         unit: "%",
         meaning: "Max − min mean GPU utilization across devices, in percentage points.",
