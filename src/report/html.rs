@@ -10,8 +10,7 @@
 //!
 //! The page is a pure function of its parts ([`render`]); [`write_page`]
 //! puts it on disk in one rename, so a reader never sees half a page.
-use anyhow::{Context, Result};
-use std::io::Write;
+use anyhow::Result;
 use std::path::{Path, PathBuf};
 
 use super::export::{Cell, Table};
@@ -254,20 +253,7 @@ pub(crate) fn check_html_path(path: &Path) -> Result<()> {
 /// crash or a full disk never leaves half a page. Says whether it replaced a
 /// previous page, so an overwrite is never silent.
 pub(crate) fn write_page(path: &Path, bytes: &[u8]) -> Result<bool> {
-    let existed = path.exists();
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res.with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(existed)
+    crate::results::write_whole(path, bytes)
 }
 
 #[cfg(test)]
