@@ -108,12 +108,22 @@ pub enum Hook {
     /// instead of gpubench for each cell (with the same arguments), so a
     /// test can delay or wrap a cell.
     SweepChild,
+    /// `GPUBENCH_TEST_SLOW_RANK=RANK:MS`: ddp rank RANK sleeps MS ms inside
+    /// every forward pass, a straggler of known size for the verdict's test.
+    SlowRank,
 }
 
 impl Hook {
     #[cfg(test)]
-    pub(crate) const ALL: [Hook; 6] =
-        [Hook::Fault, Hook::ServiceMs, Hook::InferCrash, Hook::ServeCrash, Hook::InitInChild, Hook::SweepChild];
+    pub(crate) const ALL: [Hook; 7] = [
+        Hook::Fault,
+        Hook::ServiceMs,
+        Hook::InferCrash,
+        Hook::ServeCrash,
+        Hook::InitInChild,
+        Hook::SweepChild,
+        Hook::SlowRank,
+    ];
 
     /// The environment variable.
     pub const fn var(self) -> &'static str {
@@ -124,6 +134,7 @@ impl Hook {
             Hook::ServeCrash => "GPUBENCH_SERVE_CRASH",
             Hook::InitInChild => "GPUBENCH_INIT_IN_CHILD",
             Hook::SweepChild => "GPUBENCH_SWEEP_CHILD",
+            Hook::SlowRank => "GPUBENCH_TEST_SLOW_RANK",
         }
     }
 

@@ -147,6 +147,10 @@ pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
         t.notes.extend(device_notes);
         t.notes.extend(crate::report::published::notes(&runs, &training));
         tables.push(t);
+        let v = crate::report::verdict::verdicts(&runs, &training);
+        if !v.is_empty() {
+            tables.push(crate::report::verdict::table(&v));
+        }
     }
     if !serving.is_empty() {
         tables.push(serving_table(&runs, &serving, files));

@@ -226,7 +226,7 @@ pub(crate) fn diagnose(runs: &[Run], baseline: Option<&[Run]>, max_drop: f64) ->
             if let (Some(rank), Some(x)) =
                 (row.slowest_rank, row.rank_compute_excess_pct.filter(|&x| x > STRAGGLER_PCT))
             {
-                reasons.push(format!("rank {rank} computes {x:.0}% longer than the ranks' median (a straggler)"));
+                reasons.push(format!("rank {rank} computes {x:.0}% longer than the other ranks' median (a straggler)"));
             }
             if !row.interference.is_empty() {
                 reasons.push(format!("disturbed: {}", row.interference));
@@ -296,7 +296,7 @@ mod tests {
         let lines = d.lines();
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].contains("missing: cell 1 left no file") && lines[1].contains("peak memory ×1.50"));
-        assert!(lines[1].contains("rank 3 computes 25% longer than the ranks' median"), "{lines:?}");
+        assert!(lines[1].contains("rank 3 computes 25% longer than the other ranks' median"), "{lines:?}");
         let two = runs_of(fleet(&[(1, 0.5)]).into_iter().take(2).map(|r| r.row).collect());
         let d = diagnose(&two, None, 0.05);
         assert_eq!(d.exit_code(), 0);

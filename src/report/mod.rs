@@ -48,3 +48,4 @@ pub mod serving;
 pub mod significance;
 pub mod summary;
 pub mod trace;
+pub mod verdict;

@@ -332,7 +332,14 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
     ColumnDoc {
         name: "rank_compute_excess_pct",
         unit: "%",
-        meaning: "ddp on 2+ ranks: the slowest rank's compute over the ranks' median compute (a straggler's margin).",
+        meaning: "ddp on 2+ ranks: the slowest rank's compute over the median of the other ranks' (a straggler's \
+                  margin).",
+    },
+    ColumnDoc {
+        name: "rank_wait_ms",
+        unit: "ms",
+        meaning: "ddp on 2+ ranks: the slowest rank's compute minus the median of the others', per step: what the \
+                  others wait for it at the all-reduce.",
     },
     ColumnDoc {
         name: "model_gflop_per_img",

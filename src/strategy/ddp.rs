@@ -52,6 +52,8 @@ pub struct Ddp {
     grad_as_bucket_view: bool,
     amp: Amp,
     checkpoint: bool,
+    /// `Hook::SlowRank`: ms this rank sleeps in each forward (tests only).
+    slow: Option<u64>,
 }
 
 impl Ddp {
@@ -80,7 +82,9 @@ impl Ddp {
             find_unused_parameters: a.find_unused_parameters,
             gradient_as_bucket_view: a.gradient_as_bucket_view,
             broadcast_buffers: a.broadcast_buffers,
-            stats_sample_rate: None,
+            // Every iteration: the verdict reads the timed steps' compute and
+            // communication, not the Reducer's default sample of mostly warm-up.
+            stats_sample_rate: Some(1),
             comm_hook: a.comm_hook,
         };
         let reducer = Reducer::new(&pg, &params, &buffers, &opts)?;
@@ -99,8 +103,16 @@ impl Ddp {
             grad_as_bucket_view: a.gradient_as_bucket_view,
             amp: Amp::new(cfg.precision),
             checkpoint: cfg.checkpoint,
+            slow: slow_rank(rank),
         })
     }
+}
+
+/// `Hook::SlowRank`'s delay for `rank`, when it names this rank.
+fn slow_rank(rank: usize) -> Option<u64> {
+    let v = crate::internal::Hook::SlowRank.get()?;
+    let (r, ms) = v.split_once(':')?;
+    (r.trim().parse::<usize>().ok()? == rank).then(|| ms.trim().parse().ok()).flatten()
 }
 
 impl Strategy for Ddp {
@@ -137,6 +149,10 @@ impl Strategy for Ddp {
             }
             let (logits, loss, saved) =
                 autocast(self.amp.precision, dev, || forward_loss(&self.model, self.checkpoint, batch))??;
+            if let Some(ms) = self.slow {
+                // The test hook's straggler: inside the forward the Reducer times.
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
             if sync {
                 self.reducer.prepare_backward(&[&logits])?;
             }

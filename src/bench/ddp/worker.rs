@@ -203,9 +203,10 @@ impl Session for Rank {
                 row.ddp_overlap_ms = r.backward_overlap_ms;
                 row.ddp_buckets = Some(r.buckets as u32);
             }
-            if let Some((rank, excess)) = slowest {
+            if let Some((rank, excess, wait)) = slowest {
                 row.slowest_rank = Some(rank as u32);
                 row.rank_compute_excess_pct = Some(excess);
+                row.rank_wait_ms = Some(wait);
             }
         };
         // fp16: every rank unscales the same averaged gradients, so rank 0's
@@ -391,10 +392,11 @@ pub(crate) fn distinct_bad(reports: &[RankReport]) -> Option<u64> {
 /// global mean (already agreed); the first rank to fail sets the status,
 /// named in the error.
 /// The rank whose compute (the Reducer's forward plus backward compute time,
-/// averaged over its sampled iterations) is the longest, and how much longer
-/// than the ranks' median it is, in %. Wall step times cannot tell: the
+/// averaged over its sampled iterations) is the longest; how much longer
+/// than the median of the other ranks' it is, in % and in ms (what the
+/// others wait for it each step). Wall step times cannot tell: the
 /// all-reduce makes every rank wait for the slowest.
-pub(crate) fn slowest_rank(reports: &[RankReport]) -> Option<(usize, f64)> {
+pub(crate) fn slowest_rank(reports: &[RankReport]) -> Option<(usize, f64, f64)> {
     let compute: Vec<(usize, f64)> = reports
         .iter()
         .filter_map(|r| {
@@ -405,11 +407,12 @@ pub(crate) fn slowest_rank(reports: &[RankReport]) -> Option<(usize, f64)> {
     if compute.len() < 2 || compute.len() != reports.len() {
         return None;
     }
-    let mut v: Vec<f64> = compute.iter().map(|c| c.1).collect();
-    v.sort_by(f64::total_cmp);
-    let median = if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
-    let (rank, ms) = compute.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
-    (median > 0.0).then(|| (rank, (ms / median - 1.0) * 100.0))
+    let (rank, ms) = compute.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let mut others: Vec<f64> = compute.iter().filter(|c| c.0 != rank).map(|c| c.1).collect();
+    others.sort_by(f64::total_cmp);
+    let n = others.len();
+    let median = if n % 2 == 1 { others[n / 2] } else { (others[n / 2 - 1] + others[n / 2]) / 2.0 };
+    (median > 0.0).then(|| (rank, (ms / median - 1.0) * 100.0, ms - median))
 }
 
 pub(crate) fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>, Vec<DeviceMetrics>) {
