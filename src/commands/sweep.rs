@@ -180,9 +180,9 @@ pub(crate) fn run(plan: Plan) -> Result<i32> {
     pb.finish_and_clear();
 
     let summary = summarize_plan(&plan)?;
-    super::report::print(
-        &crate::report::export::exporter(crate::report::export::Format::Table).export(&summary.table)?,
-    )?;
+    for t in summary.tables() {
+        super::report::print(&crate::report::export::exporter(crate::report::export::Format::Table).export(t)?)?;
+    }
     if plan.charts.is_some() || plan.html.is_some() {
         // The rows are safe in --out already: a chart or page that fails costs only itself.
         if let Err(e) = render(&plan, &summary) {
@@ -213,6 +213,15 @@ pub(crate) struct Summary {
     pub groups: Vec<crate::report::summary::Group>,
     /// The per-device rows the groups were summarized with, for the charts.
     pub devices: long::DeviceData,
+    /// Why each multi-device configuration falls short of ideal scaling.
+    pub verdicts: Option<crate::report::export::Table>,
+}
+
+impl Summary {
+    /// The report's table, then the verdicts' when there are any.
+    pub(crate) fn tables(&self) -> Vec<&crate::report::export::Table> {
+        std::iter::once(&self.table).chain(self.verdicts.as_ref()).collect()
+    }
 }
 
 pub(crate) fn summarize_plan(plan: &Plan) -> Result<Summary> {
@@ -226,7 +235,9 @@ pub(crate) fn summarize_plan(plan: &Plan) -> Result<Summary> {
     let groups = rs::summarize(&runs, &idx, Scope::of, &devices);
     let mut table = rs::report_table(&runs, &groups, std::slice::from_ref(&plan.out));
     table.title = format!("sweep summary ({} row(s) of this matrix in {})", runs.len(), plan.out.display());
-    Ok(Summary { table, runs, groups, devices })
+    let v = crate::report::verdict::verdicts(&runs, &groups);
+    let verdicts = (!v.is_empty()).then(|| crate::report::verdict::table(&v));
+    Ok(Summary { table, runs, groups, devices, verdicts })
 }
 
 /// The report's charts for the sweep's rows into `--charts`, and the page
@@ -238,7 +249,8 @@ fn render(plan: &Plan, s: &Summary) -> Result<()> {
     let notes = charts::report_charts(&mut w, &s.runs, &s.groups, &s.devices).context("charts not written")?;
     let page =
         |sections| Page { title: "gpubench sweep".into(), inputs: vec![plan.out.clone()], outcome: None, sections };
-    super::report::finish(Some(w), dir, html, notes, page, std::slice::from_ref(&s.table))
+    let tables: Vec<crate::report::export::Table> = s.tables().into_iter().cloned().collect();
+    super::report::finish(Some(w), dir, html, notes, page, &tables)
 }
 
 /// The array's time limit for a cell, minutes: `--cell-timeout`, else twice

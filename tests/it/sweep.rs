@@ -97,6 +97,9 @@ fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
         assert!(out.contains(&format!("[{i}/4] ")), "{out}");
     }
     assert!(out.contains("sweep summary") && out.contains("scaling"), "{out}");
+    // and why each 2-device configuration falls short of its 1-device run
+    assert!(out.contains("why: the shortfall from ideal scaling"), "{out}");
+    assert!(out.contains("ddp on 2 devices reaches ") && out.contains("dp on 2 devices reaches "), "{out}");
     assert!(out.contains("sweep done: 4 cell(s)") && out.contains("4 ok"), "{out}");
     // the per-device companion and the report's charts
     assert!(dir.path().join("r.devices.csv").is_file());
@@ -108,6 +111,7 @@ fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
     // the page: the summary table and the very SVG the charts directory got
     let page = std::fs::read_to_string(dir.path().join("sweep.html")).unwrap();
     assert!(page.contains("sweep summary (4 row(s) of this matrix"), "{page}");
+    assert!(page.contains("why: the shortfall from ideal scaling"), "the verdicts are on the page");
     let svg = std::fs::read_to_string(dir.path().join("charts/throughput.svg")).unwrap();
     assert!(page.contains(svg.trim()), "the page embeds charts/throughput.svg as written");
     assert!(err.contains("wrote sweep.html"), "{err}");
