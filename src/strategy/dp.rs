@@ -69,8 +69,14 @@ pub struct DataParallel {
     /// buffers, as DataParallel does (a few copies per device per step).
     coalesced: bool,
     amp: Amp,
-    /// The master's extra memory by cause, from the last step's tensors.
+    /// The master's extra memory by cause: the gradient sum's buffers from
+    /// the start, input and outputs from the first step's tensors (every
+    /// step's are the same size, so later steps count nothing).
     parts: MasterParts,
+}
+
+fn bytes(t: &Tensor) -> u64 {
+    t.numel() as u64 * t.kind().elt_size_in_bytes() as u64
 }
 
 impl DataParallel {
@@ -95,6 +101,7 @@ impl DataParallel {
         let distinct = (1..devices.len()).all(|i| !devices.ordinals[..i].contains(&devices.ordinals[i]));
         let coalesced =
             devices.kind == DeviceKind::Cuda && devices.len() > 1 && distinct && crate::ffi::built_with_cuda();
+        let reduce = reduce_bytes(&replicas[0].params, devices.len(), coalesced);
         Ok(DataParallel {
             devices,
             replicas,
@@ -104,7 +111,7 @@ impl DataParallel {
             non_blocking,
             coalesced,
             amp: Amp::new(cfg.precision),
-            parts: MasterParts::default(),
+            parts: MasterParts { reduce, ..Default::default() },
         })
     }
 
@@ -277,25 +284,18 @@ impl DataParallel {
         })
     }
 
-    /// What this micro-batch puts on the master beyond a replica's share:
-    /// the input beyond its own chunk, the outputs (gathered logits, the
-    /// loss's saved log-softmax, their gradient), and the gradient sum's
-    /// buffers (coalesced: accumulator plus one incoming flat copy; else the
-    /// largest gradient, copied one at a time). Sizes, not allocator readings:
-    /// the allocator cannot tell these apart from the activations.
+    /// What a micro-batch puts on the master beyond a replica's share: the
+    /// input beyond its own chunk, and the outputs (gathered logits, the
+    /// loss's saved log-softmax, their gradient). Sizes, not allocator
+    /// readings: the allocator cannot tell these apart from the activations.
+    /// Counted on the first step only.
     fn count_master_parts(&mut self, images: &Tensor, logits: &Tensor) {
+        if self.parts.outputs > 0 {
+            return;
+        }
         let n = self.replicas.len() as u64;
-        let bytes = |t: &Tensor| t.numel() as u64 * t.kind().elt_size_in_bytes() as u64;
-        let params = &self.replicas[0].params;
-        let reduce = if n < 2 {
-            0
-        } else if self.coalesced {
-            2 * params.iter().map(bytes).sum::<u64>()
-        } else {
-            params.iter().map(bytes).max().unwrap_or(0)
-        };
-        let input = bytes(images) * (n - 1) / n;
-        self.parts = MasterParts { input, outputs: 3 * bytes(logits), reduce };
+        self.parts.input = bytes(images) * (n - 1) / n;
+        self.parts.outputs = 3 * bytes(logits);
     }
 
     fn zero_replica_grads(&mut self) -> Result<()> {
@@ -320,6 +320,17 @@ fn forward(model: &mut Model, x: &Tensor, train: bool) -> Tensor {
         model.forward_t(x, true)
     } else {
         tch::no_grad(|| model.forward_t(x, false))
+    }
+}
+
+/// The gradient sum's buffers on the master: coalesced, the flat
+/// accumulator and one replica's incoming flat copy (2× the gradients);
+/// else the largest gradient, copied one at a time; none on one device.
+fn reduce_bytes(params: &[Tensor], n: usize, coalesced: bool) -> u64 {
+    match (n, coalesced) {
+        (0 | 1, _) => 0,
+        (_, true) => 2 * params.iter().map(bytes).sum::<u64>(),
+        (_, false) => params.iter().map(bytes).max().unwrap_or(0),
     }
 }
 
