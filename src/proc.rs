@@ -212,9 +212,26 @@ pub(crate) fn oom_kill_count() -> Option<u64> {
     t.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok())
 }
 
+/// Quotes an argument for a shell command line shown to the user.
+pub(crate) fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_./,:=@%+-".contains(&b)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("--gpus"), "--gpus");
+        assert_eq!(shell_quote("0,1"), "0,1");
+        assert_eq!(shell_quote("V100 box"), "'V100 box'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
 
     fn sh(script: &str) -> Command {
         let mut c = Command::new("sh");

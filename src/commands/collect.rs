@@ -3,15 +3,15 @@
 use anyhow::Result;
 use std::path::Path;
 
-use crate::fleet::{collect, manifest};
+use crate::fleet::collect;
 use crate::results::{long, Status};
 
 pub(crate) fn run(dir: &Path, out: &Path) -> Result<i32> {
     let c = collect::collect(dir)?;
     let (rows, devices) = collect::render(&c);
     // The per-device file first: a results file present means both are.
-    manifest::write_whole(&long::devices_path(out), devices.as_bytes())?;
-    let replaced = manifest::write_whole(out, rows.as_bytes())?;
+    crate::results::write_whole(&long::devices_path(out), devices.as_bytes())?;
+    let replaced = crate::results::write_whole(out, rows.as_bytes())?;
     for n in &c.notes {
         eprintln!("note: {n}");
     }

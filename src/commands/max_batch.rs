@@ -225,8 +225,8 @@ fn frontier(a: &MaxBatchPlan, f: &FrontierPlan, prober: &mut Prober, out: &Path,
     println!();
     print!("{}", String::from_utf8_lossy(&exporter(Format::Table).export(&table)?));
     if !temporary {
-        let csv_path = frontier_csv_path(out);
-        let replaced = crate::report::html::write_page(&csv_path, &exporter(Format::Csv).export(&table)?)?;
+        let csv_path = long::beside(out, "frontier");
+        let replaced = crate::results::write_whole(&csv_path, &exporter(Format::Csv).export(&table)?)?;
         eprintln!("wrote {}{}", csv_path.display(), if replaced { " (replacing the previous one)" } else { "" });
     }
     let (dir, html) = (f.charts.as_deref(), f.html.as_deref());
@@ -252,12 +252,6 @@ fn frontier(a: &MaxBatchPlan, f: &FrontierPlan, prober: &mut Prober, out: &Path,
         None => outcomes.iter().any(|o| o.best().is_some()),
     };
     Ok(if answered && !failed { 0 } else { 1 })
-}
-
-/// `<out>.frontier.csv` beside the rows.
-fn frontier_csv_path(out: &Path) -> std::path::PathBuf {
-    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    out.with_file_name(format!("{stem}.frontier.csv"))
 }
 
 fn target_line(t: i64, micro: i64, k: i64, o: &CellOutcome) -> String {

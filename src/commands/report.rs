@@ -110,7 +110,7 @@ pub(crate) fn finish(
 
 /// Writes the page and says where, and whether it replaced one.
 fn write_html(path: &Path, page: &Page) -> Result<()> {
-    let replaced = html::write_page(path, &html::render(page))?;
+    let replaced = crate::results::write_whole(path, &html::render(page))?;
     eprintln!("wrote {}{}", path.display(), if replaced { " (replacing the previous page)" } else { "" });
     Ok(())
 }

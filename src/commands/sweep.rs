@@ -51,7 +51,7 @@ fn say(pb: &ProgressBar, line: &str) {
 /// The command line that continues this sweep.
 fn resume_command() -> String {
     let args: Vec<String> = std::env::args().collect();
-    resume_of(&args).iter().map(|a| child::shell_quote(a)).collect::<Vec<_>>().join(" ")
+    resume_of(&args).iter().map(|a| crate::proc::shell_quote(a)).collect::<Vec<_>>().join(" ")
 }
 
 /// `args` with `--resume` among the sweep's own options (before the run
@@ -271,7 +271,8 @@ fn time_limit_min(cell: &Cell, timeout: Option<Duration>) -> u64 {
 
 /// `sweep --emit slurm DIR`: the manifest, the array script, and the sbatch
 /// commands (run with `--submit`). With `--resume`, only the cells without
-/// an ok row in their file are emitted again, under the same manifest.
+/// an ok row in their file are emitted again; the manifest keeps every
+/// cell, with the tasks of this emission.
 fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
     use crate::fleet::{collect, manifest, slurm};
     std::fs::create_dir_all(e.dir.join("logs"))
@@ -280,7 +281,6 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
     let dir = e.dir.canonicalize().with_context(|| format!("resolving {}", e.dir.display()))?;
     let cpu = plan.matrix.pool.is_cpu();
     let mut shapes: Vec<(usize, usize, u64, usize)> = vec![];
-    let mut counts: HashMap<usize, usize> = HashMap::new();
     let mut entries = vec![];
     for (index, c) in plan.cells.iter().enumerate() {
         // The CPU cell's replicas or ranks each want a core; GPU cells take the cluster's default CPUs.
@@ -295,14 +295,13 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
                 shapes.len()
             }
         };
-        let task = counts.entry(shape).or_default();
         let mut row = crate::bench::row::base_row(&c.cfg);
         row.run_id.clear();
         row.host.clear();
         entries.push(manifest::Entry {
             index,
             shape,
-            task: *task,
+            task: 0, // set below, among the cells this emission submits
             args: c.args.clone(),
             gpus,
             cpus,
@@ -312,11 +311,9 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
             scheduler: if e.k8s.is_some() { "kubernetes" } else { "slurm" }.into(),
             nodes,
         });
-        *task += 1;
     }
-    let text = manifest::render(&entries)?;
     let mpath = manifest::manifest_path(&dir);
-    let mut todo: Vec<&manifest::Entry> = entries.iter().collect();
+    let mut todo: Vec<usize> = (0..entries.len()).collect();
     if plan.resume && mpath.exists() {
         let old = manifest::read(&dir)?;
         if old.iter().map(|x| &x.args).ne(entries.iter().map(|x| &x.args)) {
@@ -329,30 +326,34 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
             let rows = crate::results::csv::read_rows(&manifest::cell_path(&dir, i)).unwrap_or_default();
             rows.iter().any(|r| r.status == Status::Ok)
         };
-        todo.retain(|x| !ok(x.index));
+        todo.retain(|&i| !ok(i));
         if todo.is_empty() {
             println!("every cell of {} has an ok row; nothing to emit", dir.display());
             return Ok(0);
         }
-    } else {
-        manifest::write_whole(&mpath, text.as_bytes())?;
+        // The cells done keep the tasks they ran as.
+        for (e, o) in entries.iter_mut().zip(&old) {
+            e.task = o.task;
+        }
     }
-    // Arrays restart their task ids at 0: a resumed cell's task is its place among those re-emitted.
-    let mut again: Vec<manifest::Entry> = todo.iter().map(|x| (*x).clone()).collect();
+    // Arrays restart their task ids at 0: a cell's task is its place among
+    // its shape's cells in this emission. The manifest says so, so that a
+    // `missing` row names the task that was submitted.
     let mut seen: HashMap<usize, usize> = HashMap::new();
-    for x in &mut again {
-        let t = seen.entry(x.shape).or_default();
-        x.task = *t;
+    for &i in &todo {
+        let t = seen.entry(entries[i].shape).or_default();
+        entries[i].task = *t;
         *t += 1;
     }
-    let refs: Vec<&manifest::Entry> = again.iter().collect();
+    crate::results::write_whole(&mpath, manifest::render(&entries)?.as_bytes())?;
+    let refs: Vec<&manifest::Entry> = todo.iter().map(|&i| &entries[i]).collect();
     let arrays = slurm::shapes(&refs);
     if let Some(k) = &e.k8s {
         return emit_k8s(&dir, e, k, &arrays, entries.len(), todo.len());
     }
     let gpubench = child::child_program()?;
     let script_path = dir.join("sweep.sbatch");
-    manifest::write_whole(&script_path, slurm::script(&dir, &gpubench, &arrays, &e.sbatch).as_bytes())?;
+    crate::results::write_whole(&script_path, slurm::script(&dir, &gpubench, &arrays, &e.sbatch).as_bytes())?;
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script_path, std::fs::Permissions::from_mode(0o755))?;
@@ -387,7 +388,7 @@ fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
     if e.submit {
         let p = collect::jobs_path(&dir);
         let before = std::fs::read_to_string(&p).unwrap_or_default();
-        manifest::write_whole(&p, (before + &jobs).as_bytes())?;
+        crate::results::write_whole(&p, (before + &jobs).as_bytes())?;
     }
     println!("when the arrays are done: gpubench collect {} --out FILE.csv", dir.display());
     Ok(0)
@@ -412,14 +413,14 @@ fn emit_k8s(
         for &cell in &a.cells {
             let job = k8s::pytorch_job(dir, cell, a, &pods);
             let path = jobs_dir.join(format!("cell-{cell}.json"));
-            manifest::write_whole(&path, (serde_json::to_string_pretty(&job)? + "\n").as_bytes())?;
+            crate::results::write_whole(&path, (serde_json::to_string_pretty(&job)? + "\n").as_bytes())?;
             names += &format!("{} {}\n", a.id, job["metadata"]["name"].as_str().unwrap_or_default());
         }
     }
     for a in arrays.iter().filter(|a| a.nodes == 1) {
         let job = k8s::indexed_job(dir, a, e.max_parallel, &pods);
         let path = jobs_dir.join(format!("job-{}.json", a.id));
-        manifest::write_whole(&path, (serde_json::to_string_pretty(&job)? + "\n").as_bytes())?;
+        crate::results::write_whole(&path, (serde_json::to_string_pretty(&job)? + "\n").as_bytes())?;
         names += &format!("{} {}\n", a.id, job["metadata"]["name"].as_str().unwrap_or_default());
     }
     println!(
@@ -444,7 +445,7 @@ fn emit_k8s(
         print!("{}", String::from_utf8_lossy(&o.stdout));
         let p = collect::jobs_path(dir);
         let before = std::fs::read_to_string(&p).unwrap_or_default();
-        manifest::write_whole(&p, (before + &names).as_bytes())?;
+        crate::results::write_whole(&p, (before + &names).as_bytes())?;
     } else {
         println!("kubectl apply -f {}", jobs_dir.display());
     }

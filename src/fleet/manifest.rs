@@ -91,8 +91,6 @@ pub fn read(dir: &Path) -> Result<Vec<Entry>> {
     Ok(v)
 }
 
-pub use crate::results::write_whole;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use super::manifest::Entry;
+use crate::proc::shell_quote;
 
 /// Cells that need the same resources, in one job array.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,10 +39,6 @@ pub fn shapes(entries: &[&Entry]) -> Vec<Shape> {
     v
 }
 
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
 /// `sweep.sbatch`: `dir` absolute, `gpubench` the binary every node runs
 /// (`$GPUBENCH` overrides it), `extra` lines passed as `#SBATCH` options.
 pub fn script(dir: &Path, gpubench: &Path, arrays: &[Shape], extra: &[String]) -> String {
@@ -55,8 +52,8 @@ pub fn script(dir: &Path, gpubench: &Path, arrays: &[Shape], extra: &[String]) -
         s += &format!("#SBATCH {x}\n");
     }
     s += "set -u\n";
-    s += &format!("dir={}\n", quote(&d));
-    s += &format!("gpubench=${{GPUBENCH:-{}}}\n", quote(&gpubench.display().to_string()));
+    s += &format!("dir={}\n", shell_quote(&d));
+    s += &format!("gpubench=${{GPUBENCH:-{}}}\n", shell_quote(&gpubench.display().to_string()));
     s += "case \"${GPUBENCH_SHAPE:-1}\" in\n";
     for a in arrays {
         let cells: Vec<String> = a.cells.iter().map(|c| c.to_string()).collect();
@@ -102,16 +99,7 @@ pub fn sbatch_args(dir: &Path, a: &Shape, max_parallel: Option<usize>) -> Vec<St
 
 /// One `sbatch …` line, for the user to paste.
 pub fn command_line(args: &[String]) -> String {
-    let words: Vec<String> =
-        args.iter()
-            .map(|a| {
-                if a.chars().all(|c| c.is_ascii_alphanumeric() || "-_=/.,:%".contains(c)) {
-                    a.clone()
-                } else {
-                    quote(a)
-                }
-            })
-            .collect();
+    let words: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
     format!("sbatch {}", words.join(" "))
 }
 

@@ -8,7 +8,7 @@
 //! user or run text (labels, hosts, errors, notes, sources, file names) goes
 //! through [`escape`]; the SVG's own text is escaped by plotters.
 //!
-//! The page is a pure function of its parts ([`render`]); [`write_page`]
+//! The page is a pure function of its parts ([`render`]); `results::write_whole`
 //! puts it on disk in one rename, so a reader never sees half a page.
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -249,13 +249,6 @@ pub(crate) fn check_html_path(path: &Path) -> Result<()> {
     crate::results::csv::writable_dir(dir, "--html", path)
 }
 
-/// Writes the page next to its final name and renames it into place, so a
-/// crash or a full disk never leaves half a page. Says whether it replaced a
-/// previous page, so an overwrite is never silent.
-pub(crate) fn write_page(path: &Path, bytes: &[u8]) -> Result<bool> {
-    crate::results::write_whole(path, bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,8 +367,8 @@ mod tests {
     fn pages_are_written_whole_and_overwrites_are_said() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.html");
-        assert!(!write_page(&p, b"one").unwrap());
-        assert!(write_page(&p, b"two").unwrap());
+        assert!(!crate::results::write_whole(&p, b"one").unwrap());
+        assert!(crate::results::write_whole(&p, b"two").unwrap());
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "no temporary file left behind");

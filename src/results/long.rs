@@ -18,8 +18,14 @@ use crate::metrics::sampler::DeviceSample;
 
 /// `results.csv` → `results.devices.csv`.
 pub(crate) fn devices_path(out: &Path) -> PathBuf {
+    beside(out, "devices")
+}
+
+/// `<out stem>.<what>.csv` beside a results file: its companions (the
+/// per-device rows, max-batch's frontier table).
+pub(crate) fn beside(out: &Path, what: &str) -> PathBuf {
     let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    out.with_file_name(format!("{stem}.devices.csv"))
+    out.with_file_name(format!("{stem}.{what}.csv"))
 }
 
 /// Identity columns that prefix every long-form row.

@@ -233,15 +233,6 @@ fn tidy_last_line(l: &str) -> String {
     l.trim_start_matches("error: ").to_string()
 }
 
-/// Quotes an argument for a shell command line shown to the user.
-pub(crate) fn shell_quote(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_./,:=@%+-".contains(&b)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,13 +283,5 @@ mod tests {
             e.ends_with("row: rank 1: DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn quoting() {
-        assert_eq!(shell_quote("--gpus"), "--gpus");
-        assert_eq!(shell_quote("0,1"), "0,1");
-        assert_eq!(shell_quote("V100 box"), "'V100 box'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
 }
