@@ -29,8 +29,8 @@ mem imbalance = max/min peak memory across a run's devices
 fastest on 2 devices (Tesla V100-SXM2-16GB resnet50 224px fp32 b64): ddp 720 > dp 560
 fastest on 4 devices (Tesla V100-SXM2-16GB resnet50 224px fp32 b64): ddp 1400 > dp 900
 excluded v100.csv:17 (resnet50 224px fp32 dp x4 b128): status oom: CUDA out of memory. Tried to allocate 2.00 GiB
-Tesla V100-SXM2-16GB resnet50 fp32 single×1: 370 img/s is 100% of Lambda deeplearning-benchmark (PyTorch)'s figure for V100 16GB (369 img/s, batch not given; yours: batch 64)
-Tesla V100-SXM2-16GB resnet50 fp32 single×1: 370 img/s is 101% of NVIDIA DeepLearningExamples's figure for V100 16GB (DGX-1) (367 img/s, batch not given; yours: batch 64)
+Tesla V100-SXM2-16GB resnet50 fp32 single×1: 370 img/s is 100% of Lambda deeplearning-benchmark (PyTorch)'s figure for V100 16GB (369 img/s, batch not given; stack: PyTorch, NGC container, DLE ResNet-50 v1.5; yours: batch 64)
+Tesla V100-SXM2-16GB resnet50 fp32 single×1: 370 img/s is 101% of NVIDIA DeepLearningExamples's figure for V100 16GB (DGX-1) (367 img/s, batch not given; stack: PyTorch 21.03 NGC container, DLE ResNet-50 v1.5; yours: batch 64)
 ";
 
 #[test]
@@ -503,7 +503,8 @@ fn report_names_the_percentage_of_the_published_figure_for_the_same_gpu() {
     assert_eq!(o.status.code(), Some(0), "{out}{}", super::common::stderr(&o));
     let line = out.lines().find(|l| l.contains("% of")).unwrap_or_else(|| panic!("no published line: {out}"));
     assert!(line.contains("1605 img/s is 92% of Lambda deeplearning-benchmark"), "{line}");
-    assert!(line.contains("figure for H100 80GB SXM5 (1753 img/s, batch not given; yours: batch 256)"), "{line}");
+    assert!(line.contains("figure for H100 80GB SXM5 (1753 img/s, batch not given; stack: PyTorch, NGC container, DLE ResNet-50 v1.5; \
+         yours: batch 256)"), "{line}");
 }
 
 /// The verdict names the straggler: rank 1 of a 2-rank ddp run sleeps 40 ms
