@@ -93,6 +93,10 @@ pub struct Measurement {
     /// parts the strategy knows; the activations are measured here).
     #[serde(skip)]
     pub mem: MemParts,
+    /// dp: the master's work in each timed step, where it could be timed
+    /// exactly (`strategy::MasterWork`); empty otherwise.
+    #[serde(skip)]
+    pub master_work: Vec<crate::strategy::MasterWork>,
 }
 
 /// Where a training step's memory goes, in bytes, on the run's first device
@@ -167,6 +171,10 @@ struct SyncClock<'a> {
 }
 
 impl PhaseClock for SyncClock<'_> {
+    fn synced(&self) -> bool {
+        true
+    }
+
     fn mark(&mut self, phase: Phase) {
         self.devices.synchronize();
         let now = Instant::now();
@@ -343,6 +351,7 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             };
             strat.devices().synchronize();
             let t1 = Instant::now();
+            m.master_work.extend(strat.master_work());
             probe.end();
             m.mem.activations = probe.bytes();
             let dt = (t1 - t0).as_secs_f64();

@@ -75,4 +75,6 @@ pub struct PeakPlan {
     pub rounds: usize,
     pub round_time: Duration,
     pub json: bool,
+    /// `--out`: the results file that gets a row per device and precision.
+    pub out: Option<std::path::PathBuf>,
 }

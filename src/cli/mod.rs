@@ -166,6 +166,10 @@ pub(crate) struct PeakArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also append one results row per device and precision (mode `peak`)
+    /// to this CSV file, beside the runs `report` reads with it.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]

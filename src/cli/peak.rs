@@ -33,5 +33,8 @@ pub(crate) fn plan(a: PeakArgs) -> Result<PeakPlan> {
         return Err(usage("--rounds 0: at least one round"));
     }
     let round_time = parse_duration("--round-time", &a.round_time)?;
-    Ok(PeakPlan { devices, precisions, size, rounds: a.rounds, round_time, json: a.json })
+    if let Some(out) = &a.out {
+        crate::results::csv::check_writable(out)?;
+    }
+    Ok(PeakPlan { devices, precisions, size, rounds: a.rounds, round_time, json: a.json, out: a.out })
 }

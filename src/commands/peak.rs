@@ -5,12 +5,14 @@ use anyhow::Result;
 use crate::bench::peak::{measure, PeakPlan};
 use crate::device::DeviceKind;
 use crate::report::export::{exporter, Cell, Column, Format, Table};
+use crate::results::csv::Row;
 use crate::results::peak::{self, Peak};
 
 pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
     let mut rows = vec![];
     let mut json = vec![];
     let mut kept = None;
+    let mut rows_out = vec![];
     let targets: Vec<(tch::Device, String)> = match plan.devices.kind {
         DeviceKind::Cpu => vec![(tch::Device::Cpu, crate::device::cpu_model())],
         DeviceKind::Cuda => {
@@ -28,6 +30,7 @@ pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
             let entry = Peak { tflops: r.median, lo: r.lo, hi: r.hi, size: plan.size, measured_at: now.clone() };
             kept = Some(peak::store(name, p.name(), entry)?);
             let of_sheet = sheet.map(|s| r.median / s);
+            rows_out.push(peak_row(plan, *device, name, p, &r, sheet));
             rows.push(vec![
                 Cell::text(name),
                 Cell::text(p.name()),
@@ -60,8 +63,47 @@ pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
         };
         print!("{}", String::from_utf8_lossy(&exporter(Format::Table).export(&table)?));
     }
+    if let Some(out) = &plan.out {
+        crate::results::csv::append_rows(out, &rows_out)?;
+        eprintln!("appended {} peak row(s) to {}", rows_out.len(), out.display());
+    }
     if let Some(p) = kept {
         eprintln!("kept in {}: runs on this device report their MFU against it (mfu_pct)", p.display());
     }
     Ok(0)
+}
+
+/// A measured peak as a results row (mode `peak`): the device, precision and
+/// library versions of a run's row, the median TFLOP/s in `achieved_tflops`,
+/// the rounds' range and the matrices in the note.
+fn peak_row(
+    plan: &PeakPlan,
+    device: tch::Device,
+    name: &str,
+    p: crate::config::Precision,
+    r: &crate::bench::peak::PeakRounds,
+    sheet: Option<f64>,
+) -> Row {
+    let devices = match device {
+        tch::Device::Cuda(o) => crate::device::Devices { kind: DeviceKind::Cuda, ordinals: vec![o] },
+        _ => crate::device::Devices { kind: DeviceKind::Cpu, ordinals: vec![0] },
+    };
+    let mut row = crate::bench::row::identity_row(&devices, "", crate::results::Implementation::Gpubench);
+    row.mode = "peak".into();
+    row.status = crate::results::Status::Ok;
+    row.device_name = name.to_string();
+    row.devices = devices.ordinals.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(",");
+    row.n_devices = 1;
+    row.precision = p.name().into();
+    row.achieved_tflops = Some(r.median);
+    row.mfu_datasheet_pct = sheet.map(|s| 100.0 * r.median / s);
+    row.note = format!(
+        "matmul peak: {n}x{n}x{n}, median of {} rounds of at least {}, rounds from {:.3} to {:.3} TFLOP/s",
+        plan.rounds,
+        humantime::format_duration(plan.round_time),
+        r.lo,
+        r.hi,
+        n = plan.size
+    );
+    row
 }

@@ -142,7 +142,8 @@ pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     // Training and serving rows answer different questions: a table each.
     let (serving, training): (Vec<Group>, Vec<Group>) = groups.into_iter().partition(|g| g.key.is_infer());
     let mut tables = vec![];
-    if !training.is_empty() || (serving.is_empty() && !has_allreduce) {
+    let has_peaks = runs.iter().any(|r| r.row.is_peak());
+    if !training.is_empty() || (serving.is_empty() && !has_allreduce && !has_peaks) {
         let mut t = report_table(&runs, &training, files);
         t.notes.extend(device_notes);
         t.notes.extend(crate::report::published::notes(&runs, &training));
@@ -158,6 +159,7 @@ pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     if has_allreduce {
         tables.push(allreduce_table(&runs, files));
     }
+    tables.extend(crate::report::peaks::peaks_table(&runs));
     let mut w = charts_for(charts_dir, html_path)?;
     let mut notes = vec![];
     if let Some(w) = &mut w {

@@ -9,7 +9,7 @@ use crate::results::schema::{ColumnDoc, DEVICES, RESULTS, TELEMETRY};
 pub(crate) fn run(format: Format) -> Result<i32> {
     let mut out = vec![];
     let files: [(&str, &[ColumnDoc]); 3] = [
-        ("results file (--out FILE.csv), CSV schema v4: one row per run", RESULTS),
+        ("results file (--out FILE.csv), CSV schema v5: one row per run", RESULTS),
         ("devices file (FILE.devices.csv beside --out): one row per run and device", DEVICES),
         ("telemetry file (--telemetry FILE.csv): one row per sample and device", TELEMETRY),
     ];

@@ -43,6 +43,7 @@ pub mod diagnose;
 pub mod export;
 pub mod format;
 pub mod html;
+pub mod peaks;
 pub mod published;
 pub mod serving;
 pub mod significance;

@@ -15,7 +15,7 @@ use crate::error::usage;
 /// The schema this gpubench writes. Files of earlier schemas are read by
 /// column name; rows are appended only to a file of this schema (`gpubench
 /// upgrade FILE` rewrites an earlier one).
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// One benchmark result. Field order is column order; `schema::RESULTS`
 /// documents every column (`gpubench schema`), and a test keeps the two equal.
@@ -107,6 +107,10 @@ pub struct Row {
     pub dp_master_input_mb: Option<f64>,
     pub dp_master_outputs_mb: Option<f64>,
     pub dp_master_reduce_mb: Option<f64>,
+    pub dp_replicate_ms: Option<f64>,
+    pub dp_scatter_ms: Option<f64>,
+    pub dp_gather_ms: Option<f64>,
+    pub dp_reduce_ms: Option<f64>,
     pub alloc_retries: Option<u64>,
     pub alloc_ooms: Option<u64>,
     pub other_procs_mb: Option<f64>,
@@ -185,6 +189,11 @@ impl Row {
     /// size, not a training configuration.
     pub(crate) fn is_allreduce(&self) -> bool {
         self.mode == "allreduce"
+    }
+
+    /// A device's measured matmul peak (`gpubench peak --out`), not a run.
+    pub(crate) fn is_peak(&self) -> bool {
+        self.mode == "peak"
     }
 
     /// The header line of schema v1, as written to files.
@@ -286,7 +295,7 @@ fn earlier_schema(header: &str) -> Option<u32> {
 }
 
 /// The columns each schema after v2 added, by version.
-const ADDED: [(u32, &[&str]); 2] = [
+const ADDED: [(u32, &[&str]); 3] = [
     (3, &["grad_accum", "mem_params_mb", "mem_grads_mb", "mem_optimizer_mb", "mem_buckets_mb", "mem_activations_mb"]),
     (
         4,
@@ -311,6 +320,7 @@ const ADDED: [(u32, &[&str]); 2] = [
             "node_list",
         ],
     ),
+    (5, &["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms"]),
 ];
 
 /// What `upgrade` did.
@@ -809,7 +819,7 @@ mod tests {
         assert_eq!(
             read_err("v9.csv", &format!("{v9}\n9,x\n")),
             "v9.csv:1: header is written by gpubench CSV schema v9 (column 13 `world_size` is unknown to this \
-             gpubench); this gpubench reads schemas v1 to v4"
+             gpubench); this gpubench reads schemas v1 to v5"
         );
         let text = file_of(&[sample(), sample()]).replace(",123.5,", ",fast,");
         assert_eq!(read_err("t.csv", &text), "t.csv:2: column `throughput_img_s`: `fast` is not a number");
@@ -821,7 +831,7 @@ mod tests {
         let n = Row::header().split(',').count();
         assert_eq!(read_err("s.csv", &short), format!("s.csv:3: 2 columns, expected {n}"));
         let text = file_of(&[Row { schema_version: 7, ..sample() }]);
-        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schemas v1 to v4");
+        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schemas v1 to v5");
     }
 
     #[test]

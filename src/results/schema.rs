@@ -11,7 +11,7 @@ pub(crate) struct ColumnDoc {
     pub meaning: &'static str,
 }
 
-/// The results file (`--out`, CSV schema v4): one row per run, columns in the
+/// The results file (`--out`, CSV schema v5): one row per run, columns in the
 /// order of `Row`'s fields, which is the header order.
 pub(crate) const RESULTS: &[ColumnDoc] = &[
     // run identity
@@ -45,8 +45,9 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
     ColumnDoc {
         name: "mode",
         unit: "",
-        meaning: "What was measured: train (gpubench run), infer (gpubench infer) or allreduce (gpubench \
-                  allreduce); empty in files written before the column existed (training rows).",
+        meaning: "What was measured: train (gpubench run), infer (gpubench infer), allreduce (gpubench \
+                  allreduce) or peak (gpubench peak --out: a device's matmul peak at one precision, in \
+                  achieved_tflops); empty in files written before the column existed (training rows).",
     },
     ColumnDoc {
         name: "strategy",
@@ -306,6 +307,32 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
                   at a time, the largest.",
     },
     ColumnDoc {
+        name: "dp_replicate_ms",
+        unit: "ms",
+        meaning: "dp on 2+ devices: median per timed step of the master's parameters and buffers copied onto the \
+                  other replicas, host-timed. Timed on the CPU, whose ops return when done, and on CUDA only with \
+                  --breakdown (the devices synchronized at its bounds); empty otherwise, rather than CUDA's \
+                  launch times.",
+    },
+    ColumnDoc {
+        name: "dp_scatter_ms",
+        unit: "ms",
+        meaning: "dp on 2+ devices: median per timed step of the batch split and copied to the replicas (timed as \
+                  dp_replicate_ms).",
+    },
+    ColumnDoc {
+        name: "dp_gather_ms",
+        unit: "ms",
+        meaning: "dp on 2+ devices: median per timed step of the outputs copied to the master and concatenated, \
+                  and the loss computed there (timed as dp_replicate_ms).",
+    },
+    ColumnDoc {
+        name: "dp_reduce_ms",
+        unit: "ms",
+        meaning: "dp on 2+ devices: median per timed step of the replicas' gradients summed into the master's \
+                  (timed as dp_replicate_ms).",
+    },
+    ColumnDoc {
         name: "alloc_retries",
         unit: "",
         meaning: "CUDA: times the caching allocator's cudaMalloc failed and it freed its cache and tried again \
@@ -348,7 +375,12 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
                   per multiply-add of every convolution and the classifier; training rows 3x the forward pass \
                   (backward is twice it), serving rows the forward pass.",
     },
-    ColumnDoc { name: "achieved_tflops", unit: "TFLOP/s", meaning: "throughput_img_s x model_gflop_per_img, all devices together." },
+    ColumnDoc {
+        name: "achieved_tflops",
+        unit: "TFLOP/s",
+        meaning: "throughput_img_s x model_gflop_per_img, all devices together. Peak rows: the median of the \
+                  matmul rounds.",
+    },
     ColumnDoc {
         name: "mfu_pct",
         unit: "%",

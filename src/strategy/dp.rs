@@ -38,7 +38,7 @@ use anyhow::{anyhow, Result};
 use tch::{nn, Device, Kind, Tensor};
 
 use super::precision::{autocast, Amp};
-use super::{build_optimizer, loss_fn, share, step_loss, MasterParts, Phase, PhaseClock, Strategy};
+use super::{build_optimizer, loss_fn, share, step_loss, MasterParts, MasterWork, Phase, PhaseClock, Strategy};
 use crate::config::RunConfig;
 use crate::data::Batch;
 use crate::device::{DeviceKind, Devices};
@@ -73,6 +73,29 @@ pub struct DataParallel {
     /// the start, input and outputs from the first step's tensors (every
     /// step's are the same size, so later steps count nothing).
     parts: MasterParts,
+    /// The last step's master work, when it was timed exactly.
+    work: Option<MasterWork>,
+}
+
+/// Laps of the host clock around dp's master work. `sync`: synchronize the
+/// devices before each reading (CUDA under `--breakdown`); on the CPU the
+/// work is done when the call returns.
+struct Laps {
+    sync: bool,
+    last: std::time::Instant,
+}
+
+impl Laps {
+    /// Seconds since the previous lap.
+    fn lap(&mut self, devices: &Devices) -> f64 {
+        if self.sync {
+            devices.synchronize();
+        }
+        let now = std::time::Instant::now();
+        let d = (now - self.last).as_secs_f64();
+        self.last = now;
+        d
+    }
 }
 
 fn bytes(t: &Tensor) -> u64 {
@@ -112,6 +135,7 @@ impl DataParallel {
             coalesced,
             amp: Amp::new(cfg.precision),
             parts: MasterParts { reduce, ..Default::default() },
+            work: None,
         })
     }
 
@@ -350,20 +374,46 @@ impl Strategy for DataParallel {
         // micro-batch's reduction; the replicas' are zeroed before each.
         self.opt.zero_grad()?;
         let mut losses = Vec::with_capacity(k);
+        let cuda = self.devices.kind == DeviceKind::Cuda;
+        let timed = self.replicas.len() >= 2 && (!cuda || clock.synced());
+        let mut laps = Laps { sync: cuda && timed, last: std::time::Instant::now() };
+        let mut work = MasterWork::default();
         for (i, batch) in micro.iter().enumerate() {
+            if timed {
+                laps.lap(&self.devices);
+            }
             self.replicate()?;
+            if timed {
+                work.replicate += laps.lap(&self.devices);
+            }
             let inputs = self.scatter(&batch.images, Kind::Float, false)?;
+            if timed {
+                work.scatter += laps.lap(&self.devices);
+            }
             let outputs = self.parallel_forward(inputs, true)?;
+            if timed {
+                laps.lap(&self.devices);
+            }
             let logits = self.gather(&outputs)?;
             self.count_master_parts(&batch.images, &logits);
             let loss = autocast(self.amp.precision, master, || loss_fn(&logits, &batch.labels))??;
+            if timed {
+                work.gather += laps.lap(&self.devices);
+            }
             clock.mark(Phase::Forward);
             self.zero_replica_grads()?;
             self.amp.scaled(&share(&loss, k)?)?.f_backward()?;
+            if timed {
+                laps.lap(&self.devices);
+            }
             self.reduce_gradients()?;
+            if timed {
+                work.reduce += laps.lap(&self.devices);
+            }
             clock.mark(if i + 1 < k { Phase::Accumulated } else { Phase::Backward });
             losses.push(loss.f_detach()?);
         }
+        self.work = timed.then_some(work);
         if self.amp.should_step(&self.replicas[0].params)? {
             self.opt.step()?;
         }
@@ -389,5 +439,9 @@ impl Strategy for DataParallel {
 
     fn master_parts(&self) -> Option<MasterParts> {
         (self.replicas.len() >= 2).then_some(self.parts)
+    }
+
+    fn master_work(&self) -> Option<MasterWork> {
+        self.work
     }
 }

@@ -61,6 +61,11 @@ pub trait Strategy {
     fn master_parts(&self) -> Option<MasterParts> {
         None
     }
+    /// dp on 2+ devices: the master's work in the last step, when it could
+    /// be timed exactly (see [`MasterWork`]); None otherwise.
+    fn master_work(&self) -> Option<MasterWork> {
+        None
+    }
 }
 
 /// DataParallel's master's extra memory by cause, in bytes, from the sizes
@@ -73,6 +78,24 @@ pub struct MasterParts {
     pub outputs: u64,
     /// The gradient sum's buffers.
     pub reduce: u64,
+}
+
+/// DataParallel's master work in one step, host-timed, in seconds. Exact
+/// only where the host's clock sees the work finish: on the CPU, whose ops
+/// return when done, or on CUDA under `--breakdown`, whose clock already
+/// synchronizes the devices (dp then synchronizes at these bounds too).
+/// Elsewhere a CUDA copy returns when queued, so nothing is recorded rather
+/// than launch times.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MasterWork {
+    /// The master's parameters and buffers copied onto the other replicas.
+    pub replicate: f64,
+    /// The batch split and copied to the replicas.
+    pub scatter: f64,
+    /// The outputs copied back and concatenated, and the loss on the master.
+    pub gather: f64,
+    /// The replicas' gradients summed into the master's.
+    pub reduce: f64,
 }
 
 /// The phases of a training step, for `--breakdown`.
@@ -94,6 +117,11 @@ pub enum Phase {
 /// Told by a strategy when each phase of a step ends.
 pub trait PhaseClock {
     fn mark(&mut self, phase: Phase);
+    /// Whether each mark synchronizes the devices (`--breakdown`), so that
+    /// a strategy may too without changing what the run measures.
+    fn synced(&self) -> bool {
+        false
+    }
 }
 
 /// For runs without `--breakdown`: marks cost nothing.

@@ -55,6 +55,15 @@ fn dp_on_one_gpu_and_two_replicas_on_one_gpu() {
         json("run --json --strategy dp --gpus 0,0 --model tinycnn --image-size 32 --batch-size 8 --steps 5 --warmup 1");
     assert_eq!(two["row"]["status"], "ok");
     assert!(two["row"]["note"].as_str().unwrap().contains("TEST MODE"), "{}", two["row"]);
+    // On CUDA the master's work is timed only where the devices are synchronized anyway.
+    assert!(two["row"]["dp_replicate_ms"].is_null(), "launch times are not recorded: {}", two["row"]);
+    let synced = json(
+        "run --json --strategy dp --gpus 0,0 --model tinycnn --image-size 32 --batch-size 8 --steps 5 --warmup 1 \
+         --breakdown",
+    );
+    for c in ["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms"] {
+        assert!(synced["row"][c].as_f64().is_some_and(|ms| ms >= 0.0), "{c}: {}", synced["row"]);
+    }
 }
 
 #[test]

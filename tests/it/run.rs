@@ -447,8 +447,13 @@ fn dp_names_the_masters_extra_memory_by_cause() {
     assert_eq!(mib("dp_master_outputs_mb").round(), 3.0 * 8.0 * 10.0 * 4.0);
     let reduce = mib("dp_master_reduce_mb");
     assert!(reduce > 0.0 && reduce < mib("mem_params_mb"), "one tensor of the parameters: {dp}");
+    // Its work, host-timed on the CPU (where an op returns when done): every part measured.
+    for c in ["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms"] {
+        assert!(dp[c].as_f64().is_some_and(|ms| ms >= 0.0), "{c} in {dp}");
+    }
     let single = row(&format!("run {tiny}"));
     assert!(single["dp_master_input_mb"].is_null() && single["alloc_retries"].is_null(), "{single}");
+    assert!(single["dp_replicate_ms"].is_null(), "{single}");
 }
 
 /// `gpubench peak --cpu` measures a positive matmul peak and keeps it; a run
@@ -466,6 +471,22 @@ fn peak_is_kept_and_runs_report_their_mfu_against_it() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v[0]["tflops"].as_f64().unwrap() > 0.0, "{v}");
     assert!(std::fs::read_to_string(&peaks).unwrap().contains("| fp32"));
+    // --out keeps it as a results row too, which report shows as a peak, not a run.
+    let out = dir.path().join("peaks.csv");
+    let o = gpubench(&format!(
+        "peak --cpu --precision fp32 --size 128 --rounds 1 --round-time 50ms --out {}",
+        out.display()
+    ))
+    .env("GPUBENCH_PEAKS", p)
+    .output();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = gpubench(&format!("report {} --format json", out.display())).output();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let docs: Vec<serde_json::Value> =
+        serde_json::Deserializer::from_slice(&o.stdout).into_iter().map(|d| d.unwrap()).collect();
+    assert_eq!(docs.len(), 1, "the peaks' table alone, no training configuration: {docs:?}");
+    let r = &docs[0]["rows"][0];
+    assert!(r["precision"] == "fp32" && r["tflops"].as_f64().unwrap() > 0.0, "{r}");
     let o = gpubench("run --cpu --model tinycnn --image-size 16 --num-classes 10 --steps 3 --warmup 1 --json -q")
         .env("GPUBENCH_PEAKS", p)
         .output();

@@ -441,6 +441,7 @@ pub(crate) fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerSta
         failed_at: None,
         // Rank 0's, set by the caller (it is not in the reports).
         mem: Default::default(),
+        master_work: vec![],
         warmup_end: r0.warmup_end.clone(),
         timed_end: r0.timed_end.clone(),
         // Every rank's findings, each once (ranks on one host see the same).

@@ -105,8 +105,9 @@ pub(crate) fn run_imbalance(run: &Run, devices: &DeviceData) -> Option<f64> {
 }
 
 /// Groups `members` (indices into `runs`) by scope and config, sorted.
-/// All-reduce rows are curves over message size, not configurations: they
-/// never form a group (`report::comm` has their table).
+/// All-reduce rows are curves over message size, and peak rows a device's
+/// ceiling, not configurations: they never form a group (`report::comm` and
+/// `report::peaks` have their tables).
 pub(crate) fn summarize(
     runs: &[Run],
     members: &[usize],
@@ -114,7 +115,7 @@ pub(crate) fn summarize(
     devices: &DeviceData,
 ) -> Vec<Group> {
     let mut by: BTreeMap<(Scope, ConfigKey), (Vec<usize>, Vec<usize>)> = BTreeMap::new();
-    for &i in members.iter().filter(|&&i| !runs[i].row.is_allreduce()) {
+    for &i in members.iter().filter(|&&i| !runs[i].row.is_allreduce() && !runs[i].row.is_peak()) {
         let r = &runs[i];
         let e = by.entry((scope_of(&r.row), ConfigKey::of(&r.row))).or_default();
         if r.is_ok() {
