@@ -101,6 +101,29 @@ pub fn forward_macs(kind: ModelKind, image_size: i64, num_classes: i64) -> u64 {
     total + (c_in * num_classes) as u64
 }
 
+/// Trainable parameters: every convolution's weights (no bias), each
+/// BatchNorm's scale and shift, the classifier's weights and bias. What
+/// ddp's gradient all-reduce carries each step.
+pub fn param_count(kind: ModelKind, num_classes: i64) -> u64 {
+    let conv = |(c_in, c_out, k, _): Conv| (c_in * c_out * k * k) as u64;
+    let Some((block, blocks)) = depth(kind) else {
+        // tinycnn's convolutions carry a bias and no BatchNorm.
+        return TINY.iter().map(|&c| conv(c) + c.1 as u64).sum::<u64>() + (32 * num_classes + num_classes) as u64;
+    };
+    let bn = |c: i64| 2 * c as u64;
+    let mut total = conv(STEM) + bn(STEM.1);
+    let mut c_in = STEM.1;
+    for (i, (&n, &width)) in blocks.iter().zip(&WIDTHS).enumerate() {
+        for b in 0..n {
+            let stride = if i > 0 && b == 0 { 2 } else { 1 };
+            let (main, shortcut) = block_convs(block, c_in, width, stride);
+            total += main.into_iter().chain(shortcut).map(|c| conv(c) + bn(c.1)).sum::<u64>();
+            c_in = width * block.expansion();
+        }
+    }
+    total + (c_in * num_classes + num_classes) as u64
+}
+
 /// Training FLOPs per image: 2 per multiply-add, and backward twice the
 /// forward (gradients of the inputs and of the weights), so 3 × forward.
 pub fn train_gflop_per_img(kind: ModelKind, image_size: i64, num_classes: i64) -> f64 {
@@ -132,5 +155,13 @@ mod tests {
         assert!((r50_112 / r50 - 0.25).abs() < 0.02, "{r50_112}");
         // tinycnn at 16 px: 8×8×3×16×9 + 4×4×16×32×9 + 32×10
         assert_eq!(forward_macs(ModelKind::Tinycnn, 16, 10), 27_648 + 73_728 + 320);
+    }
+
+    /// torchvision's counts: resnet50 25 557 032 and resnet18 11 689 512 parameters.
+    #[test]
+    fn parameter_counts_match_torchvision() {
+        assert_eq!(param_count(ModelKind::Resnet50, 1000), 25_557_032);
+        assert_eq!(param_count(ModelKind::Resnet18, 1000), 11_689_512);
+        assert_eq!(param_count(ModelKind::Tinycnn, 10), (3 * 16 * 9 + 16) + (16 * 32 * 9 + 32) + (32 * 10 + 10));
     }
 }

@@ -29,7 +29,6 @@ pub mod arch;
 #[cfg(feature = "torch")]
 pub mod bench;
 pub mod cli;
-#[cfg(feature = "torch")]
 pub mod comm;
 pub mod commands;
 pub mod config;

@@ -18,6 +18,8 @@
 //! it includes that copy (nccl-tests' out-of-place has none). `-w` warm-up
 //! operations run at every size first, untimed.
 use anyhow::{Context, Result};
+
+pub(crate) use super::curve::bus_factor;
 use serde::Serialize;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
@@ -48,15 +50,6 @@ pub(crate) struct SizeResult {
     pub count: u64,
     pub out_of_place: Timing,
     pub in_place: Timing,
-}
-
-/// nccl-tests' bus-bandwidth factor for all-reduce.
-pub(crate) fn bus_factor(world: usize) -> f64 {
-    if world <= 1 {
-        1.0
-    } else {
-        2.0 * (world as f64 - 1.0) / world as f64
-    }
 }
 
 /// algbw and busbw (decimal GB/s) of `bytes` moved in `us` microseconds.

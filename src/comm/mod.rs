@@ -2,6 +2,10 @@
 //! on GPUs, Gloo on the CPU) per message size as nccl-tests does, one
 //! process per device through the launcher `run --strategy ddp` uses;
 //! `predict` turns one device's profile and such a curve into DDP's
-//! expected step time on N devices.
+//! expected step time on N devices; `curve` reads such a curve, torch-free,
+//! for `report` too.
+#[cfg(feature = "torch")]
 pub mod allreduce;
+pub mod curve;
+#[cfg(feature = "torch")]
 pub mod predict;

@@ -6,6 +6,8 @@ use anyhow::Result;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::comm::curve::curve;
+use crate::config::{Backend, CommHook, CurveSource, ModelKind};
 use crate::error::usage;
 use crate::report::charts::{self, ChartWriter};
 use crate::report::check::{self, CheckOptions};
@@ -14,7 +16,9 @@ use crate::report::compare;
 use crate::report::export::{exporter, Format, Table};
 use crate::report::html::{self, Outcome, Page, Section};
 use crate::report::serving::serving_table;
-use crate::report::summary::{load_files, report_table, summarize, Group, Scope};
+use crate::report::summary::{load_files, report_table, summarize, Group, Run, Scope};
+use crate::report::verdict::{self, Expected, Verdict};
+use crate::results::csv::Row;
 use crate::results::long;
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
@@ -142,16 +146,14 @@ pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     // Training and serving rows answer different questions: a table each.
     let (serving, training): (Vec<Group>, Vec<Group>) = groups.into_iter().partition(|g| g.key.is_infer());
     let mut tables = vec![];
+    let v = verdict::verdicts(&runs, &training, &expected_allreduce(&runs));
     let has_peaks = runs.iter().any(|r| r.row.is_peak());
     if !training.is_empty() || (serving.is_empty() && !has_allreduce && !has_peaks) {
         let mut t = report_table(&runs, &training, files);
         t.notes.extend(device_notes);
         t.notes.extend(crate::report::published::notes(&runs, &training));
         tables.push(t);
-        let v = crate::report::verdict::verdicts(&runs, &training);
-        if !v.is_empty() {
-            tables.push(crate::report::verdict::table(&v));
-        }
+        tables.extend(verdict_tables(&v, &runs));
     }
     if !serving.is_empty() {
         tables.push(serving_table(&runs, &serving, files));
@@ -164,6 +166,7 @@ pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     let mut notes = vec![];
     if let Some(w) = &mut w {
         notes = charts::report_charts(w, &runs, &training, &devices)?;
+        notes.extend(charts::verdict_chart(w, &v, all_cpu(&runs))?);
         notes.extend(charts::serving_charts(w, &runs, &serving)?);
         charts::allreduce_charts(w, &runs)?;
     }
@@ -175,6 +178,67 @@ pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     Ok(0)
 }
 
+/// The verdicts' tables: the parts, then their waterfall; none without verdicts.
+/// A ddp verdict with no all-reduce curve says where one was looked for.
+pub(crate) fn verdict_tables(v: &[Verdict], runs: &[Run]) -> Vec<Table> {
+    if v.is_empty() {
+        return vec![];
+    }
+    let mut t = verdict::table(v);
+    if v.iter().any(|v| v.config.starts_with("ddp") && v.allreduce.is_none()) {
+        t.notes.push(
+            "no all-reduce curve for some ddp configuration's world size and backend among the files read: add \
+             `gpubench allreduce --out FILE` output, of the same ranks and backend, to the files for what the \
+             all-reduce alone should cost"
+                .into(),
+        );
+    }
+    vec![t, verdict::waterfall_table(v, all_cpu(runs))]
+}
+
+/// Whether every row ran on a CPU, where a verdict's compute part is the ranks' shared cores.
+pub(crate) fn all_cpu(runs: &[Run]) -> bool {
+    runs.iter().all(|r| r.row.device_kind == "cpu")
+}
+
+/// What a ddp row's gradient all-reduce alone should cost, from an
+/// all-reduce curve among the files read (rows of `gpubench allreduce --out
+/// FILE`) of the same world size and backend, in the dtype the gradients
+/// travel in: the row's gradient bytes (`mem_grads_mb`; for older rows the
+/// model's parameters counted from its architecture, for ImageNet's 1000
+/// classes, gpubench's default) in the row's number of buckets, taken as
+/// equal, each all-reduced on its own.
+pub(crate) fn expected_allreduce(runs: &[Run]) -> impl Fn(&Row) -> Option<Expected> + '_ {
+    move |row| {
+        if row.strategy != "ddp" {
+            return None;
+        }
+        let model = ModelKind::ALL.into_iter().find(|m| m.name() == row.model)?;
+        let backend = Backend::ALL.into_iter().find(|b| b.name() == row.backend)?;
+        let hook = CommHook::ALL.into_iter().find(|h| h.name() == row.comm_hook).unwrap_or_default();
+        let buckets = row.ddp_buckets.filter(|&b| b > 0)?;
+        let mut files: Vec<&Path> = runs.iter().filter(|r| r.row.is_allreduce()).map(|r| r.file.as_path()).collect();
+        files.dedup();
+        files.into_iter().find_map(|f| {
+            let rows: Vec<Row> = runs.iter().filter(|r| r.file == f).map(|r| r.row.clone()).collect();
+            let c = curve(&CurveSource::File(f.to_path_buf()), &rows, row.n_devices as usize, backend, hook)?;
+            // The run's own gradient bytes (fp32) where its row has them.
+            let fp32 = row.mem_grads_mb.map_or(crate::arch::param_count(model, 1000) as f64 * 4.0, |mb| mb * 1048576.0);
+            let wire = if hook == CommHook::None { 1.0 } else { 0.5 };
+            let each = fp32 * wire / buckets as f64;
+            Some(Expected {
+                ms: buckets as f64 * c.time(each) * 1e3,
+                from: format!(
+                    "{}, the gradients in {buckets} equal bucket{} of {}B",
+                    c.describe(),
+                    if buckets == 1 { "" } else { "s" },
+                    crate::report::format::fmt_bytes(each)
+                ),
+            })
+        })
+    }
+}
+
 /// `gpubench compare FILES`.
 pub(crate) fn run_compare(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     out.check()?;
@@ -183,6 +247,9 @@ pub(crate) fn run_compare(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     let (devices, _) = long::load_devices(files);
     let cmp = compare::compare(&runs, &devices)?;
     let table = cmp.table(&runs);
+    let v = cmp.verdicts(&runs, &expected_allreduce(&runs));
+    let mut tables = vec![table];
+    tables.extend(verdict_tables(&v, &runs));
     let mut w = charts_for(charts_dir, html_path)?;
     let mut notes = vec![];
     if let Some(w) = &mut w {
@@ -193,10 +260,13 @@ pub(crate) fn run_compare(files: &[PathBuf], out: &Outputs) -> Result<i32> {
         } else {
             charts::compare_chart(w, &names, &keys, values)?;
         }
+        notes.extend(charts::verdict_chart(w, &v, all_cpu(&runs))?);
     }
     let page = |sections| Page { title: "gpubench compare".into(), inputs: files.to_vec(), outcome: None, sections };
-    finish(w, charts_dir, html_path, notes, page, std::slice::from_ref(&table))?;
-    emit(&table, format)?;
+    finish(w, charts_dir, html_path, notes, page, &tables)?;
+    for t in &tables {
+        emit(t, format)?;
+    }
     Ok(0)
 }
 

@@ -213,14 +213,17 @@ pub(crate) struct Summary {
     pub groups: Vec<crate::report::summary::Group>,
     /// The per-device rows the groups were summarized with, for the charts.
     pub devices: long::DeviceData,
-    /// Why each multi-device configuration falls short of ideal scaling.
-    pub verdicts: Option<crate::report::export::Table>,
+    /// Why each multi-device configuration falls short of ideal scaling,
+    /// and its waterfall; empty without multi-device configurations.
+    pub verdicts: Vec<crate::report::export::Table>,
+    /// The verdicts themselves, for the chart.
+    pub why: Vec<crate::report::verdict::Verdict>,
 }
 
 impl Summary {
     /// The report's table, then the verdicts' when there are any.
     pub(crate) fn tables(&self) -> Vec<&crate::report::export::Table> {
-        std::iter::once(&self.table).chain(self.verdicts.as_ref()).collect()
+        std::iter::once(&self.table).chain(&self.verdicts).collect()
     }
 }
 
@@ -235,9 +238,9 @@ pub(crate) fn summarize_plan(plan: &Plan) -> Result<Summary> {
     let groups = rs::summarize(&runs, &idx, Scope::of, &devices);
     let mut table = rs::report_table(&runs, &groups, std::slice::from_ref(&plan.out));
     table.title = format!("sweep summary ({} row(s) of this matrix in {})", runs.len(), plan.out.display());
-    let v = crate::report::verdict::verdicts(&runs, &groups);
-    let verdicts = (!v.is_empty()).then(|| crate::report::verdict::table(&v));
-    Ok(Summary { table, runs, groups, devices, verdicts })
+    let v = crate::report::verdict::verdicts(&runs, &groups, &super::report::expected_allreduce(&runs));
+    let verdicts = super::report::verdict_tables(&v, &runs);
+    Ok(Summary { table, runs, groups, devices, verdicts, why: v })
 }
 
 /// The report's charts for the sweep's rows into `--charts`, and the page
@@ -246,7 +249,8 @@ fn render(plan: &Plan, s: &Summary) -> Result<()> {
     use crate::report::html::Page;
     let (dir, html) = (plan.charts.as_deref(), plan.html.as_deref());
     let Some(mut w) = super::report::charts_for(dir, html)? else { return Ok(()) };
-    let notes = charts::report_charts(&mut w, &s.runs, &s.groups, &s.devices).context("charts not written")?;
+    let mut notes = charts::report_charts(&mut w, &s.runs, &s.groups, &s.devices).context("charts not written")?;
+    notes.extend(charts::verdict_chart(&mut w, &s.why, super::report::all_cpu(&s.runs))?);
     let page =
         |sections| Page { title: "gpubench sweep".into(), inputs: vec![plan.out.clone()], outcome: None, sections };
     let tables: Vec<crate::report::export::Table> = s.tables().into_iter().cloned().collect();

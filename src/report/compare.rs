@@ -11,9 +11,10 @@ use crate::error::usage;
 use crate::report::export::{Cell, Column, Table};
 use crate::report::format::{fmt_pct, fmt_rate, fmt_ratio};
 use crate::report::summary::{
-    cell_spread, disturbed_notes, excluded_notes, file_stem, spread_bounds, status_counts, summarize, ConfigKey, Group,
-    Run, Scope, Spread, INTERVAL_NOTE, PUBLISHED, PUBLISHED_NOTE, SCALING_NOTE,
+    cell_spread, column_median, disturbed_notes, excluded_notes, file_stem, spread_bounds, status_counts, summarize,
+    ConfigKey, Group, Run, Scope, Spread, INTERVAL_NOTE, PUBLISHED, PUBLISHED_NOTE, SCALING_NOTE,
 };
+use crate::report::verdict::{self, ExpectFn, Verdict};
 use crate::results::long::DeviceData;
 use crate::results::Implementation;
 
@@ -145,6 +146,14 @@ impl Comparison {
             columns.push(Column::num(&format!("{}:throughput_img_s", s.name), &format!("{h} img/s")));
             columns.push(Column::num(&format!("{}:scaling_efficiency", s.name), &format!("{h} scaling")));
         }
+        // Energy only where some set measured it, so tables without it keep their shape.
+        let energy =
+            (0..self.sets.len()).any(|i| self.configs.iter().any(|k| self.img_per_joule(runs, i, k).is_some()));
+        if energy {
+            for (s, h) in self.sets.iter().zip(&head) {
+                columns.push(Column::num(&format!("{}:img_per_joule", s.name), &format!("{h} img/J")));
+            }
+        }
         let first = &self.sets[0].name;
         for (s, h) in self.sets.iter().zip(&head).skip(1) {
             columns.push(Column::num(&format!("{}/{first}:throughput_ratio", s.name), &format!("{h} / {}", head[0])));
@@ -173,6 +182,13 @@ impl Comparison {
                             cell_spread(g.throughput, g.throughput_ci, fmt_rate),
                             cell_spread(g.efficiency, g.efficiency_ci, fmt_pct),
                         ]),
+                    }
+                }
+                if energy {
+                    for i in 0..self.sets.len() {
+                        row.push(
+                            self.img_per_joule(runs, i, k).map_or(Cell::none(), |e| Cell::num(e, format!("{e:.3}"))),
+                        );
                     }
                 }
                 let ratios: Vec<Option<(f64, bool)>> = (1..self.sets.len()).map(|i| self.ratio(i, k)).collect();
@@ -230,6 +246,26 @@ impl Comparison {
             notes.extend(disturbed_notes(runs, m.values()));
         }
         Table { title: format!("gpubench compare: {}", names.join(" vs ")), columns, rows, notes }
+    }
+
+    /// Each set's verdicts (why its multi-device configurations fall short of
+    /// ideal scaling against its own 1-device run), the set named first.
+    pub(crate) fn verdicts(&self, runs: &[Run], expect: ExpectFn) -> Vec<Verdict> {
+        let mut out = vec![];
+        for (s, m) in self.sets.iter().zip(&self.groups) {
+            let groups: Vec<Group> = m.values().cloned().collect();
+            for mut v in verdict::verdicts(runs, &groups, expect) {
+                v.config = format!("{}: {}", s.name, v.config);
+                v.sentence = format!("{}: {}", s.name, v.sentence);
+                out.push(v);
+            }
+        }
+        out
+    }
+
+    /// A set's median images per joule for a config, when its rows have energy.
+    pub(crate) fn img_per_joule(&self, runs: &[Run], set: usize, key: &ConfigKey) -> Option<f64> {
+        self.groups[set].get(key).and_then(|g| column_median(runs, &g.ok, |r| r.img_per_joule))
     }
 
     /// Per config with at least one value: each set's throughput.
@@ -352,6 +388,32 @@ mod tests {
         assert_eq!(t.notes[0], "A = tf_cnn_benchmarks GCE K80 synthetic [published] (ref.csv)");
         assert_eq!(t.columns[6].key, "tf_cnn_benchmarks GCE K80 synthetic [published]:throughput_img_s");
         assert_eq!((letter(0), letter(25), letter(26)), ("A".into(), "Z".into(), "AA".into()));
+    }
+
+    #[test]
+    fn each_set_gets_its_verdicts_and_energy_when_measured() {
+        let with = |strategy: &str, n: u32, thr: f64, step: f64, e: f64, label: &str| {
+            let mut r = row(strategy, n, thr);
+            (r.step_ms_p50, r.img_per_joule, r.data_wait_ms) = (Some(step), Some(e), Some(0.0));
+            run(&format!("{label}.csv"), r, label)
+        };
+        let runs = vec![
+            with("single", 1, 400.0, 160.0, 1.0, "A"),
+            with("ddp", 2, 760.0, 168.0, 0.9, "A"),
+            with("single", 1, 50.0, 1280.0, 0.2, "B"),
+        ];
+        let c = compare(&runs, &DeviceData::default()).unwrap();
+        let v = c.verdicts(&runs, &verdict::no_curve);
+        assert_eq!(v.len(), 1, "only set A has a multi-device configuration");
+        assert!(v[0].sentence.starts_with("A: ddp on 2 devices reaches 1.90x of single (95 %)"), "{}", v[0].sentence);
+        assert!(v[0].sentence.ends_with("energy: 0.900 img/J against 1.00 for single (0.90x)"), "{}", v[0].sentence);
+        let t = c.table(&runs);
+        let col = t.columns.iter().position(|c| c.key == "B:img_per_joule").expect("an energy column per set");
+        assert_eq!(t.rows[0][col].display(), "0.200");
+        // Without energy anywhere, no energy columns.
+        let plain = vec![run("a.csv", row("single", 1, 1.0), "A"), run("b.csv", row("single", 1, 2.0), "B")];
+        let t = compare(&plain, &DeviceData::default()).unwrap().table(&plain);
+        assert!(t.columns.iter().all(|c| !c.key.ends_with("img_per_joule")));
     }
 
     #[test]

@@ -54,7 +54,12 @@ Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              4   
     let (main, why) = o.stdout.split_at(want.len() + NOTES_V100.len());
     assert_eq!(main, format!("{want}{NOTES_V100}"));
     assert!(why.starts_with("why: the shortfall from ideal scaling, in points of ideal\n"), "{why}");
-    assert!(why.contains("ddp on 4 devices reaches 3.78x of single (95 %): 0 % data wait, 5 % unexplained"), "{why}");
+    assert!(
+        why.contains(
+            "ddp on 4 devices reaches 3.78x of single (95 %): 5 % unexplained, as these rows measured none of the parts"
+        ),
+        "{why}"
+    );
     assert_eq!(o.stderr, "");
 }
 
@@ -96,16 +101,19 @@ fn report_csv_and_json_carry_raw_values() {
     );
     // The report's 7 lines, then the verdicts' table with its own header.
     assert!(lines[7].starts_with("config,efficiency_pct,exposed_allreduce_pct,"), "{}", o.stdout);
-    assert_eq!(lines.len(), 7 + 5);
+    // Then the waterfall's: ideal, unexplained and measured for each of the 4.
+    assert!(lines[12].starts_with("config,step,from_pct,to_pct"), "{}", o.stdout);
+    assert_eq!(lines.len(), 7 + 5 + 13);
     // notes stay visible, on stderr
     assert!(o.stderr.contains("note: excluded v100.csv:17"), "{}", o.stderr);
 
     let o = fx("report v100.csv --format json").run();
     assert_eq!(o.code, 0, "{}", o.stderr);
-    // One JSON document per table: the report's, then the verdicts'.
+    // One JSON document per table: the report's, the verdicts', their waterfall.
     let docs: Vec<serde_json::Value> =
         serde_json::Deserializer::from_str(&o.stdout).into_iter().map(|d| d.unwrap()).collect();
-    assert_eq!(docs.len(), 2);
+    assert_eq!(docs.len(), 3);
+    assert_eq!(docs[2]["rows"][0]["step"], "ideal");
     assert_eq!(docs[1]["rows"][3]["config"], "ddp ×4 resnet50 224px fp32 b64");
     let v = docs[0].clone();
     let ddp4 = &v["rows"][4];
@@ -139,7 +147,7 @@ fn report_charts_are_valid_png_and_svg() {
     let d = dir.path().to_str().unwrap();
     let o = fx(&format!("report v100.csv --charts {}", d)).run();
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let stems = ["throughput", "scaling", "strategies", "memory_util", "step_time"];
+    let stems = ["throughput", "scaling", "strategies", "memory_util", "step_time", "verdict"];
     for s in stems {
         check_svg(&dir.path().join(format!("{s}.svg")));
     }
@@ -154,7 +162,7 @@ fn report_charts_are_valid_png_and_svg() {
                 assert!((600..=4000).contains(&w) && (400..=4000).contains(&h), "{p:?}: {w}x{h}");
                 assert!(bytes.len() > 15_000, "{p:?} looks blank: {} bytes", bytes.len());
             }
-            assert!(o.stderr.ends_with(&format!("wrote 10 chart files to {d}\n")), "{}", o.stderr);
+            assert!(o.stderr.ends_with(&format!("wrote 12 chart files to {d}\n")), "{}", o.stderr);
         }
         Err(msg) => {
             assert!(o.stderr.contains(&msg), "{}", o.stderr);
@@ -210,7 +218,11 @@ scaling = img/s / (devices x img/s of the 1-device run with the same hardware, m
 ± = half-width of the spread: with repeats, from the lowest to the highest of their own 95 % intervals; * = one run's own 95 % interval (batch means over its steps), which does not cover run-to-run drift: repeat runs (--repeat) for that
 excluded v100.csv:17 (resnet50 224px fp32 dp x4 b128): status oom: CUDA out of memory. Tried to allocate 2.00 GiB
 ";
-    assert_eq!(o.stdout, want);
+    let (main, why) = o.stdout.split_at(want.len().min(o.stdout.len()));
+    assert_eq!(main, want);
+    // Then each set's verdicts, named by set.
+    assert!(why.starts_with("why: the shortfall from ideal scaling"), "{why}");
+    assert!(why.contains("\nTesla K80: ddp on 2 devices reaches 1.90x of single (95 %)"), "{why}");
 }
 
 #[test]
@@ -536,4 +548,20 @@ fn the_verdict_names_waiting_for_a_slowed_rank_as_the_largest_part() {
     assert!(r["efficiency_pct"].as_f64().unwrap() > 0.0, "{r}");
     assert!(r["waiting_for_rank_pct"].as_f64().unwrap() > r["exposed_allreduce_pct"].as_f64().unwrap(), "{r}");
     assert!(r["unexplained_pct"].is_number(), "{r}");
+    let w = docs
+        .iter()
+        .find(|d| d["title"].as_str().unwrap_or("").starts_with("why, as a waterfall"))
+        .expect("a waterfall");
+    let steps: Vec<&str> = w["rows"].as_array().unwrap().iter().map(|r| r["step"].as_str().unwrap()).collect();
+    assert_eq!((steps[0], *steps.last().unwrap()), ("ideal", "measured"), "{w}");
+    // With an all-reduce curve of the same ranks and backend among the files,
+    // the verdict says what the gradients' all-reduce alone should cost.
+    let ar = dir.path().join("ar.csv");
+    let o = gpubench(&format!("allreduce --cpu 2 -b 1K -e 64K -f 4 -n 3 -w 1 --out {}", ar.display())).output();
+    assert!(o.status.success(), "{}", super::common::stderr(&o));
+    let o = gpubench(&format!("report {} {}", out.display(), ar.display())).output();
+    let text = super::common::stdout(&o);
+    let sentence = text.lines().find(|l| l.starts_with("ddp on 2 devices reaches")).unwrap_or_else(|| panic!("{text}"));
+    assert!(sentence.contains("; the all-reduce alone should take ") && sentence.contains("ar.csv"), "{sentence}");
+    assert!(sentence.contains("the gradients in 1 equal bucket of 21.2KB"), "{sentence}");
 }

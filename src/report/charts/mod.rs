@@ -17,6 +17,7 @@ mod line;
 mod report;
 mod serving;
 mod step;
+mod verdict;
 
 use anyhow::{anyhow, Context, Result};
 use plotters::coord::Shift;
@@ -30,6 +31,7 @@ pub(crate) use comm::allreduce_charts;
 pub(crate) use frontier::frontier_chart;
 pub(crate) use report::{compare_chart, report_charts};
 pub(crate) use serving::serving_charts;
+pub(crate) use verdict::verdict_chart;
 
 // ---- fonts ----------------------------------------------------------------
 
