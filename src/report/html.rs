@@ -76,6 +76,7 @@ th, td { padding: 4px 8px; border-bottom: 1px solid #e4e4e4; text-align: left; w
 th { background: #f6f6f6; font-weight: 600; border-bottom: 2px solid #ccc; }
 td.num, th.num { text-align: right; }
 td.empty { color: #999; }
+td.bar { font-family: monospace; white-space: pre; color: #555; }
 tr.published td { font-style: italic; color: #555; background: #fbf8ee; }
 th.published { background: #f3ecd2; }
 td.published { font-style: italic; color: #555; background: #fbf8ee; }
@@ -178,6 +179,10 @@ fn table_html(t: &Table, id: &str) -> String {
             }
             if col.key.contains("[published]") {
                 class.push("published".into());
+            }
+            if col.key == "bar" {
+                // A text bar (the verdict's waterfall) lines up only in a fixed-width font.
+                class.push("bar".into());
             }
             let class: Vec<&str> = class.iter().map(String::as_str).collect();
             let mut text = escape(cell.display());
@@ -327,6 +332,14 @@ mod tests {
         assert!(h.contains("<div class=\"banner fail\" id=\"outcome\">1 regressed: FAIL</div>"));
         assert!(h.contains("<td class=\"v-regressed\">regressed: -12%</td>"));
         assert!(h.contains("<td class=\"v-improved\">improved</td>"));
+        // A waterfall's text bar keeps its blanks, in a fixed-width font.
+        let bars = Table {
+            columns: vec![Column::text("bar", "bar")],
+            rows: vec![vec![Cell::text("   ==")]],
+            ..Table::default()
+        };
+        let h = page_text(vec![Section::Table(bars)], None);
+        assert!(h.contains("<td class=\"bar\">   ==</td>"), "{h}");
     }
 
     #[test]
