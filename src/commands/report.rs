@@ -229,13 +229,22 @@ pub(crate) fn expected_allreduce(runs: &[Run]) -> impl Fn(&Row) -> Option<Expect
             Some(Expected {
                 ms: buckets as f64 * c.time(each) * 1e3,
                 from: format!(
-                    "{}, the gradients in {buckets} equal bucket{} of {}B",
+                    "{}, the gradients in {buckets} equal bucket{} of {}",
                     c.describe(),
                     if buckets == 1 { "" } else { "s" },
-                    crate::report::format::fmt_bytes(each)
+                    binary_bytes(each)
                 ),
             })
         })
+    }
+}
+
+/// Bytes with a binary unit: "21.2 KiB", "22.3 MiB", "512 bytes".
+fn binary_bytes(b: f64) -> String {
+    let t = crate::report::format::fmt_bytes(b);
+    match t.strip_suffix(['K', 'M', 'G']) {
+        Some(n) => format!("{n} {}iB", &t[n.len()..]),
+        None => format!("{t} bytes"),
     }
 }
 

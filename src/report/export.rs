@@ -25,18 +25,25 @@ pub(crate) struct Column {
     pub align: Align,
     /// False for columns only CSV and JSON carry.
     pub human: bool,
+    /// JSON only: the value sits in the row's object named `.0`, under `.1`
+    /// (a verdict's `parts`), where CSV has a column of its own.
+    pub json_in: Option<(String, String)>,
 }
 
 impl Column {
     pub(crate) fn text(key: &str, title: &str) -> Self {
-        Column { key: key.into(), title: title.into(), align: Align::Left, human: true }
+        Column { key: key.into(), title: title.into(), align: Align::Left, human: true, json_in: None }
     }
     pub(crate) fn num(key: &str, title: &str) -> Self {
-        Column { key: key.into(), title: title.into(), align: Align::Right, human: true }
+        Column { key: key.into(), title: title.into(), align: Align::Right, human: true, json_in: None }
     }
     /// A number for scripts only; the human formats leave it out.
     pub(crate) fn raw(key: &str) -> Self {
         Column { human: false, ..Column::num(key, key) }
+    }
+    /// In JSON, `field` of the row's object `object` instead of a key of its own.
+    pub(crate) fn in_json_object(self, object: &str, field: &str) -> Self {
+        Column { json_in: Some((object.into(), field.into())), ..self }
     }
 }
 
@@ -276,7 +283,17 @@ impl Exporter for JsonExporter {
                         Cell::Num { value, .. } if value.is_finite() => json!(value),
                         Cell::Num { .. } | Cell::Empty(_) => Value::Null,
                     };
-                    m.insert(col.key.clone(), v);
+                    match &col.json_in {
+                        Some((object, field)) => {
+                            let o = m.entry(object.clone()).or_insert_with(|| Value::Object(Map::new()));
+                            if let Value::Object(o) = o {
+                                o.insert(field.clone(), v);
+                            }
+                        }
+                        None => {
+                            m.insert(col.key.clone(), v);
+                        }
+                    }
                 }
                 Value::Object(m)
             })
@@ -359,6 +376,23 @@ mod tests {
         assert!(s(&CsvExporter, &t).starts_with("name,rate,eff,rate_lo\na|b,1234.5,0.975,1200\n"));
         let v: Value = serde_json::from_slice(&JsonExporter.export(&t).unwrap()).unwrap();
         assert_eq!(v["rows"][1]["rate_lo"], json!(50));
+    }
+
+    #[test]
+    fn a_column_may_sit_in_a_json_object_and_keep_its_own_csv_column() {
+        let t = Table {
+            columns: vec![
+                Column::text("config", "config"),
+                Column::num("a_pct", "a").in_json_object("parts", "a"),
+                Column::num("b_pct", "b").in_json_object("parts", "b"),
+            ],
+            rows: vec![vec![Cell::text("x"), Cell::num(1.5, "1.5"), Cell::none()]],
+            ..Default::default()
+        };
+        assert!(s(&CsvExporter, &t).starts_with("config,a_pct,b_pct\nx,1.5,\n"));
+        let v: Value = serde_json::from_slice(&JsonExporter.export(&t).unwrap()).unwrap();
+        assert_eq!(v["rows"][0]["parts"], json!({"a": 1.5, "b": null}));
+        assert!(v["rows"][0].get("a_pct").is_none());
     }
 
     #[test]

@@ -157,8 +157,21 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
         parts.push(("unexplained", loss - explained));
         let mut named: Vec<&(&str, f64)> = parts.iter().filter(|p| p.0 != "unexplained").collect();
         named.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let mut said: Vec<String> =
-            named.iter().map(|(p, x)| format!("{} % {}", pts_text(*x), words(p, row.slowest_rank, cpu))).collect();
+        // The buckets the exposed all-reduce moved, as the Reducer built them.
+        let buckets = row.ddp_buckets.filter(|&n| n > 0).map(|n| {
+            let s = if n == 1 { "" } else { "s" };
+            match row.mem_buckets_mb {
+                Some(mb) => format!(" ({n} bucket{s} of {:.1} MiB on average)", mb / n as f64),
+                None => format!(" ({n} bucket{s})"),
+            }
+        });
+        let mut said: Vec<String> = named
+            .iter()
+            .map(|(p, x)| {
+                let extra = if *p == "exposed_allreduce" { buckets.clone().unwrap_or_default() } else { String::new() };
+                format!("{} % {}{extra}", pts_text(*x), words(p, row.slowest_rank, cpu))
+            })
+            .collect();
         said.push(format!("{} % unexplained", pts_text(loss - explained)));
         if none_measured {
             said.push("as these rows measured none of the parts".into());
@@ -216,11 +229,12 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
     v
 }
 
-/// The verdicts as a table (each part a column of points of ideal), the sentences as its notes.
+/// The verdicts as a table (each part a column of points of ideal; in JSON
+/// the row's `parts` object), the sentences as its notes.
 pub(crate) fn table(verdicts: &[Verdict]) -> Table {
     let mut columns = vec![Column::text("config", "configuration"), Column::num("efficiency_pct", "efficiency")];
     for p in PARTS {
-        columns.push(Column::num(&format!("{p}_pct"), &p.replace('_', " ")));
+        columns.push(Column::num(&format!("{p}_pct"), &p.replace('_', " ")).in_json_object("parts", p));
     }
     columns.extend([
         Column::num("allreduce_expected_ms", "all-reduce expected ms"),
@@ -365,6 +379,7 @@ mod tests {
         ddp.ddp_backward_compute_ms = Some(70.0);
         ddp.slowest_rank = Some(1);
         ddp.rank_wait_ms = Some(2.5);
+        (ddp.ddp_buckets, ddp.mem_buckets_mb) = (Some(2), Some(50.0));
         let runs = runs_of(vec![single, ddp]);
         let all: Vec<usize> = (0..runs.len()).collect();
         let groups = summarize(&runs, &all, Scope::of, &DeviceData::default());
@@ -379,7 +394,8 @@ mod tests {
         assert!((part("unexplained") - 2.0).abs() < 1e-9);
         assert_eq!(
             v[0].sentence,
-            "ddp on 2 devices reaches 1.60x of single (80 %): 10 % exposed all-reduce, 4 % shared cores, \
+            "ddp on 2 devices reaches 1.60x of single (80 %): 10 % exposed all-reduce (2 buckets of 25.0 MiB on \
+             average), 4 % shared cores, \
              2 % waiting for rank 1, 2 % data wait, 2 % unexplained"
         );
         let t = table(&v);
