@@ -168,8 +168,8 @@ pub(crate) fn fill_metrics(row: &mut Row, devs: &[DeviceMetrics], master: Option
         let ms = |f: fn(&crate::strategy::MasterWork) -> f64| {
             Some(crate::metrics::stats::percentile(&m.master_work.iter().map(f).collect::<Vec<_>>(), 50.0) * 1e3)
         };
-        (row.dp_replicate_ms, row.dp_scatter_ms, row.dp_gather_ms, row.dp_reduce_ms) =
-            (ms(|w| w.replicate), ms(|w| w.scatter), ms(|w| w.gather), ms(|w| w.reduce));
+        (row.dp_replicate_ms, row.dp_scatter_ms, row.dp_gather_ms, row.dp_reduce_ms, row.dp_compute_ms) =
+            (ms(|w| w.replicate), ms(|w| w.scatter), ms(|w| w.gather), ms(|w| w.reduce), ms(|w| w.compute));
     }
 }
 

@@ -10,8 +10,9 @@
 //! - waiting for the slowest rank: its compute minus the other ranks'
 //!   median (`rank_wait_ms`; wall step times are equal across ranks);
 //! - data wait: the multi-device run's wait for input beyond the 1-device run's;
-//! - compute: a typical rank's forward and backward against the 1-device
-//!   step's compute (on a CPU the ranks split the cores, so this is "shared
+//! - compute: a typical rank's forward and backward (dp: the replicas'
+//!   forward and the backward through them) against the 1-device step's
+//!   compute (on a CPU the ranks split the cores, so this is "shared
 //!   cores"; on GPUs, contention);
 //! - dp's master work: replicate, scatter, gather with the loss, and the
 //!   gradient sum (`dp_*_ms`, host-timed where that is exact: on the CPU, and
@@ -127,10 +128,12 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
         let comm_all = med(&g.pooled, |r| Some(r.ddp_backward_comm_ms? - straggling(r)));
         let wait = med(&g.pooled, |r| r.rank_wait_ms);
         // Rank 0's compute, less the wait when rank 0 is the slowest: a typical rank's.
+        // dp: its replicas' forward and the backward through them, host-timed.
         let compute = med(&g.pooled, |r| {
             let c = r.ddp_forward_compute_ms? + r.ddp_backward_compute_ms?;
             Some(if r.slowest_rank == Some(0) { c - r.rank_wait_ms.unwrap_or(0.0) } else { c })
-        });
+        })
+        .or_else(|| med(&g.pooled, |r| r.dp_compute_ms));
         let loss = 100.0 * (1.0 - e);
         let mut parts: Vec<(&'static str, f64)> = vec![];
         if let Some(c) = comm {
@@ -433,11 +436,15 @@ mod tests {
         let runs = single_and("dp", |r| {
             (r.dp_replicate_ms, r.dp_scatter_ms, r.dp_gather_ms, r.dp_reduce_ms) =
                 (Some(5.0), Some(2.5), Some(2.5), Some(5.0));
+            r.dp_compute_ms = Some(105.0);
         });
         let v = verdict_of(&runs, &no_curve);
         let part = v.parts.iter().find(|p| p.0 == "dp_master").unwrap().1;
         assert!((part - 12.0).abs() < 1e-9, "{v:?}"); // 15 of 125 ms
         assert!(v.sentence.contains("12 % dp's master work"), "{}", v.sentence);
+        // Its replicas' compute against the 1-device step: 105 against 100 ms, of 125.
+        let compute = v.parts.iter().find(|p| p.0 == "compute").unwrap().1;
+        assert!((compute - 4.0).abs() < 1e-9, "{v:?}");
         let untimed = verdict_of(&single_and("dp", |_| {}), &no_curve);
         // Nothing measured at all: the shortfall is all unexplained, and said why.
         let bare = verdict_of(&single_and("ddp", |r| r.data_wait_ms = None), &no_curve);

@@ -111,6 +111,7 @@ pub struct Row {
     pub dp_scatter_ms: Option<f64>,
     pub dp_gather_ms: Option<f64>,
     pub dp_reduce_ms: Option<f64>,
+    pub dp_compute_ms: Option<f64>,
     pub alloc_retries: Option<u64>,
     pub alloc_ooms: Option<u64>,
     pub other_procs_mb: Option<f64>,
@@ -320,7 +321,7 @@ const ADDED: [(u32, &[&str]); 3] = [
             "node_list",
         ],
     ),
-    (5, &["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms"]),
+    (5, &["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms", "dp_compute_ms"]),
 ];
 
 /// What `upgrade` did.

@@ -333,6 +333,13 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
                   (timed as dp_replicate_ms).",
     },
     ColumnDoc {
+        name: "dp_compute_ms",
+        unit: "ms",
+        meaning: "dp on 2+ devices: median per timed step of the replicas' forward passes (in parallel) and the \
+                  backward pass through them: what the master waits for besides its own work (timed as \
+                  dp_replicate_ms).",
+    },
+    ColumnDoc {
         name: "alloc_retries",
         unit: "",
         meaning: "CUDA: times the caching allocator's cudaMalloc failed and it freed its cache and tried again \

@@ -392,7 +392,7 @@ impl Strategy for DataParallel {
             }
             let outputs = self.parallel_forward(inputs, true)?;
             if timed {
-                laps.lap(&self.devices);
+                work.compute += laps.lap(&self.devices);
             }
             let logits = self.gather(&outputs)?;
             self.count_master_parts(&batch.images, &logits);
@@ -404,7 +404,7 @@ impl Strategy for DataParallel {
             self.zero_replica_grads()?;
             self.amp.scaled(&share(&loss, k)?)?.f_backward()?;
             if timed {
-                laps.lap(&self.devices);
+                work.compute += laps.lap(&self.devices);
             }
             self.reduce_gradients()?;
             if timed {

@@ -96,6 +96,10 @@ pub struct MasterWork {
     pub gather: f64,
     /// The replicas' gradients summed into the master's.
     pub reduce: f64,
+    /// Not the master's extra but what it waits for: the replicas' forward
+    /// passes and the backward pass through them, so that a verdict can set
+    /// dp's compute against the 1-device run's as it does ddp's.
+    pub compute: f64,
 }
 
 /// The phases of a training step, for `--breakdown`.

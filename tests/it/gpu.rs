@@ -61,7 +61,7 @@ fn dp_on_one_gpu_and_two_replicas_on_one_gpu() {
         "run --json --strategy dp --gpus 0,0 --model tinycnn --image-size 32 --batch-size 8 --steps 5 --warmup 1 \
          --breakdown",
     );
-    for c in ["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms"] {
+    for c in ["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms", "dp_compute_ms"] {
         assert!(synced["row"][c].as_f64().is_some_and(|ms| ms >= 0.0), "{c}: {}", synced["row"]);
     }
 }

@@ -448,7 +448,7 @@ fn dp_names_the_masters_extra_memory_by_cause() {
     let reduce = mib("dp_master_reduce_mb");
     assert!(reduce > 0.0 && reduce < mib("mem_params_mb"), "one tensor of the parameters: {dp}");
     // Its work, host-timed on the CPU (where an op returns when done): every part measured.
-    for c in ["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms"] {
+    for c in ["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms", "dp_compute_ms"] {
         assert!(dp[c].as_f64().is_some_and(|ms| ms >= 0.0), "{c} in {dp}");
     }
     let single = row(&format!("run {tiny}"));
