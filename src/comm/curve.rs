@@ -99,7 +99,8 @@ pub(crate) fn curve(
             let dtype = [wire, "fp32"].into_iter().find(|d| usable.iter().any(|r| r.precision == *d))?;
             let mut by: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
             for r in usable.iter().filter(|r| r.precision == dtype) {
-                if let (Some(b), Some(ms)) = (r.bytes, r.step_ms_mean) {
+                // Log-log interpolation needs sizes and times above zero.
+                if let (Some(b), Some(ms)) = (r.bytes.filter(|&b| b > 0), r.step_ms_mean.filter(|&t| t > 0.0)) {
                     by.entry(b).or_default().push(ms / 1e3);
                 }
             }

@@ -153,7 +153,7 @@ pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
         t.notes.extend(device_notes);
         t.notes.extend(crate::report::published::notes(&runs, &training));
         tables.push(t);
-        tables.extend(verdict_tables(&v, &runs));
+        tables.extend(verdict_tables(&v, true));
     }
     if !serving.is_empty() {
         tables.push(serving_table(&runs, &serving, files));
@@ -166,7 +166,7 @@ pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     let mut notes = vec![];
     if let Some(w) = &mut w {
         notes = charts::report_charts(w, &runs, &training, &devices)?;
-        notes.extend(charts::verdict_chart(w, &v, all_cpu(&runs))?);
+        notes.extend(charts::verdict_chart(w, &v)?);
         notes.extend(charts::serving_charts(w, &runs, &serving)?);
         charts::allreduce_charts(w, &runs)?;
     }
@@ -179,13 +179,14 @@ pub(crate) fn run_report(files: &[PathBuf], out: &Outputs) -> Result<i32> {
 }
 
 /// The verdicts' tables: the parts, then their waterfall; none without verdicts.
-/// A ddp verdict with no all-reduce curve says where one was looked for.
-pub(crate) fn verdict_tables(v: &[Verdict], runs: &[Run]) -> Vec<Table> {
+/// `curves_read`: all-reduce rows were looked for among the files read, so a
+/// ddp verdict without a curve says where (sweep reads its own rows only).
+pub(crate) fn verdict_tables(v: &[Verdict], curves_read: bool) -> Vec<Table> {
     if v.is_empty() {
         return vec![];
     }
     let mut t = verdict::table(v);
-    if v.iter().any(|v| v.config.starts_with("ddp") && v.allreduce.is_none()) {
+    if curves_read && v.iter().any(|v| v.wants_curve) {
         t.notes.push(
             "no all-reduce curve for some ddp configuration's world size and backend among the files read: add \
              `gpubench allreduce --out FILE` output, of the same ranks and backend, to the files for what the \
@@ -193,12 +194,7 @@ pub(crate) fn verdict_tables(v: &[Verdict], runs: &[Run]) -> Vec<Table> {
                 .into(),
         );
     }
-    vec![t, verdict::waterfall_table(v, all_cpu(runs))]
-}
-
-/// Whether every row ran on a CPU, where a verdict's compute part is the ranks' shared cores.
-pub(crate) fn all_cpu(runs: &[Run]) -> bool {
-    runs.iter().all(|r| r.row.device_kind == "cpu")
+    vec![t, verdict::waterfall_table(v)]
 }
 
 /// What a ddp row's gradient all-reduce alone should cost, from an
@@ -213,9 +209,12 @@ pub(crate) fn expected_allreduce(runs: &[Run]) -> impl Fn(&Row) -> Option<Expect
         if row.strategy != "ddp" {
             return None;
         }
-        let model = ModelKind::ALL.into_iter().find(|m| m.name() == row.model)?;
         let backend = Backend::ALL.into_iter().find(|b| b.name() == row.backend)?;
-        let hook = CommHook::ALL.into_iter().find(|h| h.name() == row.comm_hook).unwrap_or_default();
+        // Rows from before the column have no hook: the Reducer's own fp32.
+        let hook = match row.comm_hook.as_str() {
+            "" => CommHook::None,
+            h => CommHook::ALL.into_iter().find(|k| k.name() == h)?,
+        };
         let buckets = row.ddp_buckets.filter(|&b| b > 0)?;
         let mut files: Vec<&Path> = runs.iter().filter(|r| r.row.is_allreduce()).map(|r| r.file.as_path()).collect();
         files.dedup();
@@ -223,7 +222,13 @@ pub(crate) fn expected_allreduce(runs: &[Run]) -> impl Fn(&Row) -> Option<Expect
             let rows: Vec<Row> = runs.iter().filter(|r| r.file == f).map(|r| r.row.clone()).collect();
             let c = curve(&CurveSource::File(f.to_path_buf()), &rows, row.n_devices as usize, backend, hook)?;
             // The run's own gradient bytes (fp32) where its row has them.
-            let fp32 = row.mem_grads_mb.map_or(crate::arch::param_count(model, 1000) as f64 * 4.0, |mb| mb * 1048576.0);
+            let fp32 = match row.mem_grads_mb {
+                Some(mb) => mb * 1048576.0,
+                None => {
+                    let model = ModelKind::ALL.into_iter().find(|m| m.name() == row.model)?;
+                    crate::arch::param_count(model, 1000) as f64 * 4.0
+                }
+            };
             let wire = if hook == CommHook::None { 1.0 } else { 0.5 };
             let each = fp32 * wire / buckets as f64;
             Some(Expected {
@@ -258,7 +263,7 @@ pub(crate) fn run_compare(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     let table = cmp.table(&runs);
     let v = cmp.verdicts(&runs, &expected_allreduce(&runs));
     let mut tables = vec![table];
-    tables.extend(verdict_tables(&v, &runs));
+    tables.extend(verdict_tables(&v, true));
     let mut w = charts_for(charts_dir, html_path)?;
     let mut notes = vec![];
     if let Some(w) = &mut w {
@@ -269,7 +274,7 @@ pub(crate) fn run_compare(files: &[PathBuf], out: &Outputs) -> Result<i32> {
         } else {
             charts::compare_chart(w, &names, &keys, values)?;
         }
-        notes.extend(charts::verdict_chart(w, &v, all_cpu(&runs))?);
+        notes.extend(charts::verdict_chart(w, &v)?);
     }
     let page = |sections| Page { title: "gpubench compare".into(), inputs: files.to_vec(), outcome: None, sections };
     finish(w, charts_dir, html_path, notes, page, &tables)?;

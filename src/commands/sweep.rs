@@ -239,7 +239,8 @@ pub(crate) fn summarize_plan(plan: &Plan) -> Result<Summary> {
     let mut table = rs::report_table(&runs, &groups, std::slice::from_ref(&plan.out));
     table.title = format!("sweep summary ({} row(s) of this matrix in {})", runs.len(), plan.out.display());
     let v = crate::report::verdict::verdicts(&runs, &groups, &super::report::expected_allreduce(&runs));
-    let verdicts = super::report::verdict_tables(&v, &runs);
+    // A sweep's file holds its cells only: no all-reduce curve to look for.
+    let verdicts = super::report::verdict_tables(&v, false);
     Ok(Summary { table, runs, groups, devices, verdicts, why: v })
 }
 
@@ -250,7 +251,7 @@ fn render(plan: &Plan, s: &Summary) -> Result<()> {
     let (dir, html) = (plan.charts.as_deref(), plan.html.as_deref());
     let Some(mut w) = super::report::charts_for(dir, html)? else { return Ok(()) };
     let mut notes = charts::report_charts(&mut w, &s.runs, &s.groups, &s.devices).context("charts not written")?;
-    notes.extend(charts::verdict_chart(&mut w, &s.why, super::report::all_cpu(&s.runs))?);
+    notes.extend(charts::verdict_chart(&mut w, &s.why)?);
     let page =
         |sections| Page { title: "gpubench sweep".into(), inputs: vec![plan.out.clone()], outcome: None, sections };
     let tables: Vec<crate::report::export::Table> = s.tables().into_iter().cloned().collect();

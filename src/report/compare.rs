@@ -32,7 +32,9 @@ pub(crate) struct Set {
 /// on one box) gets the file name appended; published sets say so.
 pub(crate) fn partition_sets(runs: &[Run]) -> Vec<Set> {
     let mut sets: Vec<(std::path::PathBuf, String, Vec<usize>)> = vec![];
-    for (i, r) in runs.iter().enumerate() {
+    // A device's peak and an all-reduce curve travel beside the runs but are
+    // no configuration: they make no set of their own.
+    for (i, r) in runs.iter().enumerate().filter(|(_, r)| !r.row.is_peak() && !r.row.is_allreduce()) {
         let base = if !r.row.label.is_empty() {
             r.row.label.clone()
         } else if !r.row.device_name.is_empty() {
@@ -265,7 +267,7 @@ impl Comparison {
 
     /// A set's median images per joule for a config, when its rows have energy.
     pub(crate) fn img_per_joule(&self, runs: &[Run], set: usize, key: &ConfigKey) -> Option<f64> {
-        self.groups[set].get(key).and_then(|g| column_median(runs, &g.ok, |r| r.img_per_joule))
+        self.groups[set].get(key).and_then(|g| column_median(runs, &g.pooled, |r| r.img_per_joule))
     }
 
     /// Per config with at least one value: each set's throughput.
@@ -318,6 +320,18 @@ mod tests {
         let runs = vec![run("ref.csv", p, "tf_cnn_benchmarks K80"), run("mine.csv", row("single", 1, 60.0), "")];
         let names: Vec<String> = partition_sets(&runs).into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["tf_cnn_benchmarks K80 [published]", "Tesla V100"]);
+    }
+
+    #[test]
+    fn peaks_and_all_reduce_curves_make_no_set() {
+        let mut peak = row("single", 1, 0.0);
+        peak.mode = "peak".into();
+        peak.label = "other".into();
+        let mut ar = row("single", 2, 0.0);
+        ar.mode = "allreduce".into();
+        let runs = vec![run("a.csv", row("single", 1, 1.0), ""), run("a.csv", peak, ""), run("b.csv", ar, "")];
+        let sets = partition_sets(&runs);
+        assert_eq!((sets.len(), sets[0].members.clone()), (1, vec![0]));
     }
 
     #[test]

@@ -160,7 +160,8 @@ impl Diagnosis {
 
 /// Judges `runs` against `baseline` (else against the fleet's own medians).
 pub(crate) fn diagnose(runs: &[Run], baseline: Option<&[Run]>, max_drop: f64) -> Diagnosis {
-    let measured = |r: &&Run| r.row.implementation.is_measured();
+    // Runs only: a device's peak or an all-reduce curve is no configuration.
+    let measured = |r: &&Run| r.row.implementation.is_measured() && !r.row.is_peak() && !r.row.is_allreduce();
     let mut by_key: BTreeMap<Key, Vec<&Run>> = BTreeMap::new();
     for r in runs.iter().filter(measured) {
         by_key.entry(key_of(r)).or_default().push(r);

@@ -6,17 +6,22 @@ use std::collections::BTreeMap;
 use super::export::{Cell, Column, Table};
 use super::summary::Run;
 
-/// One row per device and precision: the latest peak row's TFLOP/s (rows
-/// are read in file order, so a later measurement replaces an earlier one).
+/// One row per host, device and precision: the newest peak's TFLOP/s (by
+/// its RFC 3339 timestamp, which sorts as text, whatever order the files
+/// were given in).
 pub(crate) fn peaks_table(runs: &[Run]) -> Option<Table> {
-    let mut latest: BTreeMap<(String, String), &Run> = BTreeMap::new();
+    let mut latest: BTreeMap<(String, String, String), &Run> = BTreeMap::new();
     for r in runs.iter().filter(|r| r.row.is_peak() && r.is_ok()) {
-        latest.insert((r.row.device_name.clone(), r.row.precision.clone()), r);
+        let key = (r.row.host.clone(), r.row.device_name.clone(), r.row.precision.clone());
+        if latest.get(&key).is_none_or(|old| old.row.timestamp <= r.row.timestamp) {
+            latest.insert(key, r);
+        }
     }
     if latest.is_empty() {
         return None;
     }
     let columns = vec![
+        Column::text("host", "host"),
         Column::text("device", "device"),
         Column::text("precision", "precision"),
         Column::num("tflops", "TFLOP/s"),
@@ -28,6 +33,7 @@ pub(crate) fn peaks_table(runs: &[Run]) -> Option<Table> {
         .map(|r| {
             let row = &r.row;
             vec![
+                Cell::text(&row.host),
                 Cell::text(&row.device_name),
                 Cell::text(&row.precision),
                 row.achieved_tflops.map_or(Cell::none(), |t| Cell::num(t, format!("{t:.3}"))),
@@ -53,10 +59,15 @@ mod tests {
             (r.precision, r.timestamp) = ("bf16".into(), stamp.into());
             r
         };
-        let runs = runs_of(vec![peak(0.40, "t1"), peak(0.42, "t2"), row("single", 1, 100.0)]);
+        // The newest wins, in whichever order the files came.
+        let runs = runs_of(vec![
+            peak(0.42, "2026-12-04T10:00:00Z"),
+            peak(0.40, "2026-12-01T10:00:00Z"),
+            row("single", 1, 100.0),
+        ]);
         let t = peaks_table(&runs).expect("a table");
         assert_eq!(t.rows.len(), 1);
-        assert_eq!((t.rows[0][2].display(), t.rows[0][4].display()), ("0.420", "t2"));
+        assert_eq!((t.rows[0][3].display(), t.rows[0][5].display()), ("0.420", "2026-12-04T10:00:00Z"));
         assert!(peaks_table(&runs_of(vec![row("single", 1, 100.0)])).is_none());
     }
 }

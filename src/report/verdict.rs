@@ -42,6 +42,11 @@ pub(crate) struct Verdict {
     pub allreduce: Option<(Expected, f64)>,
     /// Images per joule: this configuration's, and its 1-device run's.
     pub img_per_joule: Option<(f64, f64)>,
+    /// On a CPU, where the compute part is the ranks' shared cores.
+    pub cpu: bool,
+    /// A ddp verdict that could have had an expected all-reduce cost but
+    /// found no curve for its world size and backend.
+    pub wants_curve: bool,
 }
 
 /// What an all-reduce curve says the step's gradient all-reduces cost.
@@ -65,6 +70,15 @@ pub(crate) fn no_curve(_: &Row) -> Option<Expected> {
 
 pub(crate) const PARTS: [&str; 6] =
     ["exposed_allreduce", "waiting_for_rank", "dp_master", "data_wait", "compute", "unexplained"];
+
+/// The value that occurs most often (the smallest among ties), if any.
+fn most_common(xs: impl Iterator<Item = u32>) -> Option<u32> {
+    let mut counts = std::collections::BTreeMap::new();
+    for x in xs {
+        *counts.entry(x).or_insert(0usize) += 1;
+    }
+    counts.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))).map(|(x, _)| x)
+}
 
 /// Rank 0's all-reduce time includes its wait for the slowest rank to
 /// arrive (none when rank 0 is the slowest): that part is the straggler's.
@@ -119,6 +133,8 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
         let pts = |ms: f64| 100.0 * ms.max(0.0) / tn;
         let row = &runs[g.pooled[0]].row;
         let cpu = row.device_kind == "cpu";
+        // The straggler most repeats named (repeats of one machine agree).
+        let slowest = most_common(g.pooled.iter().filter_map(|&i| runs[i].row.slowest_rank));
         // Data wait where both runs measured it (rows of every schema since v1 do).
         let dw = med(&g.pooled, |r| r.data_wait_ms).zip(med(&base.pooled, |r| r.data_wait_ms));
         let dw_1 = dw.map_or(0.0, |d| d.1);
@@ -150,8 +166,12 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
         if let Some((n, one)) = dw {
             parts.push(("data_wait", pts(n - one)));
         }
+        // The compute statistics leave the optimizer step out: so does the
+        // 1-device step where its row has it (--breakdown); otherwise the
+        // optimizer's time sits in unexplained.
+        let opt_1 = med(&base.pooled, |r| r.optimizer_ms).unwrap_or(0.0);
         if let Some(c) = compute {
-            parts.push(("compute", pts(c - (t1 - dw_1))));
+            parts.push(("compute", pts(c - (t1 - dw_1 - opt_1))));
         }
         // Rows that measured no part (older schemas, published figures) still
         // get their efficiency, all of the shortfall unexplained, said so.
@@ -172,7 +192,7 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
             .iter()
             .map(|(p, x)| {
                 let extra = if *p == "exposed_allreduce" { buckets.clone().unwrap_or_default() } else { String::new() };
-                format!("{} % {}{extra}", pts_text(*x), words(p, row.slowest_rank, cpu))
+                format!("{} % {}{extra}", pts_text(*x), words(p, slowest, cpu))
             })
             .collect();
         said.push(format!("{} % unexplained", pts_text(loss - explained)));
@@ -205,7 +225,9 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
             100.0 * e,
             said.join(", ")
         );
-        let allreduce = expect(row).zip(comm_all);
+        let expected = if comm_all.is_some() { expect(row) } else { None };
+        let wants_curve = comm_all.is_some() && expected.is_none();
+        let allreduce = expected.zip(comm_all);
         if let Some((x, m)) = &allreduce {
             sentence.push_str(&format!(
                 "; the all-reduce alone should take {:.1} ms a step by {} (measured {:.1} ms without the wait \
@@ -227,7 +249,16 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
                 a / b
             ));
         }
-        v.push(Verdict { config, efficiency_pct: 100.0 * e, parts, sentence, allreduce, img_per_joule });
+        v.push(Verdict {
+            config,
+            efficiency_pct: 100.0 * e,
+            parts,
+            sentence,
+            allreduce,
+            img_per_joule,
+            cpu,
+            wants_curve,
+        });
     }
     v
 }
@@ -294,12 +325,12 @@ pub(crate) enum StepKind {
 
 /// The waterfall of `v`: ideal, each part in the order of `PARTS`, measured.
 /// The steps add up: the last part ends where measured is.
-pub(crate) fn steps(v: &Verdict, cpu: bool) -> Vec<Step> {
+pub(crate) fn steps(v: &Verdict) -> Vec<Step> {
     let mut out = vec![Step { name: "ideal".into(), from: 0.0, to: 100.0, kind: StepKind::Ideal }];
     let mut level = 100.0;
     for (p, x) in &v.parts {
         out.push(Step {
-            name: words(p, None, cpu).replace(" ?", ""),
+            name: words(p, None, v.cpu).replace(" ?", ""),
             from: level,
             to: level - x,
             kind: StepKind::Part,
@@ -318,14 +349,15 @@ fn bar(lo: f64, hi: f64, fill: char) -> String {
     let at = |x: f64| (x.clamp(0.0, 100.0) * BAR / 100.0).round() as usize;
     let (a, b) = (at(lo.min(hi)), at(lo.max(hi)));
     let mut s = " ".repeat(a);
-    s.extend(std::iter::repeat_n(fill, (b - a).max(usize::from(hi != lo))));
+    // A part of a tenth of a point or more gets a mark even when it rounds to no width.
+    s.extend(std::iter::repeat_n(fill, (b - a).max(usize::from(hi - lo >= 0.1))));
     s
 }
 
 /// Every verdict's waterfall as one table (a row per step), so that each
 /// format carries it: the terminal and Markdown draw it as text bars, CSV
 /// and JSON give each step's points.
-pub(crate) fn waterfall_table(verdicts: &[Verdict], cpu: bool) -> Table {
+pub(crate) fn waterfall_table(verdicts: &[Verdict]) -> Table {
     let columns = vec![
         Column::text("config", "configuration"),
         Column::text("step", "step"),
@@ -335,7 +367,7 @@ pub(crate) fn waterfall_table(verdicts: &[Verdict], cpu: bool) -> Table {
     ];
     let mut rows = vec![];
     for v in verdicts {
-        for s in steps(v, cpu) {
+        for s in steps(v) {
             let fill = match s.kind {
                 StepKind::Ideal | StepKind::Measured => '#',
                 StepKind::Part if s.to > s.from => '+',
@@ -405,12 +437,12 @@ mod tests {
         assert_eq!(t.columns.len(), 2 + PARTS.len() + 4);
         assert_eq!(t.rows[0][2].display(), "10.0");
         // The waterfall adds up: from 100 down through the parts to the 80 measured.
-        let w = steps(&v[0], true);
+        let w = steps(&v[0]);
         assert_eq!((w[0].to, w.last().unwrap().to), (100.0, 80.0));
         let last_part = &w[w.len() - 2];
         assert!((last_part.to - 80.0).abs() < 1e-9, "{w:?}");
         assert_eq!(w[1].name, "exposed all-reduce");
-        let wt = waterfall_table(&v, true);
+        let wt = waterfall_table(&v);
         assert_eq!(wt.rows.len(), 2 + v[0].parts.len());
         assert_eq!(wt.rows[0][4].display(), "#".repeat(40));
         assert_eq!(wt.rows[1][4].display(), format!("{}{}", " ".repeat(36), "=".repeat(4)));
@@ -457,6 +489,23 @@ mod tests {
         );
         assert!(untimed.parts.iter().all(|p| p.0 != "dp_master"));
         assert!(untimed.sentence.contains("was not timed and sits in unexplained"), "{}", untimed.sentence);
+    }
+
+    #[test]
+    fn compute_is_set_against_the_1_device_step_less_its_optimizer_when_known() {
+        let mut runs = single_and("ddp", |r| {
+            (r.ddp_forward_compute_ms, r.ddp_backward_compute_ms) = (Some(30.0), Some(65.0));
+            r.ddp_backward_comm_ms = Some(5.0);
+        });
+        runs[0].row.optimizer_ms = Some(10.0);
+        let v = verdict_of(&runs, &no_curve);
+        let compute = v.parts.iter().find(|p| p.0 == "compute").unwrap().1;
+        assert!((compute - 4.0).abs() < 1e-9, "95 ms against 100 - 10 ms, of 125: {v:?}");
+        // It had communication to hold against a curve, and found none.
+        assert!(v.wants_curve);
+        assert_eq!(most_common([2, 1, 2, 1, 3].into_iter()), Some(1));
+        assert_eq!(most_common([0, 3, 3].into_iter()), Some(3));
+        assert_eq!(most_common(std::iter::empty()), None);
     }
 
     #[test]

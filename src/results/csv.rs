@@ -1,4 +1,4 @@
-//! The results file: CSV schema v4, one row per run, appended.
+//! The results file: CSV schema v5, one row per run, appended.
 //!
 //! Rows are appended with the file locked, each in a single write, so a crash
 //! or a concurrent writer cannot leave half a row. A file whose header differs

@@ -336,8 +336,8 @@ pub(crate) const RESULTS: &[ColumnDoc] = &[
         name: "dp_compute_ms",
         unit: "ms",
         meaning: "dp on 2+ devices: median per timed step of the replicas' forward passes (in parallel) and the \
-                  backward pass through them: what the master waits for besides its own work (timed as \
-                  dp_replicate_ms).",
+                  backward pass (through the gather and the loss on the master too, one autograd pass): what the \
+                  master waits for besides its own work (timed as dp_replicate_ms).",
     },
     ColumnDoc {
         name: "alloc_retries",

@@ -401,7 +401,12 @@ impl Strategy for DataParallel {
                 work.gather += laps.lap(&self.devices);
             }
             clock.mark(Phase::Forward);
+            // Zeroing the reused replicas' gradients is this emulation's cost
+            // (DataParallel's replicas are new each step): in no part.
             self.zero_replica_grads()?;
+            if timed {
+                laps.lap(&self.devices);
+            }
             self.amp.scaled(&share(&loss, k)?)?.f_backward()?;
             if timed {
                 work.compute += laps.lap(&self.devices);

@@ -97,8 +97,9 @@ pub struct MasterWork {
     /// The replicas' gradients summed into the master's.
     pub reduce: f64,
     /// Not the master's extra but what it waits for: the replicas' forward
-    /// passes and the backward pass through them, so that a verdict can set
-    /// dp's compute against the 1-device run's as it does ddp's.
+    /// passes and the backward pass (through the gather and the loss on the
+    /// master too, which autograd runs as one pass), so that a verdict can
+    /// set dp's compute against the 1-device run's as it does ddp's.
     pub compute: f64,
 }
 
@@ -121,8 +122,9 @@ pub enum Phase {
 /// Told by a strategy when each phase of a step ends.
 pub trait PhaseClock {
     fn mark(&mut self, phase: Phase);
-    /// Whether each mark synchronizes the devices (`--breakdown`), so that
-    /// a strategy may too without changing what the run measures.
+    /// Whether each mark synchronizes the devices (`--breakdown`): a run
+    /// already slowed by syncs, where a strategy may add a few of its own
+    /// within a phase (dp does, to time its master work).
     fn synced(&self) -> bool {
         false
     }

@@ -50,7 +50,7 @@ Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       ddp             4   
 Tesla V100-SXM2-16GB  V100 box  resnet50    224  fp32       dp              4        128     0  1 oom            -          -            -            -            -              -
 
 ";
-    // Then the verdicts: dp's shortfall unexplained (its master work is not timed apart).
+    // Then the verdicts: these fixture rows measured none of the parts, so all is unexplained.
     let (main, why) = o.stdout.split_at(want.len() + NOTES_V100.len());
     assert_eq!(main, format!("{want}{NOTES_V100}"));
     assert!(why.starts_with("why: the shortfall from ideal scaling, in points of ideal\n"), "{why}");

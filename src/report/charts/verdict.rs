@@ -111,11 +111,11 @@ impl Chart for Waterfall {
 
 /// Draws `verdict.svg` (and `.png`) from the verdicts; nothing without any.
 /// Returns a note when some verdicts did not fit.
-pub(crate) fn verdict_chart(w: &mut ChartWriter, verdicts: &[Verdict], cpu: bool) -> Result<Vec<String>> {
+pub(crate) fn verdict_chart(w: &mut ChartWriter, verdicts: &[Verdict]) -> Result<Vec<String>> {
     if verdicts.is_empty() {
         return Ok(vec![]);
     }
-    let panels = verdicts.iter().take(MAX_PANELS).map(|v| (v.config.clone(), steps(v, cpu))).collect();
+    let panels = verdicts.iter().take(MAX_PANELS).map(|v| (v.config.clone(), steps(v))).collect();
     let subtitle = "each part in points of ideal, measured from the runs (see the verdict table)".to_string();
     w.write("verdict", &Waterfall { panels, subtitle })?;
     Ok(if verdicts.len() > MAX_PANELS {
