@@ -62,8 +62,8 @@ pub fn measure(device: Device, p: Precision, n: i64, rounds: usize, min_time: Du
         v.push(flop * k as f64 / t0.elapsed().as_secs_f64() / 1e12);
     }
     crate::ffi::set_tf32(false)?;
-    v.sort_by(f64::total_cmp);
-    Ok(PeakRounds { median: v[v.len() / 2], lo: v[0], hi: v[v.len() - 1] })
+    let (lo, hi) = (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(0.0, f64::max));
+    Ok(PeakRounds { median: crate::metrics::stats::percentile(&v, 50.0), lo, hi })
 }
 
 /// `gpubench peak`, checked: which devices, precisions, sizes.

@@ -77,24 +77,29 @@ pub struct DataParallel {
     work: Option<MasterWork>,
 }
 
-/// Laps of the host clock around dp's master work. `sync`: synchronize the
-/// devices before each reading (CUDA under `--breakdown`); on the CPU the
-/// work is done when the call returns.
+/// Laps of the host clock around dp's master work, or nothing at all when
+/// the step cannot be timed exactly (`MasterWork`): then no clock is read.
+/// `sync`: synchronize the devices before each reading (CUDA under
+/// `--breakdown`); on the CPU the work is done when the call returns.
 struct Laps {
+    last: Option<std::time::Instant>,
     sync: bool,
-    last: std::time::Instant,
 }
 
 impl Laps {
-    /// Seconds since the previous lap.
+    fn new(on: bool, sync: bool) -> Laps {
+        Laps { last: on.then(std::time::Instant::now), sync }
+    }
+
+    /// Seconds since the previous lap; 0 when off.
     fn lap(&mut self, devices: &Devices) -> f64 {
+        let Some(last) = self.last else { return 0.0 };
         if self.sync {
             devices.synchronize();
         }
         let now = std::time::Instant::now();
-        let d = (now - self.last).as_secs_f64();
-        self.last = now;
-        d
+        self.last = Some(now);
+        (now - last).as_secs_f64()
     }
 }
 
@@ -376,45 +381,29 @@ impl Strategy for DataParallel {
         let mut losses = Vec::with_capacity(k);
         let cuda = self.devices.kind == DeviceKind::Cuda;
         let timed = self.replicas.len() >= 2 && (!cuda || clock.synced());
-        let mut laps = Laps { sync: cuda && timed, last: std::time::Instant::now() };
+        let mut laps = Laps::new(timed, cuda);
         let mut work = MasterWork::default();
         for (i, batch) in micro.iter().enumerate() {
-            if timed {
-                laps.lap(&self.devices);
-            }
+            laps.lap(&self.devices);
             self.replicate()?;
-            if timed {
-                work.replicate += laps.lap(&self.devices);
-            }
+            work.replicate += laps.lap(&self.devices);
             let inputs = self.scatter(&batch.images, Kind::Float, false)?;
-            if timed {
-                work.scatter += laps.lap(&self.devices);
-            }
+            work.scatter += laps.lap(&self.devices);
             let outputs = self.parallel_forward(inputs, true)?;
-            if timed {
-                work.compute += laps.lap(&self.devices);
-            }
+            work.compute += laps.lap(&self.devices);
             let logits = self.gather(&outputs)?;
             self.count_master_parts(&batch.images, &logits);
             let loss = autocast(self.amp.precision, master, || loss_fn(&logits, &batch.labels))??;
-            if timed {
-                work.gather += laps.lap(&self.devices);
-            }
+            work.gather += laps.lap(&self.devices);
             clock.mark(Phase::Forward);
             // Zeroing the reused replicas' gradients is this emulation's cost
             // (DataParallel's replicas are new each step): in no part.
             self.zero_replica_grads()?;
-            if timed {
-                laps.lap(&self.devices);
-            }
+            laps.lap(&self.devices);
             self.amp.scaled(&share(&loss, k)?)?.f_backward()?;
-            if timed {
-                work.compute += laps.lap(&self.devices);
-            }
+            work.compute += laps.lap(&self.devices);
             self.reduce_gradients()?;
-            if timed {
-                work.reduce += laps.lap(&self.devices);
-            }
+            work.reduce += laps.lap(&self.devices);
             clock.mark(if i + 1 < k { Phase::Accumulated } else { Phase::Backward });
             losses.push(loss.f_detach()?);
         }

@@ -388,9 +388,6 @@ pub(crate) fn distinct_bad(reports: &[RankReport]) -> Option<u64> {
     Some(all.len() as u64)
 }
 
-/// Combines ranks: a step takes as long as its slowest rank; the loss is the
-/// global mean (already agreed); the first rank to fail sets the status,
-/// named in the error.
 /// The rank whose compute (the Reducer's forward plus backward compute time,
 /// averaged over its sampled iterations) is the longest; how much longer
 /// than the median of the other ranks' it is, in % and in ms (what the
@@ -408,13 +405,14 @@ pub(crate) fn slowest_rank(reports: &[RankReport]) -> Option<(usize, f64, f64)> 
         return None;
     }
     let (rank, ms) = compute.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
-    let mut others: Vec<f64> = compute.iter().filter(|c| c.0 != rank).map(|c| c.1).collect();
-    others.sort_by(f64::total_cmp);
-    let n = others.len();
-    let median = if n % 2 == 1 { others[n / 2] } else { (others[n / 2 - 1] + others[n / 2]) / 2.0 };
+    let others: Vec<f64> = compute.iter().filter(|c| c.0 != rank).map(|c| c.1).collect();
+    let median = crate::metrics::stats::percentile(&others, 50.0);
     (median > 0.0).then(|| (rank, (ms / median - 1.0) * 100.0, ms - median))
 }
 
+/// Combines ranks: a step takes as long as its slowest rank; the loss is the
+/// global mean (already agreed); the first rank to fail sets the status,
+/// named in the error.
 pub(crate) fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerStatsLite>, Vec<DeviceMetrics>) {
     let n = reports.iter().map(|r| r.step_secs.len()).min().unwrap_or(0);
     let step_secs: Vec<f64> = (0..n).map(|i| reports.iter().map(|r| r.step_secs[i]).fold(0.0, f64::max)).collect();
