@@ -2,6 +2,7 @@
 //! run), its per-device companion and the telemetry timeline (`long`), the
 //! run outcome (`Status`) and the column reference (`schema`).
 pub mod csv;
+pub mod gpu;
 pub mod long;
 pub mod peak;
 pub mod schema;

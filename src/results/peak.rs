@@ -64,26 +64,28 @@ pub fn store_in(p: &std::path::Path, device: &str, precision: &str, peak: Peak) 
 }
 
 /// Datasheet dense peaks (TFLOP/s, no sparsity) of well-known GPUs, by
-/// precision: NVIDIA's published figures. A device name matches the first
-/// entry whose words it contains (PCIe parts are listed before SXM ones, so
-/// an "H100 PCIe" is not taken for an SXM5 part).
-const DATASHEET: &[(&[&str], [f64; 4])] = &[
+/// precision: NVIDIA's published figures. A device matches the first entry
+/// of its product (`results::gpu`'s rule) whose form factor is its own or
+/// any (None): PCIe parts are listed first, so an "H100 PCIe" is not taken
+/// for an SXM5 part.
+const DATASHEET: &[(&str, Option<bool>, [f64; 4])] = &[
     // [fp32, tf32, fp16, bf16]
-    (&["H200"], [67.0, 494.7, 989.4, 989.4]),
-    (&["H100", "PCIe"], [51.2, 378.0, 756.0, 756.0]),
-    (&["H100"], [67.0, 494.7, 989.4, 989.4]),
-    (&["A100"], [19.5, 156.0, 312.0, 312.0]),
-    (&["V100", "PCIE"], [14.0, 14.0, 112.0, 0.0]),
-    (&["V100"], [15.7, 15.7, 125.0, 0.0]),
-    (&["K80"], [4.37, 4.37, 0.0, 0.0]),
+    ("H200", None, [67.0, 494.7, 989.4, 989.4]),
+    ("H100", Some(true), [51.2, 378.0, 756.0, 756.0]),
+    ("H100", None, [67.0, 494.7, 989.4, 989.4]),
+    ("A100", None, [19.5, 156.0, 312.0, 312.0]),
+    ("V100", Some(true), [14.0, 14.0, 112.0, 0.0]),
+    ("V100", None, [15.7, 15.7, 125.0, 0.0]),
+    ("K80", None, [4.37, 4.37, 0.0, 0.0]),
 ];
 
 /// The datasheet peak of `device` at `precision`, when the device is one of
 /// `DATASHEET`'s and has that precision in hardware.
 pub fn datasheet(device: &str, precision: &str) -> Option<f64> {
     let i = ["fp32", "tf32", "fp16", "bf16"].iter().position(|p| *p == precision)?;
-    let upper = device.to_uppercase();
-    let (_, peaks) = DATASHEET.iter().find(|(words, _)| words.iter().all(|w| upper.contains(&w.to_uppercase())))?;
+    let k = super::gpu::gpu_key(device)?;
+    let (_, _, peaks) =
+        DATASHEET.iter().find(|(product, pcie, _)| *product == k.product && pcie.is_none_or(|p| p == k.pcie))?;
     Some(peaks[i]).filter(|&v| v > 0.0)
 }
 
