@@ -205,6 +205,14 @@ pub(crate) fn verdict_tables(v: &[Verdict], curves_read: bool) -> Vec<Table> {
 /// classes, gpubench's default) in the row's number of buckets, taken as
 /// equal, each all-reduced on its own.
 pub(crate) fn expected_allreduce(runs: &[Run]) -> impl Fn(&Row) -> Option<Expected> + '_ {
+    // Each file's all-reduce rows, gathered once for every verdict.
+    let mut files: Vec<(&Path, Vec<Row>)> = vec![];
+    for r in runs.iter().filter(|r| r.row.is_allreduce()) {
+        match files.iter_mut().find(|(f, _)| *f == r.file.as_path()) {
+            Some((_, rows)) => rows.push(r.row.clone()),
+            None => files.push((&r.file, vec![r.row.clone()])),
+        }
+    }
     move |row| {
         if row.strategy != "ddp" {
             return None;
@@ -216,11 +224,8 @@ pub(crate) fn expected_allreduce(runs: &[Run]) -> impl Fn(&Row) -> Option<Expect
             h => CommHook::ALL.into_iter().find(|k| k.name() == h)?,
         };
         let buckets = row.ddp_buckets.filter(|&b| b > 0)?;
-        let mut files: Vec<&Path> = runs.iter().filter(|r| r.row.is_allreduce()).map(|r| r.file.as_path()).collect();
-        files.dedup();
-        files.into_iter().find_map(|f| {
-            let rows: Vec<Row> = runs.iter().filter(|r| r.file == f).map(|r| r.row.clone()).collect();
-            let c = curve(&CurveSource::File(f.to_path_buf()), &rows, row.n_devices as usize, backend, hook)?;
+        files.iter().find_map(|(f, rows)| {
+            let c = curve(&CurveSource::File(f.to_path_buf()), rows, row.n_devices as usize, backend, hook)?;
             // The run's own gradient bytes (fp32) where its row has them.
             let fp32 = match row.mem_grads_mb {
                 Some(mb) => mb * 1048576.0,

@@ -92,14 +92,20 @@ impl Monitor {
                     out.push(m);
                 }
             }
-            DeviceKind::Cpu => out.push(DeviceMetrics {
-                device: "cpu".into(),
-                role: roles.first().cloned().unwrap_or_default(),
-                cpu_util_pct: cpu_util,
-                peak_rss_mb: rss,
-                energy_w: span.and_then(|(t0, t1)| super::devices::energy_power(&samples, "cpu", t0, t1)),
-                ..Default::default()
-            }),
+            DeviceKind::Cpu => {
+                let mut m = DeviceMetrics {
+                    device: "cpu".into(),
+                    role: roles.first().cloned().unwrap_or_default(),
+                    cpu_util_pct: cpu_util,
+                    peak_rss_mb: rss,
+                    ..Default::default()
+                };
+                // The CPU's samples carry its energy counter (RAPL) alone.
+                if let Some((t0, t1)) = span {
+                    apply_samples(&mut m, &samples, t0, t1);
+                }
+                out.push(m);
+            }
         }
         let notes = span.map(|(t0, t1)| super::interference::gpu_notes(&samples, t0, t1)).unwrap_or_default();
         (out, samples, notes)

@@ -46,16 +46,12 @@ pub struct DeviceMetrics {
     pub energy_w: Option<f64>,
 }
 
-/// Mean power of `device` over [t0, t1] from its energy counter: the first
-/// and last readings inside the window; None with fewer than two, or a
-/// counter that went backwards (RAPL's wraps).
-pub(crate) fn energy_power(samples: &[DeviceSample], device: &str, t0: f64, t1: f64) -> Option<f64> {
-    let mine: Vec<(f64, f64)> = samples
-        .iter()
-        .filter(|s| s.device == device && s.t >= t0 && s.t <= t1)
-        .filter_map(|s| Some((s.t, s.energy_j?)))
-        .collect();
-    let (&(ta, ea), &(tb, eb)) = (mine.first()?, mine.last()?);
+/// Mean power from one device's samples inside the window (in time order)
+/// and their energy counter: the first and last readings; None with fewer
+/// than two, or a counter that went backwards (RAPL's wraps).
+fn energy_power(mine: &[&DeviceSample]) -> Option<f64> {
+    let readings: Vec<(f64, f64)> = mine.iter().filter_map(|s| Some((s.t, s.energy_j?))).collect();
+    let (&(ta, ea), &(tb, eb)) = (readings.first()?, readings.last()?);
     (tb > ta && eb >= ea).then(|| (eb - ea) / (tb - ta))
 }
 
@@ -84,7 +80,7 @@ pub(crate) fn apply_samples(m: &mut DeviceMetrics, samples: &[DeviceSample], t0:
     m.sm_clock_mean_mhz = opt(mean(&col(&mine, |s| s.sm_clock_mhz)));
     m.temperature_max_c = col(&mine, |s| s.temperature_c).into_iter().reduce(f64::max);
     m.other_procs_mb = col(&mine, |s| s.other_procs_mb).into_iter().reduce(f64::max);
-    m.energy_w = energy_power(samples, &m.device, t0, t1);
+    m.energy_w = energy_power(&mine);
 }
 
 /// How unevenly the work and memory fell on the devices.
@@ -156,6 +152,12 @@ mod tests {
     #[test]
     fn energy_counter_gives_the_windows_mean_power() {
         let e = |t: f64, j: f64| DeviceSample { device: "cuda:0".into(), t, energy_j: Some(j), ..Default::default() };
+        // What apply_samples finds for `device` inside [t0, t1].
+        let energy_power = |v: &[DeviceSample], device: &str, t0: f64, t1: f64| {
+            let mut m = DeviceMetrics { device: device.into(), ..Default::default() };
+            apply_samples(&mut m, v, t0, t1);
+            m.energy_w
+        };
         let v = [e(1.0, 100.0), e(2.0, 350.0), e(3.0, 600.0), e(4.0, 1000.0)];
         assert_eq!(energy_power(&v, "cuda:0", 1.5, 3.5), Some(250.0));
         assert_eq!(energy_power(&v, "cuda:1", 1.5, 3.5), None);
