@@ -3,7 +3,7 @@
 use crate::report::export::Cell;
 use crate::report::format::fmt_half_width;
 
-use super::group::*;
+use crate::metrics::interval::Interval;
 
 /// A whole number as a table cell, empty when unknown.
 pub(crate) fn int_cell(v: Option<u32>) -> Cell {
@@ -41,4 +41,23 @@ pub(crate) fn spread_basis(s: Option<Spread>) -> Cell {
         Some(_) => "repeats",
         None => "",
     })
+}
+
+/// A group's 95 % interval for one figure, and what it rests on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Spread {
+    pub ci: Interval,
+    /// One run's own interval: run-to-run drift is not in it.
+    pub within_run: bool,
+}
+
+impl Spread {
+    pub(crate) fn half_width(&self) -> f64 {
+        (self.ci.hi - self.ci.lo) / 2.0
+    }
+
+    /// Two figures whose intervals overlap cannot be ranked.
+    pub(crate) fn overlaps(&self, other: &Spread) -> bool {
+        self.ci.overlaps(&other.ci)
+    }
 }

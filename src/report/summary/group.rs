@@ -7,6 +7,7 @@ use crate::metrics::stats;
 use crate::results::csv::Row;
 use crate::results::long::DeviceData;
 
+use super::cells::Spread;
 use super::runs::*;
 
 /// Repeated runs of one config in one scope, reduced to medians.
@@ -36,25 +37,6 @@ pub(crate) struct Group {
     /// The ok runs its figures pool: the undisturbed ones, or every ok run
     /// when all were disturbed (the notes say which).
     pub pooled: Vec<usize>,
-}
-
-/// A group's 95 % interval for one figure, and what it rests on.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Spread {
-    pub ci: Interval,
-    /// One run's own interval: run-to-run drift is not in it.
-    pub within_run: bool,
-}
-
-impl Spread {
-    pub(crate) fn half_width(&self) -> f64 {
-        (self.ci.hi - self.ci.lo) / 2.0
-    }
-
-    /// Two figures whose intervals overlap cannot be ranked.
-    pub(crate) fn overlaps(&self, other: &Spread) -> bool {
-        self.ci.overlaps(&other.ci)
-    }
 }
 
 /// With repeats, their spread: from the lowest to the highest of the
