@@ -5,7 +5,6 @@
 //! from ours is refused, never mixed.
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -17,168 +16,7 @@ use crate::error::usage;
 /// upgrade FILE` rewrites an earlier one).
 pub const SCHEMA_VERSION: u32 = 5;
 
-/// One benchmark result. Field order is column order; `schema::RESULTS`
-/// documents every column (`gpubench schema`), and a test keeps the two equal.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Row {
-    // run identity
-    pub schema_version: u32,
-    pub run_id: String,
-    pub timestamp: String,
-    pub gpubench_version: String,
-    pub host: String,
-    pub label: String,
-    // set-up
-    #[serde(rename = "impl")]
-    pub implementation: super::Implementation,
-    /// What was measured: train (`run`), infer (`infer`); empty in files
-    /// written before the column existed, which are all training rows.
-    pub mode: String,
-    pub strategy: String,
-    pub backend: String,
-    pub device_kind: String,
-    pub devices: String,
-    pub n_devices: u32,
-    pub device_name: String,
-    pub driver_version: String,
-    pub cuda_version: String,
-    pub libtorch_version: String,
-    /// Where it ran: slurm, kubernetes or none (`fleet::placement`).
-    pub scheduler: String,
-    pub job_id: String,
-    pub array_task: Option<u32>,
-    pub node_list: String,
-    // workload
-    pub model: String,
-    pub image_size: Option<u32>,
-    pub precision: String,
-    pub channels_last: Option<bool>,
-    pub cudnn_benchmark: Option<bool>,
-    pub deterministic: Option<bool>,
-    pub batch_per_device: Option<u32>,
-    pub global_batch: Option<u32>,
-    pub grad_accum: Option<u32>,
-    pub steps: Option<u32>,
-    pub warmup: Option<u32>,
-    /// How warm-up ended ("steps", "time", "steady after N steps", …).
-    pub warmup_end: String,
-    /// How the timed steps ended ("steps", "duration", "target met: ±x%", …).
-    pub timed_end: String,
-    pub data: String,
-    /// --data PATH: distinct unreadable files skipped (a file several ddp ranks met counts once).
-    pub data_skipped: Option<u64>,
-    /// --data PATH: decode threads per device.
-    pub workers: Option<u32>,
-    pub seed: Option<u64>,
-    pub threads: Option<u32>,
-    /// Options that change the measurement and have no column of their own
-    /// (`option=value` words, where they differ from run's defaults).
-    pub variant: String,
-    // results
-    pub throughput_img_s: Option<f64>,
-    pub throughput_per_device_img_s: Option<f64>,
-    pub step_ms_mean: Option<f64>,
-    pub step_ms_p50: Option<f64>,
-    pub step_ms_p90: Option<f64>,
-    pub step_ms_p99: Option<f64>,
-    pub step_ms_std: Option<f64>,
-    /// 95 % intervals within this run (metrics::interval).
-    pub throughput_ci95_lo: Option<f64>,
-    pub throughput_ci95_hi: Option<f64>,
-    pub step_ms_p50_ci95_lo: Option<f64>,
-    pub step_ms_p50_ci95_hi: Option<f64>,
-    pub loss_first: Option<f64>,
-    pub loss_last: Option<f64>,
-    /// fp16 steps skipped by the loss scaler (non-finite gradients).
-    pub skipped_steps: Option<u64>,
-    // per-device summary over the timed window (see metrics::devices)
-    pub peak_mem_alloc_mb: Option<f64>,
-    pub peak_mem_reserved_mb: Option<f64>,
-    pub nvml_mem_peak_mb: Option<f64>,
-    pub util_mean_pct: Option<f64>,
-    pub util_p95_pct: Option<f64>,
-    pub power_mean_w: Option<f64>,
-    pub mem_imbalance: Option<f64>,
-    pub mem_params_mb: Option<f64>,
-    pub mem_grads_mb: Option<f64>,
-    pub mem_optimizer_mb: Option<f64>,
-    pub mem_buckets_mb: Option<f64>,
-    pub mem_activations_mb: Option<f64>,
-    pub dp_master_input_mb: Option<f64>,
-    pub dp_master_outputs_mb: Option<f64>,
-    pub dp_master_reduce_mb: Option<f64>,
-    pub dp_replicate_ms: Option<f64>,
-    pub dp_scatter_ms: Option<f64>,
-    pub dp_gather_ms: Option<f64>,
-    pub dp_reduce_ms: Option<f64>,
-    pub dp_compute_ms: Option<f64>,
-    pub alloc_retries: Option<u64>,
-    pub alloc_ooms: Option<u64>,
-    pub other_procs_mb: Option<f64>,
-    pub slowest_rank: Option<u32>,
-    pub rank_compute_excess_pct: Option<f64>,
-    pub rank_wait_ms: Option<f64>,
-    pub model_gflop_per_img: Option<f64>,
-    pub achieved_tflops: Option<f64>,
-    pub mfu_pct: Option<f64>,
-    pub mfu_datasheet_pct: Option<f64>,
-    pub img_per_joule: Option<f64>,
-    pub util_spread_pct: Option<f64>,
-    pub master_mem_excess_pct: Option<f64>,
-    pub master_util_excess_pct: Option<f64>,
-    pub cpu_util_pct: Option<f64>,
-    pub peak_rss_mb: Option<f64>,
-    // time breakdown per step (forward/backward/optimizer only with --breakdown)
-    pub data_wait_ms: Option<f64>,
-    pub data_wait_share: Option<f64>,
-    pub forward_ms: Option<f64>,
-    pub backward_ms: Option<f64>,
-    pub optimizer_ms: Option<f64>,
-    // ddp: the Reducer's own averaged runtime statistics
-    pub ddp_forward_compute_ms: Option<f64>,
-    pub ddp_backward_compute_ms: Option<f64>,
-    pub ddp_backward_comm_ms: Option<f64>,
-    pub ddp_overlap_ms: Option<f64>,
-    pub ddp_buckets: Option<u32>,
-    /// ddp: the gradient compression hook (none, fp16, bf16); empty otherwise.
-    pub comm_hook: String,
-    // serving (mode infer; empty for training rows): see serve::records
-    pub scenario: String,
-    pub streams: Option<u32>,
-    pub fps: Option<f64>,
-    pub offered_rate: Option<f64>,
-    pub achieved_rate: Option<f64>,
-    pub latency_bound_ms: Option<f64>,
-    pub requests: Option<u64>,
-    pub completed: Option<u64>,
-    pub dropped: Option<u64>,
-    pub batches: Option<u64>,
-    pub batch_mean: Option<f64>,
-    pub latency_ms_p50: Option<f64>,
-    pub latency_ms_p90: Option<f64>,
-    pub latency_ms_p99: Option<f64>,
-    pub latency_ms_max: Option<f64>,
-    pub queue_ms_mean: Option<f64>,
-    pub batch_ms_mean: Option<f64>,
-    pub input_ms_mean: Option<f64>,
-    pub compute_ms_mean: Option<f64>,
-    pub output_ms_mean: Option<f64>,
-    pub generator_late_pct: Option<f64>,
-    // communication (mode allreduce): see comm::allreduce
-    pub bytes: Option<u64>,
-    pub in_place: Option<bool>,
-    pub algbw_gbs: Option<f64>,
-    pub busbw_gbs: Option<f64>,
-    pub nwrong: Option<u64>,
-    /// What disturbed the run (metrics::interference), "; "-separated; empty when clean.
-    pub interference: String,
-    // outcome
-    pub status: super::Status,
-    pub error: String,
-    pub note: String,
-    /// Citation for published reference rows; empty for measured rows.
-    pub source: String,
-}
+pub use super::columns::Row;
 
 impl Row {
     /// A serving row (`gpubench infer`), not a training one.
@@ -219,6 +57,16 @@ impl Row {
         w.write_record(rec.iter().map(|f| escape_cell(f).into_owned())).expect("writing a record");
         String::from_utf8(w.into_inner().expect("flushing to a Vec")).expect("CSV is UTF-8")
     }
+}
+
+/// Rows as a results file's text: the header, then a record each (what
+/// `--format csv` prints for the rows a command writes).
+pub(crate) fn rows_text(rows: &[Row]) -> String {
+    let mut s = Row::header() + "\n";
+    for r in rows {
+        s.push_str(&r.to_record());
+    }
+    s
 }
 
 /// Whether a spreadsheet would read `s` as a formula: text (not a number)
@@ -289,40 +137,11 @@ fn earlier_schema(header: &str) -> Option<u32> {
     // Each schema after v1 wrote exactly today's header less what came later;
     // anything else of ours is v1, whose files may lack more.
     let version = (2..SCHEMA_VERSION).rev().find(|&v| {
-        let later: Vec<&str> = ADDED.iter().filter(|(at, _)| *at > v).flat_map(|(_, c)| c.iter().copied()).collect();
+        let later = super::columns::added_after(v);
         known.iter().filter(|c| !later.contains(c)).copied().collect::<Vec<_>>() == cols
     });
     Some(version.unwrap_or(1))
 }
-
-/// The columns each schema after v2 added, by version.
-const ADDED: [(u32, &[&str]); 3] = [
-    (3, &["grad_accum", "mem_params_mb", "mem_grads_mb", "mem_optimizer_mb", "mem_buckets_mb", "mem_activations_mb"]),
-    (
-        4,
-        &[
-            "dp_master_input_mb",
-            "dp_master_outputs_mb",
-            "dp_master_reduce_mb",
-            "alloc_retries",
-            "alloc_ooms",
-            "other_procs_mb",
-            "slowest_rank",
-            "rank_compute_excess_pct",
-            "rank_wait_ms",
-            "model_gflop_per_img",
-            "achieved_tflops",
-            "mfu_pct",
-            "mfu_datasheet_pct",
-            "img_per_joule",
-            "scheduler",
-            "job_id",
-            "array_task",
-            "node_list",
-        ],
-    ),
-    (5, &["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms", "dp_compute_ms"]),
-];
 
 /// What `upgrade` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -876,7 +695,7 @@ mod tests {
     fn a_v2_file_is_named_v2_and_upgraded() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("v2.csv");
-        let v3_only: Vec<&str> = ADDED.iter().filter(|(v, _)| *v >= 3).flat_map(|(_, c)| c.iter().copied()).collect();
+        let v3_only = crate::results::columns::added_after(2);
         let v2: Vec<&str> = Row::header().leak().split(',').filter(|c| !v3_only.contains(c)).collect();
         let mut row: Vec<String> = v2.iter().map(|_| String::new()).collect();
         for (i, c) in v2.iter().enumerate() {

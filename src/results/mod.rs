@@ -1,6 +1,7 @@
 //! gpubench's file formats, read and written: the results CSV (one row per
 //! run), its per-device companion and the telemetry timeline (`long`), the
 //! run outcome (`Status`) and the column reference (`schema`).
+pub mod columns;
 pub mod csv;
 pub mod gpu;
 pub mod long;
