@@ -15,12 +15,12 @@
 use std::time::Instant;
 
 use gpubench::bench::measure::{figures, measure};
-use gpubench::cli::run::{parse_run_args, Placement};
+use gpubench::cli::run::run_config;
+use gpubench::config;
 use gpubench::data::{synthetic::Synthetic, DataSource};
 use gpubench::metrics::stats::percentile;
 use gpubench::model::build_model;
 use gpubench::strategy::{build_optimizer, dp::DataParallel, loss_fn, single::Single, Strategy};
-use gpubench::{config, device};
 
 fn main() -> anyhow::Result<()> {
     // `cargo bench` passes --bench; everything after `--` is ours.
@@ -44,15 +44,10 @@ fn main() -> anyhow::Result<()> {
     }
     argv.extend(args);
     // Bad run options: one line, exit 2, as gpubench run says them.
-    let cfg = parse_run_args(&argv)
-        .and_then(|a| {
-            let devices = device::resolve(a.gpus.as_deref(), a.cpu, true)?;
-            a.into_config(Placement::Local(devices))
-        })
-        .unwrap_or_else(|e| {
-            eprintln!("bench-overhead: {}", gpubench::error::one_line(&e));
-            std::process::exit(gpubench::error::exit_code(&e));
-        });
+    let cfg = run_config(&argv).unwrap_or_else(|e| {
+        eprintln!("bench-overhead: {}", gpubench::error::one_line(&e));
+        std::process::exit(gpubench::error::exit_code(&e));
+    });
     let steps = match cfg.timed {
         config::Length::Steps(n) => n,
         config::Length::Time(_) | config::Length::Auto => {

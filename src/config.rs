@@ -13,6 +13,33 @@ use std::time::Duration;
 
 use crate::device::{DeviceKind, Devices};
 
+/// How a command prints what it prints (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Aligned plain text for the terminal.
+    Table,
+    /// GitHub-flavoured markdown, e.g. for a PR comment.
+    Markdown,
+    /// Raw values, one line per row; notes go to stderr.
+    Csv,
+    /// Raw values as objects keyed by column, with title and notes.
+    Json,
+}
+
+impl Format {
+    pub(crate) const ALL: [Format; 4] = [Format::Table, Format::Markdown, Format::Csv, Format::Json];
+
+    /// As on the command line (`--format`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Markdown => "markdown",
+            Format::Csv => "csv",
+            Format::Json => "json",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StrategyKind {
@@ -263,7 +290,8 @@ pub struct RunConfig {
     pub workers: usize,
     pub label: String,
     pub out: Option<PathBuf>,
-    pub json: bool,
+    /// table (the summary), csv (the row) or json (the row, steps and losses).
+    pub format: Format,
     pub quiet: bool,
     pub precision: Precision,
     pub channels_last: bool,
@@ -324,7 +352,7 @@ impl RunConfig {
             workers: 1,
             label: String::new(),
             out: None,
-            json: false,
+            format: Format::Table,
             quiet: false,
             precision,
             channels_last: false,
@@ -369,7 +397,7 @@ impl RunConfig {
 
     /// Human output (progress bar, summary, notes) is shown.
     pub(crate) fn talks(&self) -> bool {
-        !self.quiet && !self.json
+        !self.quiet && self.format == Format::Table
     }
 
     /// As written in the `devices` column: this node's devices, and the node
@@ -513,14 +541,15 @@ pub struct InferConfig {
     pub threads: Option<usize>,
     pub label: String,
     pub out: Option<PathBuf>,
-    pub json: bool,
+    /// table (the summary), csv (the rows) or json.
+    pub format: Format,
     pub quiet: bool,
     pub sample_interval: Duration,
 }
 
 impl InferConfig {
     pub(crate) fn talks(&self) -> bool {
-        !self.quiet && !self.json
+        !self.quiet && self.format == Format::Table
     }
 
     /// Intra-op threads each worker uses, so that workers do not
@@ -542,7 +571,7 @@ impl InferConfig {
             max_duration: self.duration,
             threads: self.threads,
             label: self.label.clone(),
-            json: self.json,
+            format: self.format,
             quiet: self.quiet,
             channels_last: self.channels_last,
             cudnn_benchmark: self.cudnn_benchmark,
@@ -619,7 +648,8 @@ pub struct AllreduceConfig {
     pub timeout: Duration,
     pub label: String,
     pub out: Option<PathBuf>,
-    pub json: bool,
+    /// table (nccl-tests' text), csv (the rows) or json (nccl-tests' JSON).
+    pub format: Format,
     pub quiet: bool,
 }
 
@@ -662,6 +692,7 @@ pub struct PredictConfig {
     pub batch_per_device: i64,
     pub precision: Precision,
     pub channels_last: bool,
+    pub cudnn_benchmark: bool,
     pub bucket_cap_mb: f64,
     pub comm_hook: CommHook,
     /// DDP's buffer broadcast before each forward (run's default).
@@ -676,7 +707,8 @@ pub struct PredictConfig {
     pub seed: u64,
     pub label: String,
     pub out: Option<PathBuf>,
-    pub json: bool,
+    /// table, csv (the rows) or json.
+    pub format: Format,
     pub quiet: bool,
 }
 
@@ -719,7 +751,7 @@ impl PredictConfig {
             optimizer: OptimizerKind::Sgd,
             threads,
             label: self.label.clone(),
-            json: self.json,
+            format: self.format,
             quiet: self.quiet,
             channels_last: self.channels_last,
             breakdown: true,

@@ -6,13 +6,14 @@
 //! gpubench starts copies of itself for work that needs a process of its
 //! own. Each copy is a hidden subcommand (absent from `--help`) that wraps
 //! the command line it serves, so the child builds its configuration through
-//! the same parser and checks as the parent did; `app` dispatches them.
+//! the same parser and checks as the parent did; `cli` dispatches them.
 //!
 //! | subcommand | started by | the child |
 //! |---|---|---|
 //! | `rank run …`, `rank allreduce …` | the ddp and allreduce launcher (`bench::ddp::launcher`), with torchrun's variables set | is one rank of the job; the launcher writes the row if it dies |
-//! | `infer-worker K P DIR infer …` | `infer --strategy processes` (`serve::processes`) | serves worker K's share of P, reading the load from DIR and writing its records there |
+//! | `infer-worker K P DIR infer …` | `infer --serving processes` (`serve::processes`) | serves worker K's share of P, reading the load from DIR and writing its records there |
 //! | `write-init PATH run …` | `init::write_start`, on CUDA | writes the run's initial weights to PATH and exits, so the parent keeps no CUDA context |
+//! | `cell DIR INDEX` | an emitted sweep's Slurm array task or Kubernetes pod (`fleet::slurm`, `fleet::k8s`) | runs cell INDEX of the sweep emitted into DIR, into DIR/cells/INDEX.csv |
 //!
 //! infer's workers and the launcher's ranks are given their parent's pid
 //! (`PARENT_PID`) and exit once it is gone (`bench::ddp::worker::watch_parent`),
@@ -39,10 +40,13 @@ pub(crate) const PARENT_PID: &str = "GPUBENCH_PARENT_PID";
 pub(crate) enum Role {
     /// One rank of a job our launcher started (ddp's `run`, or `allreduce`).
     Rank,
-    /// One serving process of `infer --strategy processes`.
+    /// One serving process of `infer --serving processes`.
     InferWorker,
     /// Writes a run's initial weights, then exits.
     WriteInit,
+    /// Runs one cell of an emitted sweep (what a Slurm array task or a
+    /// Kubernetes pod runs).
+    Cell,
 }
 
 impl Role {
@@ -52,6 +56,7 @@ impl Role {
             Role::Rank => "rank",
             Role::InferWorker => "infer-worker",
             Role::WriteInit => "write-init",
+            Role::Cell => "cell",
         }
     }
 
@@ -95,7 +100,7 @@ pub enum Hook {
     /// N ms per batch, a server of known capacity for the search's tests and
     /// the serving benchmark's machinery-only figure.
     ServiceMs,
-    /// `GPUBENCH_INFER_CRASH=K`: worker K of `infer --strategy processes`
+    /// `GPUBENCH_INFER_CRASH=K`: worker K of `infer --serving processes`
     /// says it is ready, then dies.
     InferCrash,
     /// `GPUBENCH_SERVE_CRASH=1`: worker 1 of the PyTorch server dies

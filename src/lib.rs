@@ -5,16 +5,17 @@
 //!
 //! | layer    | modules | what |
 //! |----------|---------|------|
-//! | entry    | `app` | parse the command line, configure, dispatch |
-//! | cli, commands | `cli`, `commands` (siblings, never importing each other) | clap's types and the one conversion to configurations; one module per subcommand: glue, printing, exit codes |
-//! | engines  | `bench`, `reference`, `serve`, `comm`, `sweep`, `report` | a measured run; PyTorch's run; inference serving; all-reduce; a matrix of runs; analysis of rows |
+//! | entry    | `app` | run the command line's job; errors printed in one place |
+//! | cli      | `cli` | clap's types, the options shared by every subcommand (`cli::opts`, each defined once), and each subcommand's one conversion into its command's configuration |
+//! | commands | `commands` | one module per subcommand (the registry `subcommands!`): the engines it drives, what it prints, its exit code |
+//! | engines  | `bench`, `reference`, `serve`, `comm`, `sweep`, `fleet`, `report` | a measured run; PyTorch's run; inference serving; all-reduce; a matrix of runs; cluster formats; analysis of rows |
 //! | parts    | `strategy`, `data`, `metrics`, `model`, `init`, `results` | parallelism, input, telemetry, models, start files, file formats |
-//! | base     | `config`, `device`, `dist`, `ffi`, `error`, `proc`, `internal` | configuration types, devices, c10d, C++ shims, errors, child processes, process roles and test hooks |
+//! | base     | `arch`, `config`, `device`, `dist`, `ffi`, `error`, `proc`, `internal` | architectures' arithmetic, configuration types, devices, c10d, C++ shims, errors, child processes, process roles and test hooks |
 //!
-//! A run flows `app` → `cli::run::job` (role and `RunConfig`, built and
-//! checked once) → `commands::run` → `bench::session::run` (single, dp, a
-//! ddp rank) or `bench::ddp::launcher` or `reference`, which write rows
-//! through `bench::sinks` in `results`' formats.
+//! A run flows `app` → `cli::job_of` → `cli::run` (role and `RunConfig`,
+//! built and checked once) → `commands::run` → `bench::session::run`
+//! (single, dp, a ddp rank) or `bench::ddp::launcher` or `reference`, which
+//! write rows through `bench::sinks` in `results`' formats.
 //!
 //! The modules under `#[cfg(feature = "torch")]` (the default feature) need
 //! libtorch; the rest is the torch-free core that `--no-default-features`

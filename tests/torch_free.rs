@@ -20,7 +20,7 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn info_says_which_build_this_is() {
-    let o = gpubench("info --json", &fixtures());
+    let o = gpubench("info --format json", &fixtures());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((j["build"].as_str(), j["libtorch_version"].is_null()), (Some("torch-free"), true), "{j}");

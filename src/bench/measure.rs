@@ -15,7 +15,7 @@
 //!
 //! **Figures** (`figures`): every timed step's duration is kept; the row reports the median, mean, p90, p99 and
 //! sample standard deviation (`metrics::stats`: percentiles interpolate linearly, numpy's default). Throughput is
-//! global images × steps ÷ the sum of step times; per device, that divided by the number of devices. `--json`
+//! global images × steps ÷ the sum of step times; per device, that divided by the number of devices. `--format json`
 //! prints every step time and every loss beside the row (`bench::sinks`).
 //!
 //! **Outcomes**: a non-finite loss (warm-up or timed) ends the run `diverged`, the error naming the step. An
@@ -243,7 +243,7 @@ pub(crate) fn failure(err: &anyhow::Error) -> (Status, String) {
 }
 
 pub(crate) fn progress(cfg: &RunConfig) -> ProgressBar {
-    let visible = !cfg.quiet && !cfg.json && std::io::stderr().is_terminal();
+    let visible = cfg.talks() && std::io::stderr().is_terminal();
     if !visible {
         return ProgressBar::hidden();
     }

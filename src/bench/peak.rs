@@ -74,7 +74,9 @@ pub struct PeakPlan {
     pub size: i64,
     pub rounds: usize,
     pub round_time: Duration,
-    pub json: bool,
+    pub format: crate::report::export::Format,
     /// `--out`: the results file that gets a row per device and precision.
     pub out: Option<std::path::PathBuf>,
+    /// `--label`, in those rows.
+    pub label: String,
 }

@@ -26,7 +26,7 @@ pub(crate) struct Outcome<'a> {
 pub(crate) struct Sinks {
     out: Option<PathBuf>,
     telemetry: Option<PathBuf>,
-    json: bool,
+    format: crate::config::Format,
     quiet: bool,
 }
 
@@ -38,7 +38,7 @@ impl Sinks {
             Some(r) if r > 0 => t.with_extension(format!("rank{r}.csv")),
             _ => t.clone(),
         });
-        Sinks { out: cfg.out.clone(), telemetry, json: cfg.json, quiet: cfg.quiet }
+        Sinks { out: cfg.out.clone(), telemetry, format: cfg.format, quiet: cfg.quiet }
     }
 
     /// Checks every file the run will write, before any work is done.
@@ -66,7 +66,9 @@ impl Sinks {
         if let Some(out) = &self.out {
             crate::results::append_run(out, o.row, o.devs)?;
         }
-        if self.json {
+        if self.format == crate::config::Format::Csv {
+            print!("{}", crate::results::csv::rows_text(std::slice::from_ref(o.row)));
+        } else if self.format == crate::config::Format::Json {
             let s = JsonSummary {
                 row: o.row,
                 step_ms: o.m.step_secs.iter().map(|s| s * 1e3).collect(),

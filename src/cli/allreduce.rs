@@ -2,26 +2,25 @@
 //! their one conversion into an `AllreduceConfig`.
 use anyhow::Result;
 use clap::Args;
-use std::path::PathBuf;
 
+use super::opts::{DeviceOpts, DistOpts, OutputOpts};
 use super::parse::{parse_duration, parse_size};
+use super::{Configure, Job};
 use crate::bench::ddp::env::DistEnv;
 use crate::config::{AllreduceConfig, Backend, CommDtype};
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
+use crate::report::export::Format;
 
+/// Time c10d's all-reduce per message size, as nccl-tests does (algbw,
+/// busbw, correctness), one process per device.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct AllreduceArgs {
-    /// CUDA device ordinals, one rank each. Default: every visible GPU, else --cpu 2.
-    #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
-    pub gpus: Option<String>,
-    /// N ranks on the CPU (Gloo).
-    #[arg(long, value_name = "N")]
-    pub cpu: Option<usize>,
-    /// Process-group backend. Default: nccl on CUDA, gloo on the CPU.
-    #[arg(long, value_enum)]
-    pub backend: Option<Backend>,
+    #[command(flatten)]
+    pub devices: DeviceOpts,
+    #[command(flatten)]
+    pub dist: DistOpts,
     /// Smallest message (e.g. 8, 1K, 32M).
     #[arg(short = 'b', long = "minbytes", default_value = "8", allow_hyphen_values = true, value_name = "SIZE")]
     pub minbytes: String,
@@ -29,47 +28,44 @@ pub(crate) struct AllreduceArgs {
     #[arg(short = 'e', long = "maxbytes", default_value = "64M", allow_hyphen_values = true, value_name = "SIZE")]
     pub maxbytes: String,
     /// Each size is the previous one times this (at least 2).
-    #[arg(short = 'f', long = "stepfactor", default_value_t = 2)]
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 2, value_name = "F")]
     pub stepfactor: u64,
     /// Timed operations per size and placement.
-    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    #[arg(short = 'n', long = "iters", default_value_t = 20, value_name = "N")]
     pub iters: u64,
     /// Untimed warm-up operations per size.
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
-    pub warmup: u64,
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5, value_name = "N")]
+    pub warmup_iters: u64,
     /// Element type.
     #[arg(long, value_enum, default_value_t = CommDtype::Fp32)]
     pub dtype: CommDtype,
     /// Reduction; c10d's sum (the only one measured).
-    #[arg(long, default_value = "sum")]
+    #[arg(long, default_value = "sum", value_name = "OP")]
     pub op: String,
-    #[arg(long, default_value_t = 1)]
-    pub nnodes: usize,
-    #[arg(long, default_value_t = 0)]
-    pub node_rank: usize,
-    #[arg(long)]
-    pub master_addr: Option<String>,
-    #[arg(long)]
-    pub master_port: Option<u16>,
-    #[arg(long, default_value = "300s", allow_hyphen_values = true, value_name = "DURATION")]
-    pub dist_timeout: String,
-    #[arg(long, default_value = "", allow_hyphen_values = true)]
-    pub label: String,
-    /// Append a row per size and placement to this CSV file.
-    #[arg(long, value_name = "FILE.csv")]
-    pub out: Option<PathBuf>,
-    /// Print nccl-tests' JSON (its -J field names) instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    #[arg(long, short)]
-    pub quiet: bool,
+    // json: nccl-tests' JSON (its -J field names); csv: the rows.
+    #[command(flatten)]
+    pub output: OutputOpts,
+}
+
+impl Configure for AllreduceArgs {
+    fn configure(self) -> Result<Job> {
+        self.into_job(false)
+    }
 }
 
 impl AllreduceArgs {
-    /// This process's place (None: the launcher) and its configuration;
-    /// `ours`: a rank our launcher started (the hidden `rank` subcommand).
+    /// The job of this process: the launcher, or (`ours`) a rank our
+    /// launcher started (the hidden `rank` subcommand).
+    pub(crate) fn into_job(self, ours: bool) -> Result<Job> {
+        let (env, cfg) = self.job(ours)?;
+        Ok(Box::new(move || crate::commands::allreduce::run(env, cfg)))
+    }
+
+    /// This process's place (None: the launcher) and its configuration.
     pub(crate) fn job(self, ours: bool) -> Result<(Option<DistEnv>, AllreduceConfig)> {
         let a = self;
+        let format = a.output.format.one_of("allreduce", &[Format::Table, Format::Csv, Format::Json])?;
+        let d = &a.dist;
         let min_bytes = parse_size("-b/--minbytes", &a.minbytes)?;
         let max_bytes = parse_size("-e/--maxbytes", &a.maxbytes)?;
         if min_bytes > max_bytes {
@@ -87,10 +83,10 @@ impl AllreduceArgs {
         if a.op != "sum" {
             return Err(usage(format!("--op {}: only sum is measured (c10d's all_reduce default)", a.op)));
         }
-        super::run::check_nodes(a.nnodes, a.node_rank, a.master_addr.as_deref(), a.master_port)?;
-        let env = DistEnv::from_process(a.master_addr.as_deref(), a.master_port, ours)?;
-        let quiet = a.quiet || env.as_ref().is_some_and(|e| e.rank != 0);
-        let node = match (&a.gpus, a.cpu) {
+        super::run::check_nodes(*d.nnodes, d.node_rank, d.master_addr.as_deref(), d.master_port)?;
+        let env = DistEnv::from_process(d.master_addr.as_deref(), d.master_port, ours)?;
+        let quiet = *a.output.quiet || env.as_ref().is_some_and(|e| e.rank != 0);
+        let node = match (&a.devices.gpus, a.devices.cpu) {
             (Some(g), _) => device::resolve(Some(g), None, true)?,
             (None, Some(n)) => Devices::cpu(n),
             (None, None) => match device::cuda_device_count() {
@@ -107,11 +103,11 @@ impl AllreduceArgs {
             // Each rank is a libtorch process: 1000 of them once woke the OOM killer.
             check_cpu_workers(node.len(), Workers::Processes, quiet)?;
         }
-        let backend = a.backend.unwrap_or(Backend::default_for(node.kind));
+        let backend = d.backend.unwrap_or(Backend::default_for(node.kind));
         if backend == Backend::Nccl && node.kind == DeviceKind::Cpu {
             return Err(usage("--backend nccl needs CUDA devices; use --backend gloo on the CPU"));
         }
-        if node.len() * a.nnodes < 2 {
+        if node.len() * *d.nnodes < 2 {
             return Err(usage(
                 "an all-reduce needs at least 2 ranks: list 2 or more --gpus, or --cpu 2, or run on more --nnodes",
             ));
@@ -138,16 +134,16 @@ impl AllreduceArgs {
                 max_bytes,
                 factor: a.stepfactor,
                 iters: a.iters,
-                warmup: a.warmup,
+                warmup: a.warmup_iters,
                 dtype: a.dtype,
-                nnodes: a.nnodes,
-                node_rank: a.node_rank,
-                master_addr: a.master_addr,
-                master_port: a.master_port,
-                timeout: parse_duration("--dist-timeout", &a.dist_timeout)?,
-                label: a.label,
-                out: a.out,
-                json: a.json,
+                nnodes: *d.nnodes,
+                node_rank: d.node_rank,
+                master_addr: d.master_addr.clone(),
+                master_port: d.master_port,
+                timeout: parse_duration("--dist-timeout", &d.dist_timeout)?,
+                label: a.output.label.label,
+                out: a.output.out.out,
+                format,
                 quiet,
             },
         ))
@@ -160,9 +156,8 @@ mod tests {
     #[test]
     fn ranks_beyond_the_host_are_refused_before_any_starts() {
         let v = ["gpubench", "allreduce", "--cpu", "100000", "-q"];
-        let a = match crate::cli::Cli::parse_args(v).unwrap().command {
-            crate::cli::Command::Allreduce(a) => *a,
-            _ => unreachable!(),
+        let crate::cli::Command::Allreduce(a) = crate::cli::Cli::parse_args(v).unwrap().command else {
+            unreachable!()
         };
         let e = a.job(false).unwrap_err();
         assert_eq!(crate::error::exit_code(&e), 2);

@@ -1,49 +1,63 @@
 //! `gpubench data-bench`: its arguments.
+use anyhow::Result;
 use clap::Args;
 
+use super::opts::{BatchSize, DataOpt, DurationOpt, FormatOpt, ImageSize, Seed, WorkersOpt};
+use super::{Configure, Job};
+use crate::error::usage;
+use crate::report::export::Format;
+
+/// Measure the input pipeline alone (decode, crop, resize, flip) in
+/// images/s, no model.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("duration", |a| a.default_value("10s")))]
 pub(crate) struct DataBenchArgs {
-    /// ImageFolder tree: DIR/train/<class>/*.JPEG or DIR/<class>/*.JPEG.
-    #[arg(long)]
-    pub data: String,
-    /// Decode threads. Default: the machine's cores, at most 8.
-    #[arg(long)]
-    pub workers: Option<usize>,
-    /// Square output size in pixels.
-    #[arg(long, default_value_t = 224)]
-    pub image_size: i64,
-    #[arg(long, default_value_t = 64)]
-    pub batch_size: i64,
-    /// How long to time the pipeline (after one batch per worker of warm-up).
-    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_name = "DURATION")]
-    pub duration: String,
+    #[command(flatten)]
+    pub data: DataOpt,
+    #[command(flatten)]
+    pub workers: WorkersOpt,
+    #[command(flatten)]
+    pub image_size: ImageSize,
+    #[command(flatten)]
+    pub batch_size: BatchSize,
+    #[command(flatten)]
+    pub duration: DurationOpt,
     /// At most this many files for the decode-only pass.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_name = "N")]
     pub decode_files: usize,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub seed: Seed,
+    #[command(flatten)]
+    pub format: FormatOpt,
+}
+
+impl Configure for DataBenchArgs {
+    fn configure(self) -> Result<Job> {
+        let json = self.format.one_of("data-bench", &[Format::Table, Format::Json])? == Format::Json;
+        let spec = self.into_spec(json)?;
+        Ok(Box::new(move || crate::commands::data_bench::run(&spec, json)))
+    }
 }
 
 impl DataBenchArgs {
-    /// What to measure, checked; and whether to print JSON.
-    pub(crate) fn into_spec(self) -> anyhow::Result<(crate::data::bench::DataBenchSpec, bool)> {
-        if self.image_size < 1 || self.batch_size < 1 || self.workers == Some(0) {
-            return Err(crate::error::usage("--image-size, --batch-size and --workers must be at least 1"));
+    /// What to measure, checked.
+    fn into_spec(self, json: bool) -> Result<crate::data::bench::DataBenchSpec> {
+        if *self.image_size < 1 || *self.batch_size < 1 || *self.workers == Some(0) {
+            return Err(usage("--image-size, --batch-size and --workers must be at least 1"));
         }
-        let duration = super::parse::parse_duration("--duration", &self.duration)?;
-        let spec = crate::data::bench::DataBenchSpec {
+        if *self.data == "synthetic" {
+            return Err(usage("data-bench measures reading images: give --data DIR (an ImageFolder tree)"));
+        }
+        let duration = self.duration.time("data-bench")?.ok_or_else(|| usage("data-bench needs --duration"))?;
+        Ok(crate::data::bench::DataBenchSpec {
             workers: self.workers.unwrap_or_else(|| crate::device::cpu_cores().min(8)),
-            data: self.data,
-            image_size: self.image_size,
-            batch_size: self.batch_size,
+            data: self.data.data,
+            image_size: *self.image_size,
+            batch_size: *self.batch_size,
             duration,
             decode_files: self.decode_files,
-            seed: self.seed,
-            warn: !self.json,
-        };
-        Ok((spec, self.json))
+            seed: *self.seed,
+            warn: !json,
+        })
     }
 }

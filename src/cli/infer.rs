@@ -3,10 +3,11 @@
 //! built or file written.
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use std::path::PathBuf;
 
-use super::parse::{parse_duration, parse_fraction, parse_on_off};
-use crate::config::{CapacitySearch, Impl, InferConfig, ModelKind, Precision, Preprocess, Scenario, ServeStrategy};
+use super::opts::{DataOpt, DeviceOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts};
+use super::parse::{parse_duration, parse_fraction};
+use super::{Configure, Job};
+use crate::config::{CapacitySearch, Format, Impl, InferConfig, Precision, Preprocess, Scenario, ServeStrategy};
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, DeviceKind};
 use crate::error::usage;
@@ -24,28 +25,22 @@ pub(crate) enum ScenarioArg {
     SingleStream,
 }
 
+/// Serve camera frames or requests with the model and record how many are
+/// answered within a latency bound (replicas, processes or dp).
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("duration", |a| a.default_value("30s")))]
 pub(crate) struct InferArgs {
     /// How the devices serve.
     #[arg(long, value_enum, default_value_t = ServeStrategy::Replicas)]
-    pub strategy: ServeStrategy,
-    /// gpubench's server, or the same server in PyTorch Python (replicas as
-    /// Python threads, or processes), for a side-by-side row.
-    #[arg(long = "impl", value_enum, default_value_t = Impl::Gpubench)]
-    pub implementation: Impl,
-    /// CUDA device ordinals, comma-separated. Default: GPU 0 if there is one, else the CPU.
-    #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
-    pub gpus: Option<String>,
-    /// Serve on the CPU with N replicas or processes.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1")]
-    pub cpu: Option<usize>,
-    #[arg(long, value_enum, default_value_t = ModelKind::Resnet50)]
-    pub model: ModelKind,
-    #[arg(long, default_value_t = 1000)]
-    pub num_classes: i64,
-    /// The model's square input, in pixels (frames are resized to it).
-    #[arg(long, default_value_t = 224)]
-    pub image_size: i64,
+    pub serving: ServeStrategy,
+    #[command(flatten)]
+    pub implementation: ImplOpt,
+    #[command(flatten)]
+    pub devices: DeviceOpts,
+    #[command(flatten)]
+    pub model: ModelOpts,
+    /// How requests arrive, as MLPerf LoadGen names it: offline (all at
+    /// once), streams (cameras at a frame rate) or server (Poisson arrivals).
     #[arg(long, value_enum, default_value_t = ScenarioArg::Offline)]
     pub scenario: ScenarioArg,
     /// streams: number of cameras (with --find-max-streams: where the search starts).
@@ -63,11 +58,10 @@ pub(crate) struct InferArgs {
     /// Where frames are resized and normalised.
     #[arg(long, value_enum, default_value_t = Preprocess::Device)]
     pub preprocess: Preprocess,
-    /// `synthetic` frames, or a folder of JPEG/PNG images served as frames.
-    #[arg(long, default_value = "synthetic")]
-    pub data: String,
+    #[command(flatten)]
+    pub data: DataOpt,
     /// Dynamic batching: the most requests in one batch.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_name = "N")]
     pub max_batch: i64,
     /// Dynamic batching: how long a batch waits for more after its first request.
     #[arg(long, default_value = "2ms", allow_hyphen_values = true, value_name = "DURATION")]
@@ -85,59 +79,33 @@ pub(crate) struct InferArgs {
     #[arg(long)]
     pub find_max_rate: bool,
     /// Searches: the most requests a probe may drop, e.g. 1%.
-    #[arg(long, default_value = "1%", value_parser = parse_fraction)]
+    #[arg(long, default_value = "1%", value_parser = parse_fraction, value_name = "PCT")]
     pub max_drop_rate: f64,
     /// Searches: each probe runs at least this long...
     #[arg(long, default_value = "10s", allow_hyphen_values = true, value_name = "DURATION")]
     pub min_duration: String,
     /// ...and long enough for this many requests at its load.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_name = "N")]
     pub min_requests: u64,
-    /// How long the load runs. A run schedules at most 2,000,000 requests
-    /// (--rate, or --streams × --fps, times --duration): each is timed and
-    /// recorded.
-    #[arg(long, default_value = "30s", allow_hyphen_values = true, value_name = "DURATION")]
-    pub duration: String,
+    // How long the load runs: at most 2,000,000 requests are scheduled
+    // (--rate, or --streams × --fps, times --duration), each timed and recorded.
+    #[command(flatten)]
+    pub duration: DurationOpt,
     /// Untimed warm-up batches per worker, at --max-batch and at batch 1 each.
-    #[arg(long, default_value_t = 5)]
-    pub warmup: u64,
-    #[arg(long, value_enum, default_value_t = Precision::Fp32)]
-    pub precision: Precision,
-    #[arg(long)]
-    pub channels_last: bool,
-    /// cuDNN autotuning: on or off; the bare flag means on.
-    #[arg(long, value_name = "on|off", num_args = 0..=1, default_value = "off", default_missing_value = "on", action = clap::ArgAction::Set,
-          value_parser = parse_on_off)]
-    pub cudnn_benchmark: bool,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Intra-op threads on the CPU, shared among the workers.
-    #[arg(long)]
-    pub threads: Option<usize>,
-    #[arg(long, default_value = "", allow_hyphen_values = true)]
-    pub label: String,
-    /// Append the row (a row per probe when searching) to this CSV file.
-    #[arg(long, value_name = "FILE.csv")]
-    pub out: Option<PathBuf>,
-    #[arg(long)]
-    pub json: bool,
-    #[arg(long, short)]
-    pub quiet: bool,
-    #[arg(long, default_value = "100ms", allow_hyphen_values = true, value_name = "DURATION")]
-    pub sample_interval: String,
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub warmup_batches: u64,
+    #[command(flatten)]
+    pub host: HostOpts,
+    // --out: the row (a row per probe when searching).
+    // csv: the rows; json: the row (a search: its answer and probes).
+    #[command(flatten)]
+    pub output: OutputOpts,
 }
 
-/// Parses `gpubench infer ARGS` (without `gpubench infer`) into its
-/// configuration; a bad argument is a usage error with clap's first line.
-pub fn parse_infer<S: AsRef<str>>(args: &[S]) -> Result<InferConfig> {
-    let argv = ["gpubench", "infer"].into_iter().map(String::from).chain(args.iter().map(|s| s.as_ref().to_string()));
-    match super::Cli::parse_args(argv) {
-        Ok(super::Cli { command: super::Command::Infer(a) }) => a.into_config(false),
-        Ok(_) => unreachable!("parsed as infer"),
-        Err(e) => {
-            let text = e.render().to_string();
-            Err(usage(text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()))
-        }
+impl Configure for InferArgs {
+    fn configure(self) -> Result<Job> {
+        let cfg = self.into_config(false)?;
+        Ok(Box::new(move || crate::commands::infer::run(cfg)))
     }
 }
 
@@ -165,19 +133,22 @@ impl InferArgs {
     /// parent already said.
     pub(crate) fn into_config(self, worker: bool) -> Result<InferConfig> {
         let a = self;
-        let talks = !(a.quiet || a.json);
+        let format = a.output.format.one_of("infer", &[Format::Table, Format::Csv, Format::Json])?;
+        let talks = !*a.output.quiet && format == Format::Table;
+        let m = &a.model;
+        let implementation = *a.implementation;
         if a.max_batch <= 0 {
             return Err(usage("--max-batch must be at least 1"));
         }
-        let min = a.model.min_image_size();
-        if a.image_size < min {
+        let min = m.model.min_image_size();
+        if *m.image_size < min {
             return Err(usage(format!(
                 "--image-size {} is too small for {}; use at least {min}",
-                a.image_size,
-                a.model.name()
+                *m.image_size,
+                m.model.name()
             )));
         }
-        if a.num_classes < 2 {
+        if m.num_classes < 2 {
             return Err(usage("--num-classes must be at least 2"));
         }
         let searching = a.find_max_streams || a.find_max_rate;
@@ -229,7 +200,7 @@ impl InferArgs {
                 Scenario::Streams { streams: u32::try_from(streams).map_err(|_| usage("--streams is too large"))?, fps }
             }
         };
-        let duration = parse_duration("--duration", &a.duration)?;
+        let duration = a.duration.time("infer")?.ok_or_else(|| usage("infer needs --duration"))?;
         if let Some(msg) = too_many_requests(&scenario, duration) {
             return Err(usage(msg));
         }
@@ -253,41 +224,41 @@ impl InferArgs {
             None => None,
         };
         let (frame_w, frame_h) = frame_size(&a.frame_size)?;
-        if a.threads == Some(0) {
+        if a.host.threads == Some(0) {
             return Err(usage("--threads must be at least 1"));
         }
-        if a.implementation == Impl::Pytorch && a.strategy == ServeStrategy::Dp {
+        if implementation == Impl::Pytorch && a.serving == ServeStrategy::Dp {
             return Err(usage(
-                "--impl pytorch serves with Python threads (--strategy replicas) or processes; dp serving is \
+                "--impl pytorch serves with Python threads (--serving replicas) or processes; dp serving is \
                  gpubench's own",
             ));
         }
-        if a.data != "synthetic" && !std::path::Path::new(&a.data).is_dir() {
-            return Err(usage(format!("--data {}: no such folder; give a folder of JPEG images", a.data)));
+        if *a.data != "synthetic" && !std::path::Path::new(&*a.data).is_dir() {
+            return Err(usage(format!("--data {}: no such folder; give a folder of JPEG images", *a.data)));
         }
-        let devices = device::resolve(a.gpus.as_deref(), a.cpu, !talks)?;
-        if devices.kind == DeviceKind::Cpu && a.precision == Precision::Tf32 {
+        let devices = device::resolve(a.devices.gpus.as_deref(), a.devices.cpu, !talks)?;
+        if devices.kind == DeviceKind::Cpu && m.precision == Precision::Tf32 {
             return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
         }
-        if let Some(n) = a.cpu {
-            // PyTorch's server runs its workers as processes whatever the strategy.
-            let workers = match a.strategy == ServeStrategy::Processes || a.implementation == Impl::Pytorch {
+        if let Some(n) = a.devices.cpu {
+            // PyTorch's server runs its workers as processes whatever the serving.
+            let workers = match a.serving == ServeStrategy::Processes || implementation == Impl::Pytorch {
                 true => Workers::Processes,
                 false => Workers::Threads,
             };
             check_cpu_workers(n, workers, !talks || worker)?;
         }
         Ok(InferConfig {
-            strategy: a.strategy,
-            implementation: a.implementation,
+            strategy: a.serving,
+            implementation,
             devices,
-            model: a.model,
-            num_classes: a.num_classes,
-            image_size: a.image_size,
+            model: m.model,
+            num_classes: m.num_classes,
+            image_size: *m.image_size,
             frame_w,
             frame_h,
             preprocess: a.preprocess,
-            data: a.data,
+            data: a.data.data.clone(),
             scenario,
             max_batch: a.max_batch,
             max_wait: super::parse::parse_duration_or_zero("--max-wait", &a.max_wait)?,
@@ -299,17 +270,17 @@ impl InferArgs {
             latency_bound,
             search,
             duration,
-            warmup_batches: a.warmup,
-            precision: a.precision,
-            channels_last: a.channels_last,
-            cudnn_benchmark: a.cudnn_benchmark,
-            seed: a.seed,
-            threads: a.threads,
-            label: a.label,
-            out: a.out,
-            json: a.json,
-            quiet: a.quiet,
-            sample_interval: parse_duration("--sample-interval", &a.sample_interval)?,
+            warmup_batches: a.warmup_batches,
+            precision: m.precision,
+            channels_last: m.channels_last,
+            cudnn_benchmark: m.cudnn_benchmark,
+            seed: *m.seed,
+            threads: a.host.threads,
+            label: a.output.label.label.clone(),
+            out: a.output.out.out.clone(),
+            format,
+            quiet: *a.output.quiet,
+            sample_interval: parse_duration("--sample-interval", &a.host.sample_interval)?,
         })
     }
 }
@@ -335,4 +306,14 @@ fn too_many_requests(scenario: &Scenario, duration: std::time::Duration) -> Opti
              recorded): lower the load or the duration"
         )
     })
+}
+
+/// `infer` ARGS' configuration, as the command line gives it (the serving
+/// benchmark and the serving engine's tests build theirs so).
+pub fn parse_infer<S: AsRef<str>>(args: &[S]) -> Result<InferConfig> {
+    let argv = ["gpubench", "infer"].into_iter().map(String::from).chain(args.iter().map(|s| s.as_ref().to_string()));
+    match super::Cli::parse_args(argv).map_err(|e| super::clap_usage(&e, "see gpubench infer --help"))?.command {
+        super::Command::Infer(a) => a.into_config(false),
+        _ => unreachable!("parsed as infer"),
+    }
 }

@@ -1,36 +1,134 @@
-//! The command line: clap's types, and the one conversion of each
-//! subcommand's arguments into the plain configuration the layers below take
-//! (`run::job`, `sweep::plan`, …). Nothing below this layer names clap.
-#[cfg(feature = "torch")]
-pub mod allreduce;
-#[cfg(feature = "torch")]
-pub mod data_bench;
-#[cfg(feature = "torch")]
-pub mod infer;
-#[cfg(feature = "torch")]
-pub mod internal;
+//! The command line: clap's types, the options every subcommand shares
+//! (`opts`, each defined once), and each subcommand's arguments with their
+//! one conversion into the configuration its command takes. Nothing below
+//! this layer names clap.
+//!
+//! The subcommands come from one registry, `crate::subcommands!` (in
+//! `commands`): each line there names a module that exists here (its
+//! arguments, `Configure`) and, unless it is marked `[cli]`, in `commands`
+//! (what it does). From it, `define!` below declares the modules and makes
+//! the `Command` enum and its dispatch; gpubench's own child processes
+//! (`internal`) are its hidden variants.
+pub(crate) mod opts;
 pub mod parse;
 #[cfg(feature = "torch")]
-pub mod peak;
-#[cfg(feature = "torch")]
-pub mod predict;
-pub mod report;
-#[cfg(feature = "torch")]
-pub mod run;
-#[cfg(feature = "torch")]
 pub mod run_line;
-#[cfg(feature = "torch")]
-pub mod sweep;
 
+use anyhow::Result;
 use clap::builder::PossibleValue;
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
 
 use crate::config::{
     Backend, CommDtype, CommHook, Impl, ModelKind, OptimizerImpl, OptimizerKind, Precision, Preprocess, ServeStrategy,
     StrategyKind,
 };
+use crate::error::usage;
 use crate::report::check::Metric;
 use crate::report::export::Format;
+
+/// A subcommand ready to run: its configuration built and checked, what it
+/// does not yet begun. Returns the exit code.
+pub(crate) type Job = Box<dyn FnOnce() -> Result<i32>>;
+
+/// A subcommand's arguments turned into its job: every check that needs no
+/// work, once per process, before anything starts.
+pub(crate) trait Configure {
+    fn configure(self) -> Result<Job>;
+}
+
+impl<T: Configure> Configure for Box<T> {
+    fn configure(self) -> Result<Job> {
+        (*self).configure()
+    }
+}
+
+/// Applies the registry's gate to an item: `[torch]` items exist only in
+/// the full build.
+macro_rules! gated {
+    ([torch] $($item:tt)*) => { #[cfg(feature = "torch")] $($item)* };
+    ([$($any:tt)*] $($item:tt)*) => { $($item)* };
+}
+
+/// A registry line's arguments in the torch-free build: a subcommand of the
+/// full build takes whatever follows it, and says that it needs libtorch.
+#[cfg(not(feature = "torch"))]
+macro_rules! args_of {
+    ([torch] $t:ty) => { Box<NoTorch> };
+    ([$($any:tt)*] $t:ty) => { Box<$t> };
+}
+
+/// A registry line's dispatch: its job, or (torch-free) the line that the
+/// subcommand needs libtorch.
+macro_rules! configure_arm {
+    ([torch] $a:ident, $name:expr) => {{
+        #[cfg(feature = "torch")]
+        let job = $a.configure();
+        #[cfg(not(feature = "torch"))]
+        let job = {
+            let _ = $a;
+            Err(without_torch($name))
+        };
+        job
+    }};
+    ([$($any:tt)*] $a:ident, $name:expr) => {
+        $a.configure()
+    };
+}
+
+/// The modules, the `Command` enum and its dispatch, from the registry.
+macro_rules! define {
+    ($($m:ident $variant:ident $args:ident [$($gate:tt)*];)*) => {
+        $( gated! { [$($gate)*] pub mod $m; } )*
+        #[cfg(feature = "torch")]
+        pub mod internal;
+
+        #[cfg(feature = "torch")]
+        #[derive(Subcommand, Debug)]
+        pub(crate) enum Command {
+            $( $variant(Box<$m::$args>), )*
+            // gpubench's own child processes (`crate::internal`), hidden from --help.
+            #[command(name = crate::internal::Role::Rank.subcommand(), hide = true)]
+            Rank(internal::Wrapped),
+            #[command(name = crate::internal::Role::InferWorker.subcommand(), hide = true)]
+            InferWorker(internal::InferWorkerArgs),
+            #[command(name = crate::internal::Role::WriteInit.subcommand(), hide = true)]
+            WriteInit(internal::WriteInitArgs),
+            #[command(name = crate::internal::Role::Cell.subcommand(), hide = true)]
+            Cell(internal::CellArgs),
+            /// Checks a command line without running it (scripts use it).
+            #[command(hide = true)]
+            Validate(internal::ValidateArgs),
+        }
+
+        #[cfg(not(feature = "torch"))]
+        #[derive(Subcommand, Debug)]
+        pub(crate) enum Command {
+            $( $variant(args_of!([$($gate)*] $m::$args)), )*
+        }
+
+        impl Command {
+            /// This subcommand's job.
+            pub(crate) fn configure(self) -> Result<Job> {
+                match self {
+                    $( Command::$variant(a) => configure_arm!([$($gate)*] a, stringify!($m)), )*
+                    #[cfg(feature = "torch")]
+                    Command::Rank(a) => a.configure(),
+                    #[cfg(feature = "torch")]
+                    Command::InferWorker(a) => a.configure(),
+                    #[cfg(feature = "torch")]
+                    Command::WriteInit(a) => a.configure(),
+                    #[cfg(feature = "torch")]
+                    Command::Cell(a) => a.configure(),
+                    #[cfg(feature = "torch")]
+                    Command::Validate(a) => a.configure(),
+                }
+            }
+        }
+    };
+}
+
+crate::subcommands!(define);
 
 #[derive(Parser, Debug)]
 #[command(
@@ -45,163 +143,129 @@ pub(crate) struct Cli {
 }
 
 impl Cli {
+    /// gpubench's whole command line as clap describes it: what help,
+    /// completions and man pages are made from.
+    pub(crate) fn definition() -> clap::Command {
+        use clap::CommandFactory;
+        Cli::command().mut_subcommands(|s| s.allow_negative_numbers(true))
+    }
+
+    /// The command line as users see it, without the hidden roles: what
+    /// completions and man pages describe (clap's bash generator would
+    /// otherwise offer `rank` and `infer-worker`).
+    pub(crate) fn public() -> clap::Command {
+        let cli = Cli::definition();
+        let subs: Vec<clap::Command> = cli.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
+        clap::Command::new("gpubench")
+            .version(env!("CARGO_PKG_VERSION"))
+            .about(cli.get_about().cloned().unwrap_or_default())
+            .propagate_version(true)
+            .subcommand_required(true)
+            .subcommands(subs)
+    }
+
     /// Parses `argv` (the program name first). A negative number is taken as
     /// an option's value, so that `--batch-size -4` is refused by that
     /// option's own check, naming it, not as "unexpected argument '-4'".
     pub(crate) fn parse_args<I, S>(argv: I) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = S>,
-        S: Into<std::ffi::OsString> + Clone,
+        S: Into<OsString> + Clone,
     {
-        use clap::{CommandFactory, FromArgMatches};
-        let cmd = Cli::command().mut_subcommands(|s| s.allow_negative_numbers(true));
-        Cli::from_arg_matches(&cmd.try_get_matches_from(argv)?)
+        use clap::FromArgMatches;
+        Cli::from_arg_matches(&Cli::definition().try_get_matches_from(argv)?)
     }
 }
 
-#[derive(Subcommand, Debug)]
-pub(crate) enum Command {
-    /// Print versions, CUDA devices, CPU and which process groups work here.
-    Info(InfoArgs),
-    /// Run the ResNet training loop under one strategy and record its speed.
-    Run(#[cfg(feature = "torch")] Box<run::RunArgs>, #[cfg(not(feature = "torch"))] NoTorch),
-    /// Serve camera frames or requests with the model and record how many are
-    /// answered within a latency bound (replicas, processes or dp).
-    Infer(#[cfg(feature = "torch")] Box<infer::InferArgs>, #[cfg(not(feature = "torch"))] NoTorch),
-    /// Time c10d's all-reduce per message size, as nccl-tests does (algbw,
-    /// busbw, correctness), one process per device.
-    Allreduce(#[cfg(feature = "torch")] Box<allreduce::AllreduceArgs>, #[cfg(not(feature = "torch"))] NoTorch),
-    /// Predict DDP's step time and scaling on N devices from one device's
-    /// profile and an all-reduce curve (measured or published).
-    Predict(#[cfg(feature = "torch")] Box<predict::PredictArgs>, #[cfg(not(feature = "torch"))] NoTorch),
-    // report subcommands
-    /// Summarize result files: a table by hardware and config, and charts.
-    Report(report::ReportArgs),
-    /// Put result sets side by side (machines, dates, published figures).
-    Compare(report::CompareArgs),
-    /// CI gate: exit 1 when the current results regressed against a baseline.
-    Check(report::CheckArgs),
-    /// Which node or GPU of a fleet is slow: each row against its
-    /// configuration's baseline (a file, or the fleet's median); exit 1 when
-    /// something is defective.
-    Diagnose(report::DiagnoseArgs),
-    /// Run a matrix of strategies × device counts × batch sizes × models, each
-    /// cell in its own process; out-of-memory cells become `oom` rows.
-    Sweep(#[cfg(feature = "torch")] Box<sweep::SweepArgs>, #[cfg(not(feature = "torch"))] NoTorch),
-    /// Find the largest per-device batch that fits in memory (doubling, then
-    /// binary search; each probe a few steps in its own process).
-    MaxBatch(#[cfg(feature = "torch")] Box<sweep::MaxBatchArgs>, #[cfg(not(feature = "torch"))] NoTorch),
-    /// Measure the input pipeline alone (decode, crop, resize, flip) in images/s, no model.
-    DataBench(#[cfg(feature = "torch")] data_bench::DataBenchArgs, #[cfg(not(feature = "torch"))] NoTorch),
-    /// Merge the cells of a sweep emitted with `sweep --emit slurm DIR` into
-    /// one results file, in manifest order; a cell with no file is a
-    /// `missing` row naming its array task.
-    Collect(CollectArgs),
-    /// Measure the device's matrix-multiply peak per precision and keep it
-    /// (~/.cache/gpubench/peaks.json), so that runs report their MFU against it.
-    Peak(#[cfg(feature = "torch")] PeakArgs, #[cfg(not(feature = "torch"))] NoTorch),
-    /// Print the columns of gpubench's CSV files: name, unit and meaning.
-    Schema(SchemaArgs),
-    /// Rewrite a results file of an earlier CSV schema for this gpubench, so
-    /// that rows can be appended to it; the old file is kept beside it.
-    Upgrade(UpgradeArgs),
-    /// Per rank, where the steps traced by `run --profile DIR` went: compute,
-    /// communication, data wait, idle, and how much communication overlapped compute.
-    TraceSummary(TraceSummaryArgs),
-    // gpubench's own child processes (`crate::internal`), hidden from --help.
-    #[cfg(feature = "torch")]
-    #[command(name = crate::internal::Role::Rank.subcommand(), hide = true)]
-    Rank(internal::Wrapped),
-    #[cfg(feature = "torch")]
-    #[command(name = crate::internal::Role::InferWorker.subcommand(), hide = true)]
-    InferWorker(internal::InferWorkerArgs),
-    #[cfg(feature = "torch")]
-    #[command(name = crate::internal::Role::WriteInit.subcommand(), hide = true)]
-    WriteInit(internal::WriteInitArgs),
-    /// Checks a command line without running it (scripts use it).
-    #[cfg(feature = "torch")]
-    #[command(hide = true)]
-    Validate(internal::ValidateArgs),
+/// Parses `argv` (the program name first) into its job: clap's help and
+/// version become a job that prints them (exit 0, or 2 when a subcommand was
+/// missing); its errors become one usage line, naming the new spelling of a
+/// retired one.
+pub(crate) fn job_of<I, S>(argv: I) -> Result<Job>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<OsString> + Clone,
+{
+    let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
+    match Cli::parse_args(&argv) {
+        Ok(cli) => cli.command.configure(),
+        Err(e) => {
+            use clap::error::ErrorKind;
+            match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => Ok(Box::new(move || {
+                    let _ = e.print();
+                    let missing = e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand;
+                    Ok(if missing { 2 } else { 0 })
+                })),
+                _ => Err(retired(&argv, &e).unwrap_or_else(|| clap_usage(&e, "see gpubench --help"))),
+            }
+        }
+    }
 }
 
-/// A subcommand of the full build, in the torch-free one: whatever follows
-/// it is taken as given, and the command says that it needs libtorch.
+/// A wrapped command line (`rank run …`) parsed as gpubench's own.
+#[cfg(feature = "torch")]
+pub(crate) fn parse_wrapped(line: &[OsString]) -> Result<Command> {
+    let argv: Vec<OsString> = std::iter::once(OsString::from("gpubench")).chain(line.iter().cloned()).collect();
+    match Cli::parse_args(&argv) {
+        Ok(cli) => Ok(cli.command),
+        Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => {
+            Err(usage("a hidden subcommand wraps a whole gpubench command line, not --help"))
+        }
+        Err(e) => Err(retired(&argv, &e).unwrap_or_else(|| clap_usage(&e, "see gpubench --help"))),
+    }
+}
+
+/// The spellings this gpubench no longer takes, each with what replaced it:
+/// (subcommand, or "" for every one; the old option; the new spelling).
+const RETIRED: &[(&str, &str, &str)] = &[
+    ("", "--json", "--format json"),
+    ("infer", "--strategy", "--serving"),
+    ("infer", "--warmup", "--warmup-batches"),
+    ("predict", "--devices", "--device-counts"),
+    ("predict", "--nodes", "--nnodes"),
+    ("predict", "--target-batch", "--target-batch-size"),
+    ("peak", "--precision", "--precisions"),
+    ("sweep", "--impl", "--impls (or --vary impl=…)"),
+    ("sweep", "--cell", "the hidden role `gpubench cell DIR INDEX` (emit the sweep again to get scripts that call it)"),
+    ("max-batch", "--strategy", "--strategy among the run options after --, e.g. max-batch --cpu -- --strategy ddp"),
+    ("max-batch", "--model", "--model among the run options after --, e.g. max-batch --cpu -- --model resnet18"),
+];
+
+/// The usage line for a retired spelling that clap refused, if it is one.
+fn retired(argv: &[OsString], e: &clap::Error) -> Option<anyhow::Error> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
+    let old = arg.split('=').next().unwrap_or(arg);
+    // The subcommand is among the words (a hidden role's wrapped line names it after the role).
+    let words: Vec<&str> = argv.iter().skip(1).filter_map(|a| a.to_str()).collect();
+    let &(cmd, _, new) = RETIRED.iter().find(|(c, o, _)| *o == old && (c.is_empty() || words.contains(c)))?;
+    let scope = if cmd.is_empty() { String::new() } else { format!("{cmd} ") };
+    Some(usage(format!("{scope}{old} is no longer taken: use {new} (docs/command-line.md lists the renames)")))
+}
+
+/// The one line a torch-only subcommand gives in the torch-free build.
 #[cfg(not(feature = "torch"))]
-#[derive(Args, Debug)]
+fn without_torch(module: &str) -> anyhow::Error {
+    let name = module.replace('_', "-");
+    usage(format!(
+        "`gpubench {name}` needs libtorch, and this gpubench was built without it (--no-default-features: report, \
+         compare, check, diagnose, collect, schema, upgrade, trace-summary, completions and man only); for the full \
+         build run scripts/setup, then cargo build --release"
+    ))
+}
+
+/// Needs the full build (libtorch); this gpubench was built without it.
+#[cfg(not(feature = "torch"))]
+#[derive(clap::Args, Debug)]
 pub(crate) struct NoTorch {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
     pub args: Vec<std::ffi::OsString>,
-}
-
-#[derive(Args, Debug)]
-pub(crate) struct InfoArgs {
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[cfg(feature = "torch")]
-#[derive(Args, Debug)]
-pub(crate) struct PeakArgs {
-    /// CUDA devices to measure, one after the other. Default: GPU 0 if
-    /// there is one, else the CPU.
-    #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
-    pub gpus: Option<String>,
-    /// Measure the CPU (all its cores).
-    #[arg(long)]
-    pub cpu: bool,
-    /// Precisions (default: fp32, tf32, fp16 and bf16 on a GPU, bf16 from
-    /// compute capability 8.0; fp32 and bf16 on the CPU).
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
-    pub precision: Vec<Precision>,
-    /// The square matrices' side (default 8192 on a GPU, 2048 on the CPU).
-    #[arg(long, value_name = "N")]
-    pub size: Option<i64>,
-    /// Rounds per precision; their median is kept.
-    #[arg(long, default_value_t = 5)]
-    pub rounds: usize,
-    /// Each round runs at least this long.
-    #[arg(long, default_value = "1s", value_name = "DURATION")]
-    pub round_time: String,
-    /// Print JSON instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also append one results row per device and precision (mode `peak`)
-    /// to this CSV file, beside the runs `report` reads with it.
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<std::path::PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub(crate) struct CollectArgs {
-    /// The directory `sweep --emit slurm DIR` wrote.
-    pub dir: std::path::PathBuf,
-    /// The merged results file (its per-device rows beside it); replaced
-    /// whole if it exists, which collect says.
-    #[arg(long, value_name = "FILE.csv")]
-    pub out: std::path::PathBuf,
-}
-
-#[derive(Args, Debug)]
-pub(crate) struct TraceSummaryArgs {
-    /// The directory `run --profile` wrote.
-    pub dir: std::path::PathBuf,
-    /// Print JSON instead of the table.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args, Debug)]
-pub(crate) struct UpgradeArgs {
-    /// The results file (FILE.csv).
-    pub file: std::path::PathBuf,
-}
-
-#[derive(Args, Debug)]
-pub(crate) struct SchemaArgs {
-    /// Output format: an aligned table, or markdown (for documentation).
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
 }
 
 /// A clap error as one usage line: the problem, then the valid choices,
@@ -330,7 +394,124 @@ mod tests {
 
     #[test]
     fn the_command_line_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
+        Cli::definition().debug_assert();
+    }
+
+    /// What a long flag is, as clap knows it: its type, its grammar and its help.
+    #[derive(Debug, PartialEq)]
+    struct Shape {
+        value_type: String,
+        action: String,
+        num_args: String,
+        value_names: Vec<String>,
+        values: Vec<String>,
+        delimiter: Option<char>,
+        hyphen_values: bool,
+        help: String,
+    }
+
+    fn shape(a: &clap::Arg) -> Shape {
+        Shape {
+            value_type: format!("{:?}", a.get_value_parser().type_id()),
+            action: format!("{:?}", a.get_action()),
+            num_args: format!("{:?}", a.get_num_args()),
+            value_names: a.get_value_names().unwrap_or_default().iter().map(|v| v.to_string()).collect(),
+            values: a.get_possible_values().iter().map(|v| v.get_name().to_string()).collect(),
+            delimiter: a.get_value_delimiter(),
+            hyphen_values: a.is_allow_hyphen_values_set(),
+            help: a.get_help().map(|h| h.to_string()).unwrap_or_default(),
+        }
+    }
+
+    /// Every long flag of every subcommand, through clap's own description:
+    /// one type, one grammar and one help text per name across the whole
+    /// command line, and no flag without help.
+    #[test]
+    fn one_definition_per_long_flag() {
+        let cli = Cli::definition();
+        let mut seen: std::collections::BTreeMap<String, (String, Shape)> = Default::default();
+        let mut problems = vec![];
+        let mut flags = 0;
+        for sub in cli.get_subcommands() {
+            for a in sub.get_arguments() {
+                let Some(long) = a.get_long() else { continue };
+                if matches!(long, "help" | "version") {
+                    continue;
+                }
+                flags += 1;
+                let s = shape(a);
+                if s.help.trim().is_empty() && !a.is_hide_set() {
+                    problems.push(format!("{} --{long} has no help", sub.get_name()));
+                }
+                match seen.get(long) {
+                    Some((first, s0)) if *s0 != s => {
+                        problems.push(format!("--{long}: {first} has {s0:?}, {} has {s:?}", sub.get_name()))
+                    }
+                    Some(_) => {}
+                    None => {
+                        seen.insert(long.to_string(), (sub.get_name().to_string(), s));
+                    }
+                }
+            }
+        }
+        // The torch-free build has the reporting commands' flags only.
+        let (least_flags, least_names) = if cfg!(feature = "torch") { (150, 90) } else { (20, 10) };
+        assert!(
+            flags > least_flags && seen.len() > least_names,
+            "{flags} flags, {} names: the walk found too few",
+            seen.len()
+        );
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn a_retired_spelling_names_its_successor() {
+        let line = |s: &str| -> String {
+            let argv: Vec<OsString> = s.split(' ').map(OsString::from).collect();
+            match job_of(argv) {
+                Err(e) => {
+                    assert_eq!(crate::error::exit_code(&e), 2, "{s}");
+                    e.to_string()
+                }
+                Ok(_) => panic!("{s}: accepted"),
+            }
+        };
+        assert!(line("gpubench report x.csv --json").contains("use --format json"));
+        assert!(line("gpubench schema --json").contains("use --format json"));
+        let e = line("gpubench compare a.csv --frobnicate");
+        assert!(e.contains("--frobnicate") && !e.contains("no longer"), "{e}");
+    }
+
+    /// `--cudnn-benchmark on`, `off` and the bare flag (on) mean the same in
+    /// every command that takes it, run's options after `--` included.
+    #[cfg(feature = "torch")]
+    #[test]
+    fn cudnn_benchmark_is_said_one_way_in_every_command() {
+        let tiny = "--image-size 16 --num-classes 10";
+        for (form, want) in
+            [("--cudnn-benchmark", true), ("--cudnn-benchmark on", true), ("--cudnn-benchmark off", false), ("", false)]
+        {
+            let lines = [
+                format!("run --cpu --model tinycnn {tiny} {form}"),
+                format!("infer --cpu --model tinycnn {tiny} {form}"),
+                format!("sweep --cpu 1 --strategies single --models tinycnn --out /tmp/x.csv -- {tiny} {form}"),
+                format!("max-batch --cpu -- --model tinycnn {tiny} {form}"),
+            ];
+            for line in lines {
+                let argv = std::iter::once("gpubench").chain(line.split_whitespace());
+                let cmd = Cli::parse_args(argv).unwrap_or_else(|e| panic!("{line}: {e}")).command;
+                let got = match cmd {
+                    Command::Run(a) => run::job(*a, false).map(|(_, cfg)| cfg.cudnn_benchmark),
+                    Command::Infer(a) => a.into_config(false).map(|cfg| cfg.cudnn_benchmark),
+                    Command::Sweep(a) => sweep::plan(*a).map(|p| p.cells[0].cfg.cudnn_benchmark),
+                    Command::MaxBatch(a) => max_batch::max_batch_plan(*a).map(|p| p.first.cfg.cudnn_benchmark),
+                    _ => unreachable!("{line}"),
+                };
+                assert_eq!(got.unwrap_or_else(|e| panic!("{line}: {e}")), want, "{line}");
+            }
+        }
+        let argv = ["gpubench", "run", "--cpu", "--cudnn-benchmark", "maybe"];
+        let e = job_of(argv).err().expect("maybe was taken");
+        assert!(e.to_string().contains("maybe"), "{e}");
     }
 }

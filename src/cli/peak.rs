@@ -1,17 +1,55 @@
 //! `gpubench peak`: its arguments, checked into a plan before any work.
 use anyhow::Result;
+use clap::Args;
 
+use super::opts::{DeviceOpts, FormatOpt, LabelOpt, OutOpt};
 use super::parse::parse_duration;
-use super::PeakArgs;
+use super::{Configure, Job};
 use crate::bench::peak::PeakPlan;
 use crate::config::Precision;
 use crate::device::{self, DeviceKind};
 use crate::error::usage;
 
-pub(crate) fn plan(a: PeakArgs) -> Result<PeakPlan> {
-    let devices = device::resolve(a.gpus.as_deref(), a.cpu.then_some(1), true)?;
+/// Measure the device's matrix-multiply peak per precision and keep it
+/// (~/.cache/gpubench/peaks.json), so that runs report their MFU against it.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct PeakArgs {
+    #[command(flatten)]
+    pub devices: DeviceOpts,
+    /// Precisions to measure, comma-separated (default: fp32, tf32, fp16 and
+    /// bf16 on a GPU, bf16 from compute capability 8.0; fp32 and bf16 on the CPU).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
+    pub precisions: Vec<Precision>,
+    /// The square matrices' side (default 8192 on a GPU, 2048 on the CPU).
+    #[arg(long, value_name = "N")]
+    pub size: Option<i64>,
+    /// Rounds per precision; their median is kept.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub rounds: usize,
+    /// Each round runs at least this long.
+    #[arg(long, default_value = "1s", allow_hyphen_values = true, value_name = "DURATION")]
+    pub round_time: String,
+    #[command(flatten)]
+    pub format: FormatOpt,
+    // With --out: one results row per device and precision (mode `peak`).
+    #[command(flatten)]
+    pub out: OutOpt,
+    #[command(flatten)]
+    pub label: LabelOpt,
+}
+
+impl Configure for PeakArgs {
+    fn configure(self) -> Result<Job> {
+        let plan = plan(self)?;
+        Ok(Box::new(move || crate::commands::peak::run(&plan)))
+    }
+}
+
+fn plan(a: PeakArgs) -> Result<PeakPlan> {
+    a.devices.one_cpu("peak", "")?;
+    let devices = device::resolve(a.devices.gpus.as_deref(), a.devices.cpu.map(|_| 1), true)?;
     let cpu = devices.kind == DeviceKind::Cpu;
-    let precisions = if a.precision.is_empty() {
+    let precisions = if a.precisions.is_empty() {
         match cpu {
             true => vec![Precision::Fp32, Precision::Bf16],
             false if device::bf16_unsupported(&devices.ordinals).is_some() => {
@@ -20,10 +58,10 @@ pub(crate) fn plan(a: PeakArgs) -> Result<PeakPlan> {
             false => Precision::ALL.to_vec(),
         }
     } else {
-        a.precision.clone()
+        a.precisions.clone()
     };
     if cpu && precisions.contains(&Precision::Tf32) {
-        return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
+        return Err(usage("--precisions tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
     }
     let size = a.size.unwrap_or(if cpu { 2048 } else { 8192 });
     if !(64..=65536).contains(&size) {
@@ -33,8 +71,17 @@ pub(crate) fn plan(a: PeakArgs) -> Result<PeakPlan> {
         return Err(usage("--rounds 0: at least one round"));
     }
     let round_time = parse_duration("--round-time", &a.round_time)?;
-    if let Some(out) = &a.out {
+    if let Some(out) = a.out.as_deref() {
         crate::results::csv::check_writable(out)?;
     }
-    Ok(PeakPlan { devices, precisions, size, rounds: a.rounds, round_time, json: a.json, out: a.out })
+    Ok(PeakPlan {
+        devices,
+        precisions,
+        size,
+        rounds: a.rounds,
+        round_time,
+        format: *a.format,
+        out: a.out.out,
+        label: a.label.label,
+    })
 }

@@ -4,58 +4,48 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 
-use crate::config::{CommHook, CurveSource, ModelKind, Precision, PredictConfig, ScaleTo};
+use super::opts::{BatchSize, DeviceCounts, DeviceOpts, ModelOpts, Nnodes, OutputOpts, ReducerOpts, StepOpts};
+use super::{Configure, Job};
+use crate::config::{CurveSource, Precision, PredictConfig, ScaleTo};
+use crate::report::export::Format;
 use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
 
+/// Predict DDP's step time and scaling on N devices from one device's
+/// profile and an all-reduce curve (measured or published).
 #[derive(Args, Debug, Clone)]
+#[command(
+    mut_arg("device_counts", |a| a.default_value("2,4,8")),
+    mut_arg("steps", |a| a.default_value("10")),
+    mut_arg("warmup", |a| a.default_value("3"))
+)]
 pub(crate) struct PredictArgs {
-    /// The GPU to profile (one ordinal). Default: GPU 0 if there is one, else the CPU.
-    #[arg(long, value_name = "N", conflicts_with = "cpu")]
-    pub gpus: Option<String>,
-    /// Profile on the CPU (each rank's share of the cores).
-    #[arg(long)]
-    pub cpu: bool,
-    /// World sizes to predict, comma-separated (devices per node).
-    #[arg(long, default_value = "2,4,8", value_name = "LIST")]
-    pub devices: String,
-    /// Nodes: each world size is devices × nodes.
-    #[arg(long, default_value_t = 1)]
-    pub nodes: usize,
-    #[arg(long, value_enum, default_value_t = ModelKind::Resnet50)]
-    pub model: ModelKind,
-    #[arg(long, default_value_t = 1000)]
-    pub num_classes: i64,
-    #[arg(long, default_value_t = 224)]
-    pub image_size: i64,
-    /// Images per device.
-    #[arg(long, default_value_t = 64)]
-    pub batch_size: i64,
-    #[arg(long, value_enum, default_value_t = Precision::Fp32)]
-    pub precision: Precision,
-    #[arg(long)]
-    pub channels_last: bool,
-    #[arg(long, default_value_t = 25.0)]
-    pub bucket_cap_mb: f64,
-    #[arg(long, value_enum, default_value_t = CommHook::None)]
-    pub comm_hook: CommHook,
+    // The one device profiled: the first of --gpus, or the CPU.
+    #[command(flatten)]
+    pub devices: DeviceOpts,
+    #[command(flatten)]
+    pub device_counts: DeviceCounts,
+    #[command(flatten)]
+    pub nnodes: Nnodes,
+    #[command(flatten)]
+    pub model: ModelOpts,
+    #[command(flatten)]
+    pub batch_size: BatchSize,
+    #[command(flatten)]
+    pub reducer: ReducerOpts,
     /// Predict for another device from its one-device throughput (images/s,
-    /// e.g. a published figure) at --target-batch and --target-image-size:
-    /// the profile here gives only the step's shape (phases, buckets, when
-    /// they become ready), scaled to that speed. Implies a GPU target
-    /// (communication overlaps backward).
+    /// e.g. a published figure) at --target-batch-size and
+    /// --target-image-size: the profile here gives only the step's shape
+    /// (phases, buckets, when they become ready), scaled to that speed.
+    /// Implies a GPU target (communication overlaps backward).
     #[arg(long, value_name = "IMG/S")]
     pub scale_to: Option<f64>,
     /// With --scale-to: the target's images per device (default --batch-size).
     #[arg(long, value_name = "N", requires = "scale_to")]
-    pub target_batch: Option<i64>,
+    pub target_batch_size: Option<i64>,
     /// With --scale-to: the target's image size (default --image-size).
     #[arg(long, value_name = "PX", requires = "scale_to")]
     pub target_image_size: Option<i64>,
-    /// As run's: the ddp being predicted does not broadcast BatchNorm
-    /// buffers before each forward.
-    #[arg(long)]
-    pub no_broadcast_buffers: bool,
     /// A results file with in-place rows from `gpubench allreduce` at each world size.
     #[arg(long, value_name = "FILE.csv", conflicts_with = "busbw")]
     pub allreduce: Option<PathBuf>,
@@ -65,31 +55,38 @@ pub(crate) struct PredictArgs {
     /// ...and the latency of an all-reduce.
     #[arg(long, default_value = "20us", allow_hyphen_values = true, value_name = "DURATION")]
     pub latency: String,
-    /// Timed profile steps, after --warmup untimed ones...
-    #[arg(long, default_value_t = 10)]
-    pub steps: u64,
-    /// ...and more until this much time was timed (a short step needs many
-    /// samples for a steady median).
+    #[command(flatten)]
+    pub steps: StepOpts,
+    /// The profile's timed steps go on past --steps until this much was
+    /// timed (a short step needs many samples for a steady median).
     #[arg(long, default_value = "2s", allow_hyphen_values = true, value_name = "DURATION")]
     pub min_time: String,
-    #[arg(long, default_value_t = 3)]
-    pub warmup: u64,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    #[arg(long, default_value = "", allow_hyphen_values = true)]
-    pub label: String,
-    /// Append a row per world size (impl=predicted) to this CSV file.
-    #[arg(long, value_name = "FILE.csv")]
-    pub out: Option<PathBuf>,
-    #[arg(long)]
-    pub json: bool,
-    #[arg(long, short)]
-    pub quiet: bool,
+    // --out: a row per world size (impl=predicted).
+    #[command(flatten)]
+    pub output: OutputOpts,
+}
+
+impl Configure for PredictArgs {
+    fn configure(self) -> Result<Job> {
+        let cfg = self.into_config()?;
+        Ok(Box::new(move || crate::commands::predict::run(cfg)))
+    }
 }
 
 impl PredictArgs {
     pub(crate) fn into_config(self) -> Result<PredictConfig> {
         let a = self;
+        let format = a.output.format.one_of("predict", &[Format::Table, Format::Csv, Format::Json])?;
+        a.devices.one_cpu("predict", " and the world sizes with --device-counts")?;
+        let m = &a.model;
+        let (batch_size, nodes) = (*a.batch_size, *a.nnodes);
+        let steps = a.steps.steps;
+        let warmup: u64 = a.steps.warmup.trim().parse().map_err(|_| {
+            usage(format!(
+                "--warmup {}: predict warms up for a number of steps (auto is run's rule), e.g. --warmup 3",
+                a.steps.warmup
+            ))
+        })?;
         let curve = match (&a.allreduce, a.busbw) {
             (Some(p), _) => {
                 if !p.is_file() {
@@ -117,41 +114,34 @@ impl PredictArgs {
                 ))
             }
         };
-        let mut devices = vec![];
-        for d in a.devices.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-            match d.parse::<usize>() {
-                Ok(n) if n >= 1 => devices.push(n),
-                _ => {
-                    return Err(usage(format!(
-                        "--devices {}: {d:?} is not a device count; write e.g. 2,4,8",
-                        a.devices
-                    )))
-                }
-            }
+        let mut devices: Vec<usize> = a.device_counts.device_counts.clone();
+        if devices.contains(&0) {
+            return Err(usage("--device-counts 0: a device count is 1 or more; write e.g. 2,4,8"));
         }
-        if a.nodes == 0 {
-            return Err(usage("--nodes must be at least 1"));
+        if nodes == 0 {
+            return Err(usage("--nnodes must be at least 1"));
         }
-        if devices.is_empty() || devices.iter().all(|&n| n * a.nodes < 2) {
-            return Err(usage("--devices needs a world size of 2 or more (devices × --nodes)"));
+        if devices.is_empty() || devices.iter().all(|&n| n * nodes < 2) {
+            return Err(usage("--device-counts needs a world size of 2 or more (devices × --nnodes)"));
         }
-        devices.retain(|&n| n * a.nodes >= 2);
-        if a.batch_size <= 0 {
+        devices.retain(|&n| n * nodes >= 2);
+        if batch_size <= 0 {
             return Err(usage("--batch-size must be at least 1 (it is per device)"));
         }
         let min_time = super::parse::parse_duration_or_zero("--min-time", &a.min_time)?;
-        if a.steps == 0 {
+        if steps == 0 {
             return Err(usage("--steps must be at least 1"));
         }
-        if !a.bucket_cap_mb.is_finite() || a.bucket_cap_mb <= 0.0 {
+        let r = &a.reducer;
+        if !r.bucket_cap_mb.is_finite() || r.bucket_cap_mb <= 0.0 {
             return Err(usage("--bucket-cap-mb must be above zero"));
         }
-        let min = a.model.min_image_size();
-        if a.image_size < min {
+        let min = m.model.min_image_size();
+        if *m.image_size < min {
             return Err(usage(format!(
                 "--image-size {} is too small for {}; use at least {min}",
-                a.image_size,
-                a.model.name()
+                *m.image_size,
+                m.model.name()
             )));
         }
         let scale_to = match a.scale_to {
@@ -160,52 +150,56 @@ impl PredictArgs {
                 return Err(usage(format!("--scale-to must be a throughput above zero in images/s (it is {t})")))
             }
             Some(throughput) => {
-                let batch = a.target_batch.unwrap_or(a.batch_size);
+                let batch = a.target_batch_size.unwrap_or(batch_size);
                 if batch <= 0 {
-                    return Err(usage("--target-batch must be at least 1 (images per device)"));
+                    return Err(usage("--target-batch-size must be at least 1 (images per device)"));
                 }
-                let image_size = a.target_image_size.unwrap_or(a.image_size);
+                let image_size = a.target_image_size.unwrap_or(*m.image_size);
                 if image_size < min {
                     return Err(usage(format!(
                         "--target-image-size {image_size} is too small for {}; use at least {min}",
-                        a.model.name()
+                        m.model.name()
                     )));
                 }
                 Some(ScaleTo { throughput, batch, image_size })
             }
         };
-        let device = if a.cpu {
+        let device = if a.devices.cpu.is_some() {
             Devices::cpu(1)
         } else {
-            let d = device::resolve(a.gpus.as_deref(), None, a.quiet || a.json)?;
+            let d = device::resolve(a.devices.gpus.as_deref(), None, *a.output.quiet || format != Format::Table)?;
             Devices { kind: d.kind, ordinals: d.ordinals.into_iter().take(1).collect() }
         };
-        if device.kind == DeviceKind::Cpu && a.precision == Precision::Tf32 {
+        if device.kind == DeviceKind::Cpu && m.precision == Precision::Tf32 {
             return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
+        }
+        if m.num_classes < 2 {
+            return Err(usage("--num-classes must be at least 2"));
         }
         Ok(PredictConfig {
             device,
             devices,
-            nodes: a.nodes,
-            model: a.model,
-            num_classes: a.num_classes,
-            image_size: a.image_size,
-            batch_per_device: a.batch_size,
-            precision: a.precision,
-            channels_last: a.channels_last,
-            bucket_cap_mb: a.bucket_cap_mb,
-            comm_hook: a.comm_hook,
-            broadcast_buffers: !a.no_broadcast_buffers,
+            nodes,
+            model: m.model,
+            num_classes: m.num_classes,
+            image_size: *m.image_size,
+            batch_per_device: batch_size,
+            precision: m.precision,
+            channels_last: m.channels_last,
+            cudnn_benchmark: m.cudnn_benchmark,
+            bucket_cap_mb: r.bucket_cap_mb,
+            comm_hook: r.comm_hook,
+            broadcast_buffers: !r.no_broadcast_buffers,
             scale_to,
             curve,
-            steps: a.steps,
+            steps,
             min_time,
-            warmup: a.warmup,
-            seed: a.seed,
-            label: a.label,
-            out: a.out,
-            json: a.json,
-            quiet: a.quiet,
+            warmup,
+            seed: *m.seed,
+            label: a.output.label.label.clone(),
+            out: a.output.out.out.clone(),
+            format,
+            quiet: *a.output.quiet,
         })
     }
 }

@@ -10,63 +10,43 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 
-use super::parse::{parse_duration, parse_on_off};
+use super::opts::{BatchSize, DataOpt, DeviceOpts, DistOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts, ReducerOpts, StepOpts, WorkersOpt};
+use super::parse::parse_duration;
+use super::{Configure, Job};
 use crate::bench::ddp::env::DistEnv;
 use crate::bench::Role;
 use crate::config::{
-    Backend, CommHook, DdpConfig, Impl, InitSpec, InitWriter, Length, ModelKind, OptimizerImpl, OptimizerKind,
+    Backend, CommHook, DdpConfig, Format, Impl, InitSpec, InitWriter, Length, ModelKind, OptimizerImpl, OptimizerKind,
     Precision, RunConfig, StrategyKind,
 };
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, DeviceKind, Devices};
 use crate::error::usage;
 
+/// Run the ResNet training loop under one strategy and record its speed.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// Parallel strategy.
     #[arg(long, value_enum, default_value_t = StrategyKind::Single)]
     pub strategy: StrategyKind,
-    /// Implementation: gpubench itself, or PyTorch's own (the Python reference,
-    /// run with set-up's torch venv) for a side-by-side row with impl=pytorch.
-    #[arg(long = "impl", value_enum, default_value_t = Impl::Gpubench)]
-    pub implementation: Impl,
+    #[command(flatten)]
+    pub(crate) implementation: ImplOpt,
     /// Write the model's initial weights and the data seed to FILE (safetensors).
     #[arg(long, value_name = "FILE")]
     pub save_init: Option<PathBuf>,
     /// Start from the weights and data seed in FILE (written by --save-init).
     #[arg(long, value_name = "FILE")]
     pub init_from: Option<PathBuf>,
-    /// CUDA device ordinals, comma-separated (e.g. 0,1,2,3). Default: GPU 0 if
-    /// there is one, else the CPU.
-    #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
-    pub gpus: Option<String>,
-    /// Run on the CPU with N replicas (dp) or ranks (ddp); 1 for single.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1")]
-    pub cpu: Option<usize>,
-    /// Model to train. `tinycnn` is a small BatchNorm-free CNN for tests and smoke runs.
-    #[arg(long, value_enum, default_value_t = ModelKind::Resnet50)]
-    pub model: ModelKind,
-    #[arg(long, default_value_t = NUM_CLASSES)]
-    pub num_classes: i64,
-    /// Square input size in pixels.
-    #[arg(long, default_value_t = 224)]
-    pub image_size: i64,
-    /// Images per device; the global batch is this times the number of devices.
-    #[arg(long, default_value_t = 64)]
-    pub batch_size: i64,
-    /// Timed steps (ignored when --duration is given).
-    #[arg(long, default_value_t = 30)]
-    pub steps: u64,
-    /// Warm-up steps, excluded from timing (ignored when --warmup-time is
-    /// given), or `auto`: until step times are steady (the medians of the
-    /// last three windows of 5 steps within 5 %), at most 200 steps or 60 s.
-    #[arg(long, default_value = "5", value_name = "N|auto")]
-    pub warmup: String,
-    /// Time the run for this long instead of a step count (e.g. 30s, 2m), or
-    /// `auto`: until throughput's 95 % interval is within --ci-target, at
-    /// most --max-duration.
-    #[arg(long, allow_hyphen_values = true, value_name = "DURATION|auto")]
-    pub duration: Option<String>,
+    #[command(flatten)]
+    pub(crate) devices: DeviceOpts,
+    #[command(flatten)]
+    pub(crate) model: ModelOpts,
+    #[command(flatten)]
+    pub(crate) batch_size: BatchSize,
+    #[command(flatten)]
+    pub(crate) steps: StepOpts,
+    #[command(flatten)]
+    pub(crate) duration: DurationOpt,
     /// With --duration auto: the interval half-width to reach, e.g. 2% or 0.02.
     #[arg(long, default_value = "2%", value_name = "PCT", value_parser = super::parse::parse_fraction)]
     pub ci_target: f64,
@@ -93,58 +73,28 @@ pub struct RunArgs {
     pub optimizer: OptimizerKind,
     /// Learning rate. Default: 0.1 × global_batch / 256 for SGD (Goyal et
     /// al.), 0.001 × global_batch / 256 for AdamW.
-    #[arg(long)]
+    #[arg(long, value_name = "LR")]
     pub lr: Option<f64>,
     /// SGD's momentum.
-    #[arg(long, default_value_t = MOMENTUM)]
+    #[arg(long, default_value_t = MOMENTUM, value_name = "M")]
     pub momentum: f64,
-    /// Decoupled for AdamW. Default: 1e-4 for SGD, 0.05 for AdamW.
-    #[arg(long)]
+    /// Weight decay, decoupled for AdamW. Default: 1e-4 for SGD, 0.05 for AdamW.
+    #[arg(long, value_name = "WD")]
     pub weight_decay: Option<f64>,
     /// How the optimizer step runs: the same update in one fused kernel, a
     /// few multi-tensor kernels, or a few kernels per parameter (recorded in
     /// the row's variant; --impl pytorch makes the same choice).
     #[arg(long, value_enum, default_value_t = OptimizerImpl::Auto, value_name = "IMPL")]
     pub optimizer_impl: OptimizerImpl,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Intra-op threads on the CPU (per process; dp splits them among replicas).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Input data: `synthetic` (the default) generates random batches on the
-    /// device; a path reads an ImageFolder tree (DIR/train/<class>/*.JPEG or
-    /// DIR/<class>/*.JPEG) with the ImageNet training transform.
-    #[arg(long, default_value = "synthetic")]
-    pub data: String,
-    /// Decode threads per device for --data PATH (dp: this many per device, all
-    /// on the master). Default: the cores shared among the devices, 1 to 8.
-    #[arg(long, value_name = "N")]
-    pub workers: Option<usize>,
-    /// Free text stored in the row's `label` column (e.g. "V100 box").
-    #[arg(long, default_value = "", allow_hyphen_values = true)]
-    pub label: String,
-    /// Append the result row to this CSV file (created with a header if new).
-    #[arg(long, value_name = "FILE.csv")]
-    pub out: Option<PathBuf>,
-    /// Print a JSON summary instead of the human one.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress bar and no summary (the row is still written).
-    #[arg(long, short)]
-    pub quiet: bool,
-    /// Numeric precision: fp32, tf32 (TF32 matmuls and convolutions on CUDA),
-    /// fp16 (autocast + dynamic loss scaling) or bf16 (autocast).
-    #[arg(long, value_enum, default_value_t = Precision::Fp32)]
-    pub precision: Precision,
-    /// NHWC (channels-last) memory format for the model and its inputs.
-    #[arg(long)]
-    pub channels_last: bool,
-    /// cuDNN autotuning: on or off; the bare flag means on (fixed input
-    /// shapes benefit; the first steps are slower while it tunes, so warm up
-    /// long enough).
-    #[arg(long, value_name = "on|off", num_args = 0..=1, default_value = "off", default_missing_value = "on", action = clap::ArgAction::Set,
-          value_parser = parse_on_off)]
-    pub cudnn_benchmark: bool,
+    #[command(flatten)]
+    pub(crate) host: HostOpts,
+    #[command(flatten)]
+    pub(crate) data: DataOpt,
+    #[command(flatten)]
+    pub(crate) workers: WorkersOpt,
+    // table: the summary; csv: the row; json: the row with each step's time and loss.
+    #[command(flatten)]
+    pub(crate) output: OutputOpts,
     /// Deterministic algorithms (plus the seed) for reproducible losses.
     #[arg(long)]
     pub deterministic: bool,
@@ -152,9 +102,6 @@ pub struct RunArgs {
     /// a device sync after every phase, which perturbs the step time.
     #[arg(long)]
     pub breakdown: bool,
-    /// How often to sample device telemetry (NVML) and the process.
-    #[arg(long, default_value = "100ms", allow_hyphen_values = true, value_name = "DURATION")]
-    pub sample_interval: String,
     /// Write the full sampled timeline (every device, every field) to this CSV.
     #[arg(long, value_name = "FILE.csv")]
     pub telemetry: Option<PathBuf>,
@@ -173,51 +120,38 @@ pub struct RunArgs {
     /// NVTX ranges over every timed step, for Nsight Systems (nsys profile).
     #[arg(long)]
     pub nvtx: bool,
-
     #[command(flatten)]
-    pub ddp: DdpArgs,
-}
-
-/// DistributedDataParallel options; they mean what they mean in PyTorch.
-#[derive(Args, Debug, Clone)]
-pub struct DdpArgs {
-    /// Process-group backend. Default: nccl on CUDA, gloo on CPU.
-    #[arg(long, value_enum)]
-    pub backend: Option<Backend>,
-    #[arg(long, default_value_t = BUCKET_CAP_MB)]
-    pub bucket_cap_mb: f64,
+    pub(crate) dist: DistOpts,
+    #[command(flatten)]
+    pub(crate) reducer: ReducerOpts,
+    /// DDP's gradient_as_bucket_view: gradients are views into the
+    /// Reducer's buckets (no copy into them, less memory).
     #[arg(long)]
     pub gradient_as_bucket_view: bool,
+    /// DDP's find_unused_parameters: look for parameters the forward did not
+    /// use, every step.
     #[arg(long)]
     pub find_unused_parameters: bool,
-    /// Do not broadcast buffers (BatchNorm statistics) from rank 0 before each forward.
-    #[arg(long)]
-    pub no_broadcast_buffers: bool,
-    /// Number of nodes (multi-node runs start one launcher per node).
-    #[arg(long, default_value_t = 1)]
-    pub nnodes: usize,
-    /// This node's rank among --nnodes.
-    #[arg(long, default_value_t = 0)]
-    pub node_rank: usize,
-    /// Address of global rank 0's node (default 127.0.0.1).
-    #[arg(long)]
-    pub master_addr: Option<String>,
-    /// Port for the rendezvous store on the master (default: a free port, single node only).
-    #[arg(long)]
-    pub master_port: Option<u16>,
-    /// How long to wait for peers at rendezvous and in collectives.
-    #[arg(long, default_value = "300s", allow_hyphen_values = true, value_name = "DURATION")]
-    pub dist_timeout: String,
-    /// Gradient compression: fp16 (libtorch's builtin FP16 hook) or bf16,
-    /// all-reducing gradients in half precision.
-    #[arg(long, value_enum, default_value_t = CommHook::None)]
-    pub comm_hook: CommHook,
+}
+
+impl Configure for RunArgs {
+    fn configure(self) -> Result<Job> {
+        into_job(self, false)
+    }
+}
+
+/// The job of this process, in the role the environment gives it; `ours`:
+/// a rank our launcher started (the hidden `rank` subcommand).
+pub(crate) fn into_job(a: RunArgs, ours: bool) -> Result<Job> {
+    let (role, cfg) = job(a, ours)?;
+    Ok(Box::new(move || crate::commands::run::run(role, cfg)))
 }
 
 /// run's defaults for the options `variant` names when they differ.
 const NUM_CLASSES: i64 = 1000;
 const MOMENTUM: f64 = 0.9;
 const BUCKET_CAP_MB: f64 = 25.0;
+const SEED: u64 = 0;
 
 /// More micro-batches per step than this is a typo, not a configuration.
 const MAX_GRAD_ACCUM: i64 = 1024;
@@ -234,7 +168,8 @@ fn variant(a: &RunArgs) -> String {
             v.push(w)
         }
     };
-    word(a.num_classes != NUM_CLASSES, format!("num-classes={}", a.num_classes));
+    let m = &a.model;
+    word(m.num_classes != NUM_CLASSES, format!("num-classes={}", m.num_classes));
     word(a.lr.is_some(), format!("lr={}", a.lr.unwrap_or_default()));
     // A bare word: `optimizer=` already names the step's implementation.
     word(a.optimizer != OptimizerKind::Sgd, a.optimizer.name().to_string());
@@ -245,15 +180,15 @@ fn variant(a: &RunArgs) -> String {
     // before --optimizer-impl; the others name theirs.
     let opt = a.optimizer_impl.resolve();
     word(opt != OptimizerImpl::Loop, format!("optimizer={}", opt.name()));
-    word(a.seed != 0, format!("seed={}", a.seed));
-    word(a.threads.is_some(), format!("threads={}", a.threads.unwrap_or_default()));
-    word(a.workers.is_some() && a.data != "synthetic", format!("workers={}", a.workers.unwrap_or_default()));
+    word(*m.seed != SEED, format!("seed={}", *m.seed));
+    word(a.host.threads.is_some(), format!("threads={}", a.host.threads.unwrap_or_default()));
+    word(a.workers.is_some() && *a.data != "synthetic", format!("workers={}", a.workers.unwrap_or_default()));
     if a.strategy == StrategyKind::Ddp {
-        let d = &a.ddp;
-        word(d.bucket_cap_mb != BUCKET_CAP_MB, format!("bucket-cap-mb={}", d.bucket_cap_mb));
-        word(d.gradient_as_bucket_view, "gradient-as-bucket-view".into());
-        word(d.find_unused_parameters, "find-unused-parameters".into());
-        word(d.no_broadcast_buffers, "no-broadcast-buffers".into());
+        let r = &a.reducer;
+        word(r.bucket_cap_mb != BUCKET_CAP_MB, format!("bucket-cap-mb={}", r.bucket_cap_mb));
+        word(a.gradient_as_bucket_view, "gradient-as-bucket-view".into());
+        word(a.find_unused_parameters, "find-unused-parameters".into());
+        word(r.no_broadcast_buffers, "no-broadcast-buffers".into());
     }
     word(a.checkpoint, "checkpoint".into());
     word(a.breakdown, "breakdown".into());
@@ -277,6 +212,14 @@ pub enum Placement {
 
 /// Parses `gpubench run ARGS` (without `gpubench run`); a bad argument is a
 /// usage error with clap's first line.
+/// `run` ARGS' configuration on this machine's devices, as `gpubench run`
+/// builds it (the overhead benchmark builds its so).
+pub fn run_config<S: AsRef<str>>(args: &[S]) -> Result<RunConfig> {
+    let a = parse_run_args(args)?;
+    let devices = crate::device::resolve(a.devices.gpus.as_deref(), a.devices.cpu, true)?;
+    a.into_config(Placement::Local(devices))
+}
+
 pub fn parse_run_args<S: AsRef<str>>(args: &[S]) -> Result<RunArgs> {
     let argv = ["gpubench", "run"].into_iter().map(String::from).chain(args.iter().map(|s| s.as_ref().to_string()));
     match super::Cli::parse_args(argv) {
@@ -296,7 +239,7 @@ pub fn parse_run_args<S: AsRef<str>>(args: &[S]) -> Result<RunArgs> {
 pub(crate) fn job(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
     // Without --gpus, a machine with no NVIDIA driver runs on the CPU; one
     // with a driver but no usable GPU is refused by `resolve`. /proc only.
-    let cpu = a.cpu.is_some() || (a.gpus.is_none() && crate::device::driver_version().is_none());
+    let cpu = a.devices.cpu.is_some() || (a.devices.gpus.is_none() && crate::device::driver_version().is_none());
     crate::bench::session::set_process_env(a.deterministic, a.profile.is_some(), cpu);
     let (role, mut cfg) = role_and_config(a, ours)?;
     cfg.init.writer = init_writer(&role, &cfg, crate::internal::Hook::InitInChild.is_set());
@@ -332,26 +275,27 @@ fn init_writer(role: &Role, cfg: &RunConfig, in_child: bool) -> InitWriter {
 }
 
 fn role_and_config(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
-    let talks = !(a.quiet || a.json);
-    if let Some(n) = a.cpu {
+    let talks = !*a.output.quiet && *a.output.format == Format::Table;
+    if let Some(n) = a.devices.cpu {
         let workers = match a.strategy == StrategyKind::Ddp {
             true => Workers::Processes,
             false => Workers::Threads,
         };
         check_cpu_workers(n, workers, !talks || std::env::var_os("RANK").is_some())?;
     }
-    if a.implementation == Impl::Pytorch {
-        let devices = device::resolve_for_reference(a.gpus.as_deref(), a.cpu, !talks)?;
+    let (gpus, cpu) = (a.devices.gpus.clone(), a.devices.cpu);
+    if *a.implementation == Impl::Pytorch {
+        let devices = device::resolve_for_reference(gpus.as_deref(), cpu, !talks)?;
         return Ok((Role::Pytorch, a.into_config(Placement::Local(devices))?));
     }
     if a.strategy != StrategyKind::Ddp {
         let repeats = a.strategy == StrategyKind::Dp;
-        let devices = device::resolve_with(a.gpus.as_deref(), a.cpu, !talks, repeats)?;
+        let devices = device::resolve_with(gpus.as_deref(), cpu, !talks, repeats)?;
         return Ok((Role::Local, a.into_config(Placement::Local(devices))?));
     }
-    match DistEnv::from_process(a.ddp.master_addr.as_deref(), a.ddp.master_port, ours)? {
+    match DistEnv::from_process(a.dist.master_addr.as_deref(), a.dist.master_port, ours)? {
         None => {
-            let devices = device::resolve(a.gpus.as_deref(), a.cpu, !talks)?;
+            let devices = device::resolve(gpus.as_deref(), cpu, !talks)?;
             Ok((Role::Launcher, a.into_config(Placement::Local(devices))?))
         }
         Some(env) => {
@@ -367,11 +311,11 @@ fn role_and_config(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
 /// the `--gpus`/`--cpu` list, or as many as the node has ranks.
 fn rank_devices(a: &RunArgs, env: &DistEnv) -> Result<(Devices, Devices)> {
     let node_ranks = if env.ours { env.ranks_on_node() } else { env.local_world.unwrap_or(env.world_size) };
-    if let Some(n) = a.cpu {
+    if let Some(n) = a.devices.cpu {
         let node = if env.ours { device::resolve(None, Some(n), true)? } else { Devices::cpu(node_ranks) };
         return Ok((Devices::cpu(1), node));
     }
-    if let Some(list) = &a.gpus {
+    if let Some(list) = &a.devices.gpus {
         let ords = device::parse_gpu_list(list)?;
         let o = *ords.get(env.local_rank).ok_or_else(|| {
             usage(format!(
@@ -457,7 +401,11 @@ impl RunArgs {
     pub fn into_config(self, placement: Placement) -> Result<RunConfig> {
         let variant = variant(&self);
         let a = self;
-        if a.batch_size <= 0 {
+        let format = a.output.format.one_of("run", &[Format::Table, Format::Csv, Format::Json])?;
+        let m = &a.model;
+        let implementation = *a.implementation;
+        let batch_size = *a.batch_size;
+        if batch_size <= 0 {
             return Err(usage("--batch-size must be at least 1 (it is per device)"));
         }
         if !(1..=MAX_GRAD_ACCUM).contains(&a.grad_accum) {
@@ -467,7 +415,7 @@ impl RunArgs {
             )));
         }
         if a.checkpoint {
-            if a.model == ModelKind::Tinycnn {
+            if m.model == ModelKind::Tinycnn {
                 return Err(usage(
                     "--checkpoint drops and recomputes ResNet stages; tinycnn has none (use a resnet model)",
                 ));
@@ -479,24 +427,24 @@ impl RunArgs {
                 ));
             }
         }
-        if a.num_classes < 2 {
+        if m.num_classes < 2 {
             return Err(usage("--num-classes must be at least 2"));
         }
-        let min = a.model.min_image_size();
-        if a.image_size < min {
+        let min = m.model.min_image_size();
+        if *m.image_size < min {
             return Err(usage(format!(
                 "--image-size {} is too small for {}; use at least {min}",
-                a.image_size,
-                a.model.name()
+                *m.image_size,
+                m.model.name()
             )));
         }
         let timed = match a.duration.as_deref() {
             Some("auto") => Length::Auto,
             Some(s) => Length::Time(parse_duration("--duration", s)?),
-            None if a.steps == 0 => return Err(usage("--steps must be at least 1")),
-            None => Length::Steps(a.steps),
+            None if a.steps.steps == 0 => return Err(usage("--steps must be at least 1")),
+            None => Length::Steps(a.steps.steps),
         };
-        let warmup = match (&a.warmup_time, a.warmup.as_str()) {
+        let warmup = match (&a.warmup_time, a.steps.warmup.as_str()) {
             (Some(s), _) => Length::Time(parse_duration("--warmup-time", s)?),
             (None, "auto") => Length::Auto,
             (None, n) => Length::Steps(n.trim().parse().map_err(|_| {
@@ -509,19 +457,19 @@ impl RunArgs {
             return Err(usage("--ci-target must be above 0%, e.g. 2%"));
         }
         let max_duration = parse_duration("--max-duration", &a.max_duration)?;
-        if a.implementation == Impl::Pytorch && (timed == Length::Auto || warmup == Length::Auto) {
+        if implementation == Impl::Pytorch && (timed == Length::Auto || warmup == Length::Auto) {
             return Err(usage(
                 "--duration auto and --warmup auto are gpubench's own rules; give --impl pytorch steps or a duration",
             ));
         }
-        if a.threads == Some(0) {
+        if a.host.threads == Some(0) {
             return Err(usage("--threads must be at least 1"));
         }
-        if a.workers == Some(0) {
+        if *a.workers == Some(0) {
             return Err(usage("--workers must be at least 1"));
         }
-        if a.data != "synthetic" {
-            crate::data::imagefolder::check_layout(&a.data, a.num_classes)?;
+        if *a.data != "synthetic" {
+            crate::data::imagefolder::check_layout(&a.data, m.num_classes)?;
         }
         let (devices, node_devices, rank) = match placement {
             Placement::Local(d) => (d.clone(), d, None),
@@ -543,26 +491,27 @@ impl RunArgs {
             }
         }
         let cpu = devices.kind == DeviceKind::Cpu;
-        if cpu && a.precision == Precision::Tf32 {
+        if cpu && m.precision == Precision::Tf32 {
             return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
         }
-        let sample_interval = parse_duration("--sample-interval", &a.sample_interval)?;
+        let sample_interval = parse_duration("--sample-interval", &a.host.sample_interval)?;
         let ddp = a.strategy == StrategyKind::Ddp;
-        let d = &a.ddp;
+        let d = &a.dist;
+        let r = &a.reducer;
         let timeout = parse_duration("--dist-timeout", &d.dist_timeout)?;
         let backend = d.backend.unwrap_or(Backend::default_for(devices.kind));
-        if !ddp && d.comm_hook != CommHook::None {
+        if !ddp && r.comm_hook != CommHook::None {
             return Err(usage("--comm-hook compresses ddp's all-reduce; use it with --strategy ddp"));
         }
         if ddp {
             if rank.is_none() {
-                check_nodes(d.nnodes, d.node_rank, d.master_addr.as_deref(), d.master_port)?;
+                check_nodes(*d.nnodes, d.node_rank, d.master_addr.as_deref(), d.master_port)?;
             }
             if backend == Backend::Nccl && cpu {
                 return Err(usage("--backend nccl needs CUDA devices; use --backend gloo on the CPU"));
             }
         }
-        if a.implementation == Impl::Pytorch {
+        if implementation == Impl::Pytorch {
             if a.strategy == StrategyKind::Dp && cpu {
                 return Err(usage(
                     "--impl pytorch --strategy dp needs CUDA devices: on the CPU, torch.nn.DataParallel just calls the \
@@ -576,9 +525,9 @@ impl RunArgs {
             }
         }
         if let Some(p) = &a.init_from {
-            crate::init::read_init_meta(p)?.check_fits(p, a.model, a.num_classes)?;
+            crate::init::read_init_meta(p)?.check_fits(p, m.model, m.num_classes)?;
         }
-        if a.nvtx && a.implementation == Impl::Pytorch {
+        if a.nvtx && implementation == Impl::Pytorch {
             return Err(usage("--nvtx marks gpubench's own steps; for --impl pytorch use torch.cuda.nvtx in PyTorch"));
         }
         if a.nvtx && !crate::ffi::nvtx_available() {
@@ -589,7 +538,7 @@ impl RunArgs {
         let profile = match &a.profile {
             None => None,
             Some(dir) => {
-                if a.implementation == Impl::Pytorch {
+                if implementation == Impl::Pytorch {
                     return Err(usage(
                         "--profile traces gpubench's own run; for --impl pytorch use torch.profiler in PyTorch itself",
                     ));
@@ -626,20 +575,20 @@ impl RunArgs {
         // The job's size and this node's share of it.
         let (world, nnodes, node_share) = match &rank {
             Some(env) => (env.world_size, env.nnodes(), env.ranks_on_node()),
-            None if ddp => (devices.len() * d.nnodes, d.nnodes, devices.len()),
+            None if ddp => (devices.len() * *d.nnodes, *d.nnodes, devices.len()),
             None => (devices.len(), 1, devices.len()),
         };
-        let global = a.batch_size * world as i64 * a.grad_accum;
+        let global = batch_size * world as i64 * a.grad_accum;
         Ok(RunConfig {
             strategy: a.strategy,
-            implementation: a.implementation,
+            implementation,
             devices,
             node_devices,
             world,
-            model: a.model,
-            num_classes: a.num_classes,
-            image_size: a.image_size,
-            batch_per_device: a.batch_size,
+            model: m.model,
+            num_classes: m.num_classes,
+            image_size: *m.image_size,
+            batch_per_device: batch_size,
             grad_accum: a.grad_accum as u32,
             checkpoint: a.checkpoint,
             timed,
@@ -651,35 +600,35 @@ impl RunArgs {
             weight_decay: a.weight_decay.unwrap_or(a.optimizer.default_weight_decay()),
             optimizer: a.optimizer,
             optimizer_impl: a.optimizer_impl.resolve(),
-            seed: a.seed,
-            threads: a.threads,
+            seed: *m.seed,
+            threads: a.host.threads,
             workers: a.workers.unwrap_or_else(|| crate::data::default_workers(node_share)),
-            data: a.data,
-            label: a.label,
-            out: a.out,
-            json: a.json,
+            data: a.data.data.clone(),
+            label: a.output.label.label.clone(),
+            out: a.output.out.out.clone(),
+            format,
             // Only rank 0 of a ddp job talks.
-            quiet: a.quiet || rank.as_ref().is_some_and(|e| e.rank != 0),
-            precision: a.precision,
-            channels_last: a.channels_last,
-            cudnn_benchmark: a.cudnn_benchmark,
+            quiet: *a.output.quiet || rank.as_ref().is_some_and(|e| e.rank != 0),
+            precision: m.precision,
+            channels_last: m.channels_last,
+            cudnn_benchmark: m.cudnn_benchmark,
             deterministic: a.deterministic,
             breakdown: a.breakdown,
             sample_interval,
-            telemetry: a.telemetry,
-            init: InitSpec { save: a.save_init, from: a.init_from, writer: InitWriter::Nobody },
+            telemetry: a.telemetry.clone(),
+            init: InitSpec { save: a.save_init.clone(), from: a.init_from.clone(), writer: InitWriter::Nobody },
             ddp: DdpConfig {
                 backend,
-                bucket_cap_mb: d.bucket_cap_mb,
-                gradient_as_bucket_view: d.gradient_as_bucket_view,
-                find_unused_parameters: d.find_unused_parameters,
-                broadcast_buffers: !d.no_broadcast_buffers,
+                bucket_cap_mb: r.bucket_cap_mb,
+                gradient_as_bucket_view: a.gradient_as_bucket_view,
+                find_unused_parameters: a.find_unused_parameters,
+                broadcast_buffers: !r.no_broadcast_buffers,
                 nnodes,
                 node_rank: d.node_rank,
                 master_addr: d.master_addr.clone(),
                 master_port: d.master_port,
                 timeout,
-                comm_hook: d.comm_hook,
+                comm_hook: r.comm_hook,
             },
             profile,
             nvtx: a.nvtx,

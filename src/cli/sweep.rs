@@ -1,23 +1,23 @@
-//! `gpubench sweep` and `gpubench max-batch`: their arguments, the demo
-//! preset, and their conversion into a sweep plan (`sweep::plan`). A cell
-//! is a `gpubench run` argument list: the run options after `--` as given
-//! (`run_line`), the matrix's axes and `--vary`'s values, validated as
-//! `gpubench run` would validate them.
+//! `gpubench sweep`: its arguments, the demo preset, and their conversion
+//! into a sweep plan (`sweep::plan`); the hidden `cell DIR INDEX` of an
+//! emitted sweep. A cell is a `gpubench run` argument list: the run options
+//! after `--` as given (`run_line`), the matrix's axes and `--vary`'s
+//! values, validated as `gpubench run` would validate them.
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use super::opts::{DeviceCounts, DeviceOpts, MemLimit, OutOpt, RenderOpts};
 use super::parse::{parse_duration, parse_size};
 use super::run::{parse_run_args, Placement};
 use super::run_line::{parse_vary, RunLine};
+use super::{Configure, Job};
+use crate::commands::sweep::CellJob;
 use crate::config::{Impl, ModelKind, RunConfig, StrategyKind};
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, Devices};
 use crate::error::usage;
-use crate::sweep::frontier::Lever;
-use crate::sweep::plan::{
-    default_counts, resolve_pool, Cell, CellSpec, Emit, FrontierPlan, K8s, Matrix, MaxBatchPlan, Plan, Pool, Vary,
-};
+use crate::sweep::plan::{default_counts, resolve_pool, Cell, Emit, K8s, Matrix, Plan, Pool, Vary};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Preset {
@@ -29,38 +29,34 @@ pub(crate) enum Preset {
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Run options after -- go to every cell exactly as `gpubench run` takes them, e.g.\n  \
     gpubench sweep --cpu 2 --strategies dp,ddp --out r.csv -- --model tinycnn --image-size 32 --steps 5\n\
-    --model, --strategy, --batch-size or --impl there sets that axis to one value.")]
+    An axis is named once: --strategies, --models, --batch-sizes and --impls are --vary strategy=…, model=…, \
+    batch-size=… and impl=…; one value of an axis may also stand among the run options after --.")]
 pub(crate) struct SweepArgs {
     /// Start from a ready-made matrix; flags given as well override its choices.
     #[arg(long, value_enum)]
     pub preset: Option<Preset>,
-    /// Strategies to run (default: single,dp,ddp). `single` runs at one device only.
+    /// The strategy axis (default: single,dp,ddp), exactly --vary strategy=LIST.
+    /// `single` runs at one device only.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
     pub strategies: Vec<StrategyKind>,
-    /// CUDA devices, comma-separated; a cell with N devices uses the first N.
-    /// Default: every GPU, or the CPU when there is none.
-    #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
-    pub gpus: Option<String>,
-    /// Sweep the CPU, with up to N replicas (dp) or ranks (ddp).
-    #[arg(long, value_name = "N")]
-    pub cpu: Option<usize>,
-    /// Device counts to run (default: 1, 2, 4, … up to all, and all).
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    pub device_counts: Vec<usize>,
+    #[command(flatten)]
+    pub devices: DeviceOpts,
+    #[command(flatten)]
+    pub device_counts: DeviceCounts,
     /// Nodes per ddp cell (default 1), for an emitted sweep: each node runs
     /// the cell's devices, e.g. --node-counts 1,2,4 with --gpus 0,1,2,3.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub node_counts: Vec<usize>,
-    /// Per-device batch sizes (default: 64).
+    /// The per-device batch axis (default: 64), exactly --vary batch-size=LIST.
     #[arg(long, value_delimiter = ',', value_name = "LIST", allow_negative_numbers = true)]
     pub batch_sizes: Vec<i64>,
-    /// Models (default: resnet50).
+    /// The model axis (default: resnet50), exactly --vary model=LIST.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
     pub models: Vec<ModelKind>,
-    /// Implementations: gpubench, pytorch or both (default: gpubench). Each
-    /// cell runs under each, one after the other, into the same --out.
-    #[arg(long = "impl", value_enum, value_delimiter = ',', value_name = "LIST")]
-    pub implementations: Vec<Impl>,
+    /// The implementation axis (default: gpubench), exactly --vary impl=LIST:
+    /// each cell runs under each, one after the other, into the same --out.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST")]
+    pub impls: Vec<Impl>,
     /// An axis over any run option, flags included (repeatable): e.g.
     /// --vary comm-hook=none,fp16 or --vary channels-last=on,off. Rows of
     /// different values are different configurations.
@@ -69,24 +65,15 @@ pub(crate) struct SweepArgs {
     /// Run every cell this many times (repeats go round the whole matrix).
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
-    /// Results file; each cell appends its row as it finishes. Required
-    /// unless --preset demo (results/demo.csv).
-    #[arg(long, value_name = "FILE.csv")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: OutOpt,
     /// Skip the cells that already have a row with status ok in --out.
     #[arg(long)]
     pub resume: bool,
-    /// Draw the report's charts for the sweep into DIR at the end.
-    #[arg(long, value_name = "DIR")]
-    pub charts: Option<PathBuf>,
-    /// Write the sweep's report (table and charts) as one self-contained HTML
-    /// page to FILE at the end.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// Cap each cell's processes' data memory (RLIMIT_DATA, CPU runs only),
-    /// e.g. 2G, to emulate a smaller device; libtorch itself takes ~0.6G.
-    #[arg(long, allow_hyphen_values = true, value_name = "SIZE")]
-    pub mem_limit: Option<String>,
+    #[command(flatten)]
+    pub render: RenderOpts,
+    #[command(flatten)]
+    pub mem_limit: MemLimit,
     /// Stop a cell that runs longer than this (its row: status failed).
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub cell_timeout: Option<String>,
@@ -114,75 +101,16 @@ pub(crate) struct SweepArgs {
     /// --sbatch=--partition=gpu or --sbatch=--account=proj (repeatable).
     #[arg(long, value_name = "OPTION", requires = "emit", allow_hyphen_values = true)]
     pub sbatch: Vec<String>,
-    /// Run cell INDEX of the sweep emitted into DIR, into DIR/cells/INDEX.csv
-    /// (what each array task of sweep.sbatch runs).
-    #[arg(long, num_args = 2, value_names = ["DIR", "INDEX"], conflicts_with_all = ["emit", "out", "preset"])]
-    pub cell: Vec<String>,
     /// `gpubench run` options for every cell, after `--`.
     #[arg(last = true, value_name = "RUN OPTIONS")]
     pub run: Vec<String>,
 }
 
-#[derive(Args, Debug, Clone)]
-#[command(after_help = "Run options after -- go to every probe exactly as `gpubench run` takes them, e.g.\n  \
-    gpubench max-batch --cpu --model resnet18 --mem-limit 2G -- --image-size 64")]
-pub(crate) struct MaxBatchArgs {
-    /// Parallel strategy.
-    #[arg(long, value_enum, default_value_t = StrategyKind::Single)]
-    pub strategy: StrategyKind,
-    /// CUDA devices, comma-separated (all of them are used). Default: GPU 0
-    /// if there is one, else the CPU.
-    #[arg(long, value_name = "LIST", conflicts_with = "cpu")]
-    pub gpus: Option<String>,
-    /// Run on the CPU with N replicas (dp) or ranks (ddp); 1 for single.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1")]
-    pub cpu: Option<usize>,
-    /// Model to train.
-    #[arg(long, value_enum, default_value_t = ModelKind::Resnet50)]
-    pub model: ModelKind,
-    /// First per-device batch to try; it doubles from there (or halves, if it
-    /// does not fit).
-    #[arg(long, default_value_t = 16)]
-    pub start: i64,
-    /// Largest per-device batch to try.
-    #[arg(long, default_value_t = 65536)]
-    pub max: i64,
-    /// Stop searching when the largest batch that fits and the smallest that
-    /// does not are this close (or within 1/8 of the batch, if that is closer).
-    #[arg(long, default_value_t = 8)]
-    pub granularity: i64,
-    /// Append a row per probe to this CSV (status ok or oom).
-    #[arg(long, value_name = "FILE.csv")]
-    pub out: Option<PathBuf>,
-    /// Cap each probe's data memory (RLIMIT_DATA, CPU only), e.g. 2G, to find
-    /// the batch for a smaller device; libtorch itself takes ~0.6G of it.
-    #[arg(long, allow_hyphen_values = true, value_name = "SIZE")]
-    pub mem_limit: Option<String>,
-    /// Stop a probe that runs longer than this (it then counts as failed).
-    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
-    pub probe_timeout: Option<String>,
-    /// Search each memory lever in turn (none, --checkpoint, fp16, bf16, and
-    /// each precision with --checkpoint) and show them side by side; levers
-    /// the model, strategy or device cannot use are skipped, with why.
-    #[arg(long)]
-    pub frontier: bool,
-    /// With --frontier: the global batch to reach (batch per device ×
-    /// devices × --grad-accum). Each lever reaches it with its largest
-    /// micro-batch and as few accumulation steps as that needs, measured.
-    #[arg(long, value_name = "N", requires = "frontier")]
-    pub target_batch: Option<i64>,
-    /// With --frontier: draw the frontier chart (img/s against the global
-    /// batch, a line per lever) into DIR.
-    #[arg(long, value_name = "DIR", requires = "frontier")]
-    pub charts: Option<PathBuf>,
-    /// With --frontier: write its table and chart as one self-contained HTML page.
-    #[arg(long, value_name = "FILE.html", requires = "frontier")]
-    pub html: Option<PathBuf>,
-    /// `gpubench run` options for every probe, after `--`. Probes default to
-    /// --warmup 1 --steps 3 and --lr 0.01 (so that a huge batch does not
-    /// diverge before its memory peak).
-    #[arg(last = true, value_name = "RUN OPTIONS")]
-    pub run: Vec<String>,
+impl Configure for SweepArgs {
+    fn configure(self) -> Result<Job> {
+        let p = plan(self)?;
+        Ok(Box::new(move || crate::commands::sweep::run(p)))
+    }
 }
 
 fn dedup<T: PartialEq + Clone>(v: &[T]) -> Vec<T> {
@@ -197,16 +125,17 @@ fn dedup<T: PartialEq + Clone>(v: &[T]) -> Vec<T> {
 
 /// The run options a sweep or max-batch chooses for its cells itself: never
 /// passed through or varied.
-const OWN: [(&str, &str); 5] = [
+pub(crate) const OWN: [(&str, &str); 6] = [
     ("gpus", "give --gpus to the sweep itself, before --: a cell with N devices uses the first N"),
     ("cpu", "give --cpu to the sweep itself, before --: a cell with N devices uses N CPU replicas or ranks"),
     ("out", "give --out to the sweep itself, before --: every cell appends its row there"),
-    ("json", "cells report through the results file; use report --format json on --out"),
+    ("format", "cells report through the results file; give --format to the sweep itself, before --"),
+    ("json", "cells report through the results file; give --format to the sweep itself, before --"),
     ("quiet", "cells are quiet already; the sweep prints a line per cell"),
 ];
 
 /// Refuses the run options the sweep owns, after `--` or in `--vary`.
-fn refuse_own<'a>(given: impl Iterator<Item = &'a str>, whose: &str) -> Result<()> {
+pub(crate) fn refuse_own<'a>(given: impl Iterator<Item = &'a str>, whose: &str) -> Result<()> {
     for g in given {
         if let Some((o, why)) = OWN.iter().find(|(o, _)| *o == g) {
             return Err(usage(format!("--{o} among {whose}: {why}")));
@@ -246,7 +175,7 @@ impl Axes<'_> {
             }
             "strategy" => return Err(taken("strategies")),
             "model" => return Err(taken("models")),
-            "impl" => return Err(taken("impl")),
+            "impl" => return Err(taken("impls")),
             "batch-size" => return Err(taken("batch-sizes")),
             _ => return Ok(false),
         }
@@ -263,7 +192,7 @@ fn cell_options(a: &mut SweepArgs) -> Result<(RunLine, Vec<Vary>)> {
         strategies: &mut a.strategies,
         models: &mut a.models,
         batches: &mut a.batch_sizes,
-        impls: &mut a.implementations,
+        impls: &mut a.impls,
     };
     for option in ["strategy", "model", "batch-size", "impl"] {
         if let Some(v) = line.value(option).map(str::to_string) {
@@ -296,12 +225,12 @@ fn apply_preset(a: &mut SweepArgs, line: &mut RunLine) {
     if a.preset != Some(Preset::Demo) {
         return;
     }
-    let gpu = a.cpu.is_none() && (a.gpus.is_some() || device::cuda_device_count() > 0);
+    let gpu = a.devices.cpu.is_none() && (a.devices.gpus.is_some() || device::cuda_device_count() > 0);
     if a.strategies.is_empty() {
         a.strategies = vec![StrategyKind::Single, StrategyKind::Dp, StrategyKind::Ddp];
     }
-    a.out.get_or_insert_with(|| PathBuf::from("results/demo.csv"));
-    a.charts.get_or_insert_with(|| PathBuf::from("results/demo-charts"));
+    a.out.out.get_or_insert_with(|| PathBuf::from("results/demo.csv"));
+    a.render.charts.charts.get_or_insert_with(|| PathBuf::from("results/demo-charts"));
     // Each cell twice, the repeats interleaved (repeat → model → …), so the
     // summary shows a spread and does not rank noise.
     a.repeat.get_or_insert(2);
@@ -319,7 +248,7 @@ fn apply_preset(a: &mut SweepArgs, line: &mut RunLine) {
             a.batch_sizes = vec![64];
         }
     } else {
-        a.cpu.get_or_insert(2);
+        a.devices.cpu.get_or_insert(2);
         if a.models.is_empty() {
             a.models = vec![ModelKind::Tinycnn];
         }
@@ -336,7 +265,11 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
     let (mut line, vary) = cell_options(&mut a)?;
     apply_preset(&mut a, &mut line);
     let emit = emit_of(&a)?;
-    let out = match (&emit, a.out.clone()) {
+    let format = *a.render.format;
+    if emit.is_some() && format != crate::report::export::Format::Table {
+        return Err(usage("--format is for the summary of a sweep run here; an emitted sweep's rows are collected with `gpubench collect DIR`, then reported"));
+    }
+    let out = match (&emit, a.out.out.clone()) {
         // Not written: each cell of an emitted sweep writes its own file.
         (Some(e), _) => e.dir.join("cells").join("unused.csv"),
         (None, Some(o)) => o,
@@ -347,7 +280,7 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
             ))
         }
     };
-    let pool = resolve_pool(a.gpus.as_deref(), a.cpu, 2)?;
+    let pool = resolve_pool(a.devices.gpus.as_deref(), a.devices.cpu, 2)?;
     let demo_default_counts = a.preset == Some(Preset::Demo) && a.device_counts.is_empty();
     let counts = if demo_default_counts {
         dedup(&[1, pool.len()])
@@ -396,19 +329,19 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
         ));
     }
     let cell_timeout = a.cell_timeout.as_deref().map(|s| parse_duration("--cell-timeout", s)).transpose()?;
-    if let Some(dir) = &a.charts {
+    if let Some(dir) = a.render.charts.as_deref() {
         if dir.exists() && !dir.is_dir() {
             return Err(usage(format!("--charts {}: not a directory", dir.display())));
         }
     }
-    if let Some(p) = &a.html {
+    if let Some(p) = a.render.html.as_deref() {
         crate::report::html::check_html_path(p)?;
     }
 
-    let impls = if a.implementations.is_empty() { vec![Impl::Gpubench] } else { dedup(&a.implementations) };
+    let impls = if a.impls.is_empty() { vec![Impl::Gpubench] } else { dedup(&a.impls) };
     if impls.contains(&Impl::Pytorch) {
         if line.has("breakdown") {
-            return Err(usage("--breakdown times gpubench's own process; drop it, or sweep --impl gpubench only"));
+            return Err(usage("--breakdown times gpubench's own process; drop it, or sweep --impls gpubench only"));
         }
         // Fail before the first cell, with the fix, rather than in every PyTorch cell.
         crate::reference::python::find_python()?;
@@ -444,8 +377,9 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
         cells,
         notes,
         out,
-        charts: a.charts.clone(),
-        html: a.html.clone(),
+        charts: a.render.charts.charts.clone(),
+        html: a.render.html.html.clone(),
+        format,
         mem_limit,
         cell_timeout,
         resume: a.resume,
@@ -491,31 +425,29 @@ fn emit_of(a: &SweepArgs) -> Result<Option<Emit>> {
     Ok(Some(Emit { dir, max_parallel: a.max_parallel, submit: a.submit, sbatch: a.sbatch.clone(), k8s }))
 }
 
-/// `sweep --cell DIR INDEX`: the manifest's cell, validated here as its run
-/// would be (on the node that runs it).
-pub(crate) fn cell_job(spec: &[String]) -> Result<(PathBuf, (usize, usize), Cell)> {
-    let [dir, index] = spec else { unreachable!("clap takes two values") };
-    let dir = PathBuf::from(dir);
-    let entries = crate::fleet::manifest::read(&dir)?;
+/// `cell DIR INDEX`: the manifest's cell, validated here as its run would
+/// be (on the node that runs it), with this node's rank in a multi-node
+/// cell: SLURM_NODEID under srun, a PyTorchJob pod's RANK on Kubernetes.
+pub(crate) fn cell_job(dir: &Path, index: &str) -> Result<CellJob> {
+    let entries = crate::fleet::manifest::read(dir)?;
     let e = index.parse::<usize>().ok().and_then(|i| entries.get(i)).ok_or_else(|| {
         usage(format!(
-            "--cell {} {index}: the manifest has cells 0 to {}",
+            "cell {} {index}: the manifest has cells 0 to {}",
             dir.display(),
             entries.len().saturating_sub(1)
         ))
     })?;
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let kubernetes = var("SLURM_NODEID").is_none() && var("KUBERNETES_PORT").is_some();
+    let node = if kubernetes { var("RANK") } else { var("SLURM_NODEID") };
+    let node_rank = node
+        .map(|r| r.parse::<usize>().map_err(|_| usage(format!("cell {index}: node rank {r} is not a number"))))
+        .transpose()?;
     // Inside a batch step, Slurm's SLURM_PROCID/SLURM_NTASKS describe the
-    // step's one task, not ranks of this cell: a single-node cell launches its
-    // own ranks and must not take itself for rank 0 of a world of 1. Removed
-    // here, before anything of this process can start a thread.
-    // A PyTorchJob's pod of a multi-node cell is likewise its node's
-    // launcher: its RANK is the node's rank (kept as GPUBENCH_NODE_RANK), not
-    // a rank of its own.
-    if std::env::var_os("SLURM_NODEID").is_none() && std::env::var_os("KUBERNETES_PORT").is_some() {
-        if let Some(r) = std::env::var_os("RANK") {
-            std::env::set_var("GPUBENCH_NODE_RANK", r);
-        }
-    }
+    // step's one task, not ranks of this cell, and a PyTorchJob pod's RANK
+    // is its node's: the cell launches its own ranks and must not take
+    // itself for rank 0 of a world of 1. Removed here, before anything of
+    // this process can start a thread.
     for v in ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "RANK", "WORLD_SIZE", "LOCAL_RANK"] {
         std::env::remove_var(v);
     }
@@ -526,7 +458,13 @@ pub(crate) fn cell_job(spec: &[String]) -> Result<(PathBuf, (usize, usize), Cell
     };
     let devices = device::resolve(line.value("gpus"), cpu, true)?;
     let cfg = sweep_cell_config(&e.args, devices)?;
-    Ok((dir, (e.index, entries.len()), Cell::of_config(e.args.clone(), cfg)))
+    Ok(CellJob {
+        dir: dir.to_path_buf(),
+        index: e.index,
+        total: entries.len(),
+        cell: Cell::of_config(e.args.clone(), cfg),
+        node_rank,
+    })
 }
 
 /// A cell's configuration: its `gpubench run` arguments on `devices`,
@@ -536,7 +474,7 @@ pub(crate) fn cell_config(args: &[String], devices: Devices) -> Result<RunConfig
 }
 
 /// A sweep cell's configuration. A multi-node cell (`--nnodes`) learns its
-/// node rank and rendezvous where it runs (`sweep --cell`); it is checked
+/// node rank and rendezvous where it runs (`cell DIR INDEX`); it is checked
 /// here with stand-ins for them, which its arguments never carry.
 pub(crate) fn sweep_cell_config(args: &[String], devices: Devices) -> Result<RunConfig> {
     if !args.iter().any(|a| a.starts_with("--nnodes")) {
@@ -545,146 +483,6 @@ pub(crate) fn sweep_cell_config(args: &[String], devices: Devices) -> Result<Run
     let mut with = args.to_vec();
     with.extend(["--master-addr=127.0.0.1".to_string(), "--master-port=29500".to_string()]);
     cell_config(&with, devices)
-}
-
-/// Checks `max-batch`'s arguments and validates its probe at the start batch.
-pub(crate) fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
-    if a.start < 1 || a.max < a.start {
-        return Err(usage(format!("--start {} and --max {}: need 1 ≤ start ≤ max", a.start, a.max)));
-    }
-    if a.granularity < 1 {
-        return Err(usage("--granularity must be at least 1"));
-    }
-    let mut line = RunLine::parse(&a.run)?;
-    refuse_own(line.options(), "the run options after --")?;
-    for (option, own) in [("strategy", "--strategy"), ("model", "--model"), ("batch-size", "--start and --max")] {
-        if line.has(option) {
-            return Err(usage(format!(
-                "--{option} among the run options after --: max-batch sets it itself; give {own} before --"
-            )));
-        }
-    }
-    if line.has("impl") {
-        return Err(usage("--impl among the run options after --: max-batch probes gpubench's own runs"));
-    }
-    let devices = device::resolve(a.gpus.as_deref(), a.cpu, false)?;
-    let pool = match devices.kind {
-        device::DeviceKind::Cuda => Pool::Gpus(devices.ordinals.clone()),
-        device::DeviceKind::Cpu => Pool::Cpu(devices.len()),
-    };
-    if let Pool::Cpu(n) = pool {
-        let workers = match a.strategy {
-            StrategyKind::Ddp => Workers::Processes,
-            _ => Workers::Threads,
-        };
-        check_cpu_workers(n, workers, false)?;
-    }
-    let mem_limit = a.mem_limit.as_deref().map(|s| parse_size("--mem-limit", s)).transpose()?;
-    if mem_limit.is_some() && matches!(pool, Pool::Gpus(_)) {
-        return Err(usage(
-            "--mem-limit caps a process's CPU memory (RLIMIT_DATA) and cannot emulate a smaller GPU; use it with --cpu",
-        ));
-    }
-    let timeout = a.probe_timeout.as_deref().map(|s| parse_duration("--probe-timeout", s)).transpose()?;
-    if !line.has("steps") && !line.has("duration") {
-        line.default("steps", "3");
-    }
-    if !line.has("warmup") && !line.has("warmup-time") {
-        line.default("warmup", "1");
-    }
-    line.default("lr", "0.01");
-    let common = line.to_args();
-    let n = pool.len();
-    let (strategy, model) = (a.strategy, a.model);
-    let spec = move |batch: i64, vary: Vec<(Vary, String)>| CellSpec {
-        implementation: Impl::Gpubench,
-        strategy,
-        n,
-        model,
-        batch,
-        vary,
-        repeat: 0,
-    };
-    let first = Cell::new(spec(a.start, vec![]), &pool, &common, &cell_config)?;
-    let frontier = match a.frontier {
-        false => None,
-        true => Some(frontier_plan(&a, &line, n, &devices, &|vary| {
-            Cell::new(spec(a.start, vary), &pool, &common, &cell_config).map(|_| ())
-        })?),
-    };
-    let probe_pool = pool.clone();
-    let cell =
-        move |b: i64, vary: &[(Vary, String)]| Cell::new(spec(b, vary.to_vec()), &probe_pool, &common, &cell_config);
-    Ok(MaxBatchPlan {
-        strategy: a.strategy,
-        model: a.model,
-        pool,
-        start: a.start,
-        max: a.max,
-        granularity: a.granularity,
-        out: a.out,
-        mem_limit,
-        timeout,
-        first,
-        cell: Box::new(cell),
-        frontier,
-    })
-}
-
-/// `--frontier`'s levers, each checked as its probes' runs will be: a lever
-/// the run refuses (checkpointing tinycnn or dp) or the devices cannot use
-/// (bf16 before compute capability 8.0) is skipped with the reason.
-fn frontier_plan(
-    a: &MaxBatchArgs,
-    line: &RunLine,
-    n: usize,
-    devices: &Devices,
-    check: &dyn Fn(Vec<(Vary, String)>) -> Result<()>,
-) -> Result<FrontierPlan> {
-    for (option, what) in
-        [("precision", "each precision"), ("checkpoint", "--checkpoint"), ("grad-accum", "--grad-accum")]
-    {
-        if line.has(option) {
-            return Err(usage(format!("--{option} among the run options after --: --frontier tries {what} itself")));
-        }
-    }
-    if let Some(t) = a.target_batch {
-        if t < 1 || t % n as i64 != 0 {
-            return Err(usage(format!(
-                "--target-batch {t}: the global batch must be a positive multiple of the {n} device(s)"
-            )));
-        }
-    }
-    if let Some(dir) = &a.charts {
-        if dir.exists() && !dir.is_dir() {
-            return Err(usage(format!("--charts {}: not a directory", dir.display())));
-        }
-    }
-    if let Some(p) = &a.html {
-        crate::report::html::check_html_path(p)?;
-    }
-    let (no_fp16, no_bf16) = match devices.kind {
-        device::DeviceKind::Cuda => (None, device::bf16_unsupported(&devices.ordinals)),
-        // libtorch's CPU fp16 convolutions are reference loops: resnet18 at
-        // 64 px ran 30x slower than fp32 here, so a probe would take minutes
-        // to say what no one would choose.
-        device::DeviceKind::Cpu => {
-            (Some("the CPU has no fast fp16 kernels (libtorch falls back to slow reference loops)".to_string()), None)
-        }
-    };
-    let mut levers = vec![];
-    for lever in Lever::ALL {
-        // The run's own refusal first: it says what the model or strategy cannot do at all.
-        let skip = match check(lever.vary()) {
-            Err(e) if crate::error::exit_code(&e) == 2 => Some(e.to_string()),
-            Err(e) => return Err(e),
-            Ok(()) if lever.precision == Some("fp16") => no_fp16.clone(),
-            Ok(()) if lever.precision == Some("bf16") => no_bf16.clone(),
-            Ok(()) => None,
-        };
-        levers.push((lever, skip));
-    }
-    Ok(FrontierPlan { levers, target: a.target_batch, charts: a.charts.clone(), html: a.html.clone() })
 }
 
 #[cfg(test)]
@@ -705,13 +503,6 @@ mod tests {
     fn cpu_counts_beyond_the_host_are_refused_before_any_cell() {
         let e = plan(parse(&["--cpu", "100000", "--models", "tinycnn", "--out", "x.csv"])).unwrap_err();
         assert_eq!(crate::error::exit_code(&e), 2);
-        assert!(e.to_string().contains("8 per core"), "{e}");
-        let v = ["gpubench", "max-batch", "--strategy", "ddp", "--cpu", "100000", "--model", "tinycnn"];
-        let a = match crate::cli::Cli::parse_args(v).unwrap().command {
-            crate::cli::Command::MaxBatch(a) => *a,
-            _ => unreachable!(),
-        };
-        let Err(e) = max_batch_plan(a) else { panic!("max-batch --cpu 100000 was accepted") };
         assert!(e.to_string().contains("8 per core"), "{e}");
     }
 

@@ -7,5 +7,6 @@
 #[cfg(feature = "torch")]
 pub mod allreduce;
 pub mod curve;
+pub mod expected;
 #[cfg(feature = "torch")]
 pub mod predict;

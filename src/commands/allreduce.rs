@@ -10,6 +10,7 @@ use crate::bench::row::identity_row;
 use crate::comm::allreduce::{run_rank, table_foot, table_head, table_line, to_json, SizeResult, Timing};
 use crate::config::AllreduceConfig;
 use crate::device::{self, DeviceKind};
+use crate::report::export::Format;
 use crate::results::csv::{self as results_csv, Row};
 use crate::results::Status;
 
@@ -31,7 +32,7 @@ fn launch(cfg: &AllreduceConfig) -> Result<i32> {
         Some(p) => p,
         None => crate::dist::free_port()?,
     };
-    if !cfg.quiet && !cfg.json {
+    if !cfg.quiet && cfg.format == Format::Table {
         eprintln!(
             "gpubench allreduce: {} on {}: {local} rank(s) on this node, world size {world}, {} to {} bytes ×{}",
             cfg.backend.name(),
@@ -60,7 +61,7 @@ fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
         tch::set_num_threads((device::cpu_cores() / cfg.node_devices.len()).max(1) as i32);
     }
     let lead = env.rank == 0;
-    let talks = lead && !cfg.quiet && !cfg.json;
+    let talks = lead && !cfg.quiet && cfg.format == Format::Table;
     if talks {
         print!("{}", table_head());
     }
@@ -84,8 +85,10 @@ fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
     if !lead {
         return measured.map(|_| 0);
     }
-    if cfg.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(cfg, env.world_size, &results))?);
+    match cfg.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&to_json(cfg, env.world_size, &results))?),
+        Format::Csv => print!("{}", results_csv::rows_text(&rows(cfg, env.world_size, &results))),
+        _ => {}
     }
     if let Err(e) = measured {
         let of = cfg.sizes().len();

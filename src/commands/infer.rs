@@ -6,7 +6,7 @@
 use anyhow::Result;
 use std::path::Path;
 
-use crate::config::{InferConfig, Scenario};
+use crate::config::{Format, InferConfig, Scenario};
 use crate::report::format::{fmt_ms, fmt_rate};
 use crate::results::csv::Row;
 use crate::results::Status;
@@ -48,10 +48,11 @@ pub(crate) fn run(cfg: InferConfig) -> Result<i32> {
         None => {
             let m = serve::measure(&cfg);
             write(&cfg, &m)?;
-            if cfg.json {
-                println!("{}", serde_json::to_string(&m.row)?);
-            } else if !cfg.quiet {
-                print!("{}", summary(&m.row));
+            match cfg.format {
+                Format::Json => println!("{}", serde_json::to_string(&m.row)?),
+                Format::Csv => print!("{}", crate::results::csv::rows_text(std::slice::from_ref(&m.row))),
+                _ if !cfg.quiet => print!("{}", summary(&m.row)),
+                _ => {}
             }
             // An overloaded server was measured as asked: its row says so, and
             // `check` or a script decides what that means.
@@ -181,7 +182,7 @@ fn search(cfg: &InferConfig, s: &crate::config::CapacitySearch) -> Result<i32> {
         .collect::<Vec<_>>()
         .join("; ");
         write(&c, &m)?;
-        if !cfg.quiet && !cfg.json {
+        if cfg.talks() {
             println!(
                 "{} {i:>2}: {} {what}{}: {} · achieved {} req/s · p99 {} ms · {} dropped",
                 if kind == Probe::Confirm { "confirm" } else { "probe  " },
@@ -222,15 +223,18 @@ fn search(cfg: &InferConfig, s: &crate::config::CapacitySearch) -> Result<i32> {
             fmt_load(found.probes.last().map(|p| p.0).unwrap_or(start), integer)
         ),
     };
-    if cfg.json {
-        println!(
+    match cfg.format {
+        Format::Json => println!(
             "{}",
             serde_json::json!({ "answer": found.best, "first_miss": found.first_miss, "unit": what, "probes": rows })
-        );
-    } else if !cfg.quiet {
+        ),
+        Format::Csv => print!("{}", crate::results::csv::rows_text(&rows)),
+        _ if cfg.quiet => {}
+        _ => {
         println!("{answer}");
         if let Some(out) = &cfg.out {
             println!("{} probe(s); a row per probe in {}", found.probes.len(), Path::new(out).display());
+        }
         }
     }
     Ok(if found.best.is_some() { 0 } else { 1 })

@@ -12,6 +12,7 @@ use crate::report::charts;
 use crate::report::export::{exporter, Format};
 use crate::report::format::{fmt_mib, fmt_rate, row_peak_mem, short_error};
 use crate::report::html::Page;
+use crate::report::pipeline::{charts_for, emit, finish};
 use crate::results::csv::Row;
 use crate::results::{long, Status};
 use crate::sweep::cells::{CellOutcome, Interrupted, Runner};
@@ -19,6 +20,15 @@ use crate::sweep::child;
 use crate::sweep::frontier::{self, Lever, LeverOutcome};
 use crate::sweep::plan::{FrontierPlan, MaxBatchPlan, Vary};
 use crate::sweep::search::{search, Fit, Search};
+
+/// A probe's or lever's line: on stdout above a table, on stderr when
+/// `--frontier`'s table prints as CSV, JSON or markdown.
+fn say(format: Format, line: &str) {
+    match format {
+        Format::Table => println!("{line}"),
+        _ => eprintln!("{line}"),
+    }
+}
 
 fn probe_line(i: usize, b: i64, global: i64, o: &CellOutcome) -> String {
     let r = &o.row;
@@ -73,7 +83,7 @@ impl Prober<'_> {
         let mut outcomes: Vec<(i64, CellOutcome)> = vec![];
         let mut probe = |b: i64| -> Result<Fit> {
             let o = self.run(b, vary)?;
-            println!("{prefix}{}", probe_line(outcomes.len() + 1, b, b * n, &o));
+            say(self.plan.format, &format!("{prefix}{}", probe_line(outcomes.len() + 1, b, b * n, &o)));
             let fit = match o.row.status {
                 Status::Ok | Status::Diverged => Fit::Fits,
                 Status::Oom => Fit::Oom,
@@ -163,7 +173,7 @@ fn frontier(a: &MaxBatchPlan, f: &FrontierPlan, prober: &mut Prober, out: &Path,
     for (lever, skip) in &f.levers {
         let name = lever.name();
         if let Some(why) = skip {
-            println!("{name}: skipped, {why}");
+            say(a.format, &format!("{name}: skipped, {why}"));
             outcomes.push(LeverOutcome::skipped(*lever, why.clone()));
             continue;
         }
@@ -174,7 +184,7 @@ fn frontier(a: &MaxBatchPlan, f: &FrontierPlan, prober: &mut Prober, out: &Path,
             Err(e) if e.is::<Interrupted>() => return Err(e),
             Err(e) => {
                 // One lever failing (a crash, not memory) leaves the others' answers standing.
-                println!("{name}: {e:#}");
+                say(a.format, &format!("{name}: {e:#}"));
                 outcomes
                     .push(LeverOutcome::skipped(*lever, format!("failed: {}", short_error(&format!("{e:#}"), 200))));
                 failed = true;
@@ -202,7 +212,7 @@ fn frontier(a: &MaxBatchPlan, f: &FrontierPlan, prober: &mut Prober, out: &Path,
                     let mut v = vary.clone();
                     v.push(frontier::grad_accum(k));
                     let o = prober.run(micro, &v)?;
-                    println!("{prefix}{}", target_line(t, micro, k, &o));
+                    say(a.format, &format!("{prefix}{}", target_line(t, micro, k, &o)));
                     o.row
                 }
             };
@@ -222,15 +232,15 @@ fn frontier(a: &MaxBatchPlan, f: &FrontierPlan, prober: &mut Prober, out: &Path,
         f.target.map(|t| format!(", target global batch {t}")).unwrap_or_default()
     );
     table.title = format!("frontier: {what}");
-    println!();
-    print!("{}", String::from_utf8_lossy(&exporter(Format::Table).export(&table)?));
+    say(a.format, "");
+    emit(&table, a.format)?;
     if !temporary {
         let csv_path = long::beside(out, "frontier");
         let replaced = crate::results::write_whole(&csv_path, &exporter(Format::Csv).export(&table)?)?;
         eprintln!("wrote {}{}", csv_path.display(), if replaced { " (replacing the previous one)" } else { "" });
     }
     let (dir, html) = (f.charts.as_deref(), f.html.as_deref());
-    if let Some(mut w) = super::report::charts_for(dir, html)? {
+    if let Some(mut w) = charts_for(dir, html)? {
         let lines = frontier::lines(&outcomes, n);
         let mut notes = vec![];
         if lines.is_empty() {
@@ -245,7 +255,7 @@ fn frontier(a: &MaxBatchPlan, f: &FrontierPlan, prober: &mut Prober, out: &Path,
             outcome: None,
             sections,
         };
-        super::report::finish(Some(w), dir, html, notes, page, std::slice::from_ref(&table))?;
+        finish(Some(w), dir, html, notes, page, std::slice::from_ref(&table))?;
     }
     let answered = match f.target {
         Some(_) => frontier::fastest(&outcomes).is_some(),

@@ -1,24 +1,57 @@
-//! One module per subcommand: the glue between a configuration and the
-//! engines (printing, exit codes). Commands take plain configurations;
-//! parsing and validating the command line is `cli`'s.
-#[cfg(feature = "torch")]
-pub mod allreduce;
-pub mod collect;
-#[cfg(feature = "torch")]
-pub mod data_bench;
-#[cfg(feature = "torch")]
-pub mod infer;
-pub mod info;
-#[cfg(feature = "torch")]
-pub mod max_batch;
-#[cfg(feature = "torch")]
-pub mod peak;
-#[cfg(feature = "torch")]
-pub mod predict;
-pub mod report;
-#[cfg(feature = "torch")]
-pub mod run;
-pub mod schema;
-#[cfg(feature = "torch")]
-pub mod sweep;
-pub mod upgrade;
+//! One module per subcommand: what it does with its configuration (the
+//! engines it drives, what it prints, its exit code). Commands take plain
+//! configurations; parsing and validating the command line is `cli`'s.
+//!
+//! `subcommands!` is the registry of the public subcommands, one line each:
+//! `module Variant Arguments [gate]`. `cli` declares `cli::module` (the
+//! `Arguments` and their conversion) and the clap enum from it; here it
+//! declares `commands::module`. The gate is `[torch]` for a subcommand of
+//! the full build only, `[cli]` for one made of the command line itself
+//! (completions, man pages), which has no module here. Adding a subcommand
+//! is its two modules and one line below (docs/development.md).
+
+/// The registry; `$then!` is called with its lines.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! subcommands {
+    ($then:ident) => {
+        $then! {
+            info Info InfoArgs [];
+            run Run RunArgs [torch];
+            infer Infer InferArgs [torch];
+            allreduce Allreduce AllreduceArgs [torch];
+            predict Predict PredictArgs [torch];
+            report Report ReportArgs [];
+            compare Compare CompareArgs [];
+            check Check CheckArgs [];
+            diagnose Diagnose DiagnoseArgs [];
+            sweep Sweep SweepArgs [torch];
+            max_batch MaxBatch MaxBatchArgs [torch];
+            data_bench DataBench DataBenchArgs [torch];
+            collect Collect CollectArgs [];
+            peak Peak PeakArgs [torch];
+            schema Schema SchemaArgs [];
+            upgrade Upgrade UpgradeArgs [];
+            trace_summary TraceSummary TraceSummaryArgs [];
+            completions Completions CompletionsArgs [cli];
+            man Man ManArgs [cli];
+        }
+    };
+}
+
+/// Declares the registry's command modules.
+macro_rules! declare {
+    ($($m:ident $variant:ident $args:ident [$($gate:tt)*];)*) => {
+        $( declare!(@one $m [$($gate)*]); )*
+    };
+    (@one $m:ident [torch]) => {
+        #[cfg(feature = "torch")]
+        pub mod $m;
+    };
+    (@one $m:ident [cli]) => {};
+    (@one $m:ident []) => {
+        pub mod $m;
+    };
+}
+
+crate::subcommands!(declare);

@@ -4,13 +4,12 @@ use anyhow::Result;
 
 use crate::bench::peak::{measure, PeakPlan};
 use crate::device::DeviceKind;
-use crate::report::export::{exporter, Cell, Column, Format, Table};
+use crate::report::export::{Cell, Column, Table};
 use crate::results::csv::Row;
 use crate::results::peak::{self, Peak};
 
 pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
     let mut rows = vec![];
-    let mut json = vec![];
     let mut kept = None;
     let mut rows_out = vec![];
     let targets: Vec<(tch::Device, String)> = match plan.devices.kind {
@@ -36,33 +35,31 @@ pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
                 Cell::text(p.name()),
                 Cell::num(r.median, format!("{:.3}", r.median)),
                 Cell::text(format!("{:.3}–{:.3}", r.lo, r.hi)),
+                Cell::num(r.lo, ""),
+                Cell::num(r.hi, ""),
+                Cell::num(plan.size as f64, ""),
                 sheet.map_or(Cell::none(), |s| Cell::num(s, format!("{s}"))),
                 of_sheet.map_or(Cell::none(), |f| Cell::num(f, format!("{:.0}%", 100.0 * f))),
             ]);
-            json.push(serde_json::json!({
-                "device": name, "precision": p.name(), "tflops": r.median, "lo": r.lo, "hi": r.hi,
-                "size": plan.size, "datasheet_tflops": sheet,
-            }));
         }
     }
-    if plan.json {
-        println!("{}", serde_json::to_string(&json)?);
-    } else {
-        let table = Table {
-            title: format!("matmul peak: {n}×{n}×{n}, median of {} rounds", plan.rounds, n = plan.size),
-            columns: vec![
-                Column::text("device", "device"),
-                Column::text("precision", "precision"),
-                Column::num("tflops", "TFLOP/s"),
-                Column::text("range", "rounds' range"),
-                Column::num("datasheet_tflops", "datasheet"),
-                Column::num("of_datasheet", "of datasheet"),
-            ],
-            rows,
-            notes: vec![],
-        };
-        print!("{}", String::from_utf8_lossy(&exporter(Format::Table).export(&table)?));
-    }
+    let table = Table {
+        title: format!("matmul peak: {n}×{n}×{n}, median of {} rounds", plan.rounds, n = plan.size),
+        columns: vec![
+            Column::text("device", "device"),
+            Column::text("precision", "precision"),
+            Column::num("tflops", "TFLOP/s"),
+            Column::text("range", "rounds' range"),
+            Column::raw("lo"),
+            Column::raw("hi"),
+            Column::raw("size"),
+            Column::num("datasheet_tflops", "datasheet"),
+            Column::num("of_datasheet", "of datasheet"),
+        ],
+        rows,
+        notes: vec![],
+    };
+    crate::report::pipeline::emit(&table, plan.format)?;
     if let Some(out) = &plan.out {
         crate::results::csv::append_rows(out, &rows_out)?;
         eprintln!("appended {} peak row(s) to {}", rows_out.len(), out.display());
@@ -88,7 +85,7 @@ fn peak_row(
         tch::Device::Cuda(o) => crate::device::Devices { kind: DeviceKind::Cuda, ordinals: vec![o] },
         _ => crate::device::Devices { kind: DeviceKind::Cpu, ordinals: vec![0] },
     };
-    let mut row = crate::bench::row::identity_row(&devices, "", crate::results::Implementation::Gpubench);
+    let mut row = crate::bench::row::identity_row(&devices, &plan.label, crate::results::Implementation::Gpubench);
     row.mode = "peak".into();
     row.status = crate::results::Status::Ok;
     row.device_name = name.to_string();

@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use crate::bench::row::base_row;
 use crate::comm::predict::{predict, Prediction, Profile};
-use crate::config::PredictConfig;
+use crate::config::{Format, PredictConfig};
 use crate::report::format::{fmt_ms, fmt_pct, fmt_rate};
 use crate::results::csv::{self as results_csv, Row};
 use crate::results::Status;
@@ -15,7 +15,7 @@ pub(crate) fn run(cfg: PredictConfig) -> Result<i32> {
     if let Some(out) = &cfg.out {
         results_csv::check_writable(out)?;
     }
-    if !cfg.quiet && !cfg.json {
+    if !cfg.quiet && cfg.format == Format::Table {
         eprintln!(
             "gpubench predict: profiling {} {}px batch {} on {}, then DDP on {} device(s) × {} node(s)",
             cfg.model.name(),
@@ -31,11 +31,21 @@ pub(crate) fn run(cfg: PredictConfig) -> Result<i32> {
     if let Some(out) = &cfg.out {
         results_csv::append_rows(out, &rows)?;
     }
-    if cfg.json {
-        let v: Vec<_> =
-            preds.iter().map(|(p, x, c)| serde_json::json!({"profile": p, "prediction": x, "curve": c})).collect();
-        println!("{}", serde_json::json!({"predictions": v, "notes": notes}));
-        return Ok(0);
+    match cfg.format {
+        Format::Json => {
+            let v: Vec<_> =
+                preds.iter().map(|(p, x, c)| serde_json::json!({"profile": p, "prediction": x, "curve": c})).collect();
+            println!("{}", serde_json::json!({"predictions": v, "notes": notes}));
+            return Ok(0);
+        }
+        Format::Csv => {
+            print!("{}", results_csv::rows_text(&rows));
+            for n in notes {
+                eprintln!("note: {n}");
+            }
+            return Ok(0);
+        }
+        _ => {}
     }
     if cfg.quiet {
         return Ok(0);

@@ -2,24 +2,19 @@
 //! files, from the same definitions the writers are tested against.
 use anyhow::Result;
 
-use crate::report::export::{exporter, Cell, Column, Format, Table};
+use crate::report::export::{Cell, Column, Format, Table};
+use crate::report::pipeline::emit_all;
 use crate::results::schema::{ColumnDoc, DEVICES, RESULTS, TELEMETRY};
 
-/// The three files' column tables, one after another.
+/// The three files' column tables, one after another (one JSON document).
 pub(crate) fn run(format: Format) -> Result<i32> {
-    let mut out = vec![];
     let files: [(&str, &[ColumnDoc]); 3] = [
         ("results file (--out FILE.csv), CSV schema v5: one row per run", RESULTS),
         ("devices file (FILE.devices.csv beside --out): one row per run and device", DEVICES),
         ("telemetry file (--telemetry FILE.csv): one row per sample and device", TELEMETRY),
     ];
-    for (i, (title, cols)) in files.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b'\n');
-        }
-        out.extend(exporter(format).export(&table(title, cols))?);
-    }
-    super::report::print(&out)?;
+    let tables: Vec<Table> = files.into_iter().map(|(title, cols)| table(title, cols)).collect();
+    emit_all(&tables, format)?;
     Ok(0)
 }
 

@@ -6,15 +6,19 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::config::Format;
 use crate::error::usage;
 use crate::report::charts;
+use crate::comm::expected::expected_allreduce;
+use crate::report::pipeline::{charts_for, emit_all, finish, verdict_tables};
 use crate::report::format::{fmt_mib, fmt_rate, row_peak_mem, short_error};
 use crate::results::{long, Status};
 use crate::sweep::cells::{lock_path, read_rows_if_any, wait_lock, CellOutcome, Interrupted, Runner};
 use crate::sweep::child;
-use crate::sweep::plan::{Cell, CellKey, Emit, Plan};
+use crate::sweep::plan::{Cell, CellKey, Plan};
 
 /// One line per finished cell.
 pub(crate) fn cell_line(i: usize, total: usize, what: &str, o: &CellOutcome) -> String {
@@ -40,11 +44,17 @@ pub(crate) fn cell_line(i: usize, total: usize, what: &str, o: &CellOutcome) -> 
     s
 }
 
-fn say(pb: &ProgressBar, line: &str) {
+/// A cell's line: on stdout above the summary table, on stderr when the
+/// summary is CSV, JSON or markdown, so that stdout is that document alone.
+fn say(pb: &ProgressBar, line: &str, format: Format) {
+    let put = || match format {
+        Format::Table => println!("{line}"),
+        _ => eprintln!("{line}"),
+    };
     if pb.is_hidden() {
-        println!("{line}");
+        put()
     } else {
-        pb.suspend(|| println!("{line}"));
+        pb.suspend(put)
     }
 }
 
@@ -65,10 +75,10 @@ fn resume_of(args: &[String]) -> Vec<String> {
     v
 }
 
-/// `gpubench sweep`.
+/// `gpubench sweep`: the cells here, or (`--emit`) handed to a scheduler.
 pub(crate) fn run(plan: Plan) -> Result<i32> {
     if let Some(e) = &plan.emit {
-        return emit(&plan, e);
+        return crate::sweep::emit::emit(&plan, e);
     }
     if plan.preset_creates_results_dir() {
         std::fs::create_dir_all("results").context("creating results/ for the demo")?;
@@ -174,15 +184,14 @@ pub(crate) fn run(plan: Plan) -> Result<i32> {
             }
         };
         *counts.entry(o.row.status.name().to_string()).or_default() += 1;
-        say(&pb, &cell_line(i + 1, total, &c.describe(), &o));
+        say(&pb, &cell_line(i + 1, total, &c.describe(), &o), plan.format);
         pb.inc(1);
     }
     pb.finish_and_clear();
 
     let summary = summarize_plan(&plan)?;
-    for t in summary.tables() {
-        super::report::print(&crate::report::export::exporter(crate::report::export::Format::Table).export(t)?)?;
-    }
+    let tables: Vec<crate::report::export::Table> = summary.tables().into_iter().cloned().collect();
+    emit_all(&tables, plan.format)?;
     if plan.charts.is_some() || plan.html.is_some() {
         // The rows are safe in --out already: a chart or page that fails costs only itself.
         if let Err(e) = render(&plan, &summary) {
@@ -194,12 +203,13 @@ pub(crate) fn run(plan: Plan) -> Result<i32> {
     if skipped > 0 {
         parts.push(format!("{skipped} skipped (already ok)"));
     }
-    println!(
+    let done = format!(
         "sweep done: {total} cell(s) run in {} ({}); rows in {}",
         humantime::format_duration(Duration::from_secs(t0.elapsed().as_secs())),
         parts.join(", "),
         plan.out.display()
     );
+    say(&ProgressBar::hidden(), &done, plan.format);
     let bad = counts.get("failed").copied().unwrap_or(0) + counts.get("diverged").copied().unwrap_or(0);
     Ok(if bad > 0 { 1 } else { 0 })
 }
@@ -238,9 +248,9 @@ pub(crate) fn summarize_plan(plan: &Plan) -> Result<Summary> {
     let groups = rs::summarize(&runs, &idx, Scope::of, &devices);
     let mut table = rs::report_table(&runs, &groups, std::slice::from_ref(&plan.out));
     table.title = format!("sweep summary ({} row(s) of this matrix in {})", runs.len(), plan.out.display());
-    let v = crate::report::verdict::verdicts(&runs, &groups, &super::report::expected_allreduce(&runs));
+    let v = crate::report::verdict::verdicts(&runs, &groups, &expected_allreduce(&runs));
     // A sweep's file holds its cells only: no all-reduce curve to look for.
-    let verdicts = super::report::verdict_tables(&v, false);
+    let verdicts = verdict_tables(&v, false);
     Ok(Summary { table, runs, groups, devices, verdicts, why: v })
 }
 
@@ -249,258 +259,36 @@ pub(crate) fn summarize_plan(plan: &Plan) -> Result<Summary> {
 fn render(plan: &Plan, s: &Summary) -> Result<()> {
     use crate::report::html::Page;
     let (dir, html) = (plan.charts.as_deref(), plan.html.as_deref());
-    let Some(mut w) = super::report::charts_for(dir, html)? else { return Ok(()) };
+    let Some(mut w) = charts_for(dir, html)? else { return Ok(()) };
     let mut notes = charts::report_charts(&mut w, &s.runs, &s.groups, &s.devices).context("charts not written")?;
     notes.extend(charts::verdict_chart(&mut w, &s.why)?);
     let page =
         |sections| Page { title: "gpubench sweep".into(), inputs: vec![plan.out.clone()], outcome: None, sections };
     let tables: Vec<crate::report::export::Table> = s.tables().into_iter().cloned().collect();
-    super::report::finish(Some(w), dir, html, notes, page, &tables)
+    finish(Some(w), dir, html, notes, page, &tables)
 }
 
-/// The array's time limit for a cell, minutes: `--cell-timeout`, else twice
-/// a timed cell's warm-up and duration plus five minutes (start-up, model
-/// building), else half an hour.
-fn time_limit_min(cell: &Cell, timeout: Option<Duration>) -> u64 {
-    use crate::config::Length;
-    let secs = match (timeout, &cell.cfg.timed, &cell.cfg.warmup) {
-        (Some(t), _, _) => t.as_secs_f64(),
-        (None, Length::Time(d), w) => {
-            let w = if let Length::Time(w) = w { w.as_secs_f64() } else { 60.0 };
-            2.0 * (d.as_secs_f64() + w) + 300.0
-        }
-        _ => 1800.0,
-    };
-    ((secs / 60.0).ceil() as u64).max(1)
+/// Cell `index` of the `total` an emitted sweep in `dir` holds, ready to
+/// run on this node (`node_rank` in a multi-node cell).
+pub(crate) struct CellJob {
+    pub dir: PathBuf,
+    pub index: usize,
+    pub total: usize,
+    pub cell: Cell,
+    pub node_rank: Option<usize>,
 }
 
-/// `sweep --emit slurm DIR`: the manifest, the array script, and the sbatch
-/// commands (run with `--submit`). With `--resume`, only the cells without
-/// an ok row in their file are emitted again; the manifest keeps every
-/// cell, with the tasks of this emission.
-fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
-    use crate::fleet::{collect, manifest, slurm};
-    std::fs::create_dir_all(e.dir.join("logs"))
-        .and_then(|_| std::fs::create_dir_all(manifest::cells_dir(&e.dir)))
-        .map_err(|x| usage(format!("--emit {}: cannot create it ({x})", e.dir.display())))?;
-    let dir = e.dir.canonicalize().with_context(|| format!("resolving {}", e.dir.display()))?;
-    let cpu = plan.matrix.pool.is_cpu();
-    let mut shapes: Vec<(usize, usize, u64, usize)> = vec![];
-    let mut entries = vec![];
-    for (index, c) in plan.cells.iter().enumerate() {
-        // The CPU cell's replicas or ranks each want a core; GPU cells take the cluster's default CPUs.
-        let (gpus, cpus) = if cpu { (0, c.n) } else { (c.n, 0) };
-        let time_min = time_limit_min(c, plan.cell_timeout);
-        let nodes = c.cfg.ddp.nnodes;
-        let key = (gpus, cpus, time_min, nodes);
-        let shape = match shapes.iter().position(|s| *s == key) {
-            Some(i) => i + 1,
-            None => {
-                shapes.push(key);
-                shapes.len()
-            }
-        };
-        let mut row = crate::bench::row::base_row(&c.cfg);
-        row.run_id.clear();
-        row.host.clear();
-        entries.push(manifest::Entry {
-            index,
-            shape,
-            task: 0, // set below, among the cells this emission submits
-            args: c.args.clone(),
-            gpus,
-            cpus,
-            time_min,
-            what: c.describe(),
-            row,
-            scheduler: if e.k8s.is_some() { "kubernetes" } else { "slurm" }.into(),
-            nodes,
-        });
-    }
-    let mpath = manifest::manifest_path(&dir);
-    let mut todo: Vec<usize> = (0..entries.len()).collect();
-    if plan.resume && mpath.exists() {
-        let old = manifest::read(&dir)?;
-        if old.iter().map(|x| &x.args).ne(entries.iter().map(|x| &x.args)) {
-            return Err(usage(format!(
-                "--emit slurm {} --resume: its manifest holds another sweep's cells; give the same matrix, or another directory",
-                dir.display()
-            )));
-        }
-        let ok = |i: usize| {
-            let rows = crate::results::csv::read_rows(&manifest::cell_path(&dir, i)).unwrap_or_default();
-            rows.iter().any(|r| r.status == Status::Ok)
-        };
-        todo.retain(|&i| !ok(i));
-        if todo.is_empty() {
-            println!("every cell of {} has an ok row; nothing to emit", dir.display());
-            return Ok(0);
-        }
-        // The cells done keep the tasks they ran as.
-        for (e, o) in entries.iter_mut().zip(&old) {
-            e.task = o.task;
-        }
-    }
-    // Arrays restart their task ids at 0: a cell's task is its place among
-    // its shape's cells in this emission. The manifest says so, so that a
-    // `missing` row names the task that was submitted.
-    let mut seen: HashMap<usize, usize> = HashMap::new();
-    for &i in &todo {
-        let t = seen.entry(entries[i].shape).or_default();
-        entries[i].task = *t;
-        *t += 1;
-    }
-    crate::results::write_whole(&mpath, manifest::render(&entries)?.as_bytes())?;
-    let refs: Vec<&manifest::Entry> = todo.iter().map(|&i| &entries[i]).collect();
-    let arrays = slurm::shapes(&refs);
-    if let Some(k) = &e.k8s {
-        return emit_k8s(&dir, e, k, &arrays, entries.len(), todo.len());
-    }
-    let gpubench = child::child_program()?;
-    let script_path = dir.join("sweep.sbatch");
-    crate::results::write_whole(&script_path, slurm::script(&dir, &gpubench, &arrays, &e.sbatch).as_bytes())?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script_path, std::fs::Permissions::from_mode(0o755))?;
-    }
-    println!(
-        "wrote {} ({} cells) and {} ({} job array{}{})",
-        mpath.display(),
-        entries.len(),
-        script_path.display(),
-        arrays.len(),
-        if arrays.len() == 1 { "" } else { "s" },
-        if todo.len() < entries.len() { format!(", {} cells re-emitted", todo.len()) } else { String::new() }
-    );
-    let mut jobs = String::new();
-    for a in &arrays {
-        let args = slurm::sbatch_args(&dir, a, e.max_parallel);
-        if !e.submit {
-            println!("{}", slurm::command_line(&args));
-            continue;
-        }
-        let o = std::process::Command::new("sbatch").args(&args).output().map_err(|x| {
-            anyhow::anyhow!("cannot run sbatch ({x}): run the sweep on a Slurm login node, or drop --submit and submit the printed commands")
-        })?;
-        if !o.status.success() {
-            anyhow::bail!("sbatch refused array {}: {}", a.id, String::from_utf8_lossy(&o.stderr).trim());
-        }
-        let out = String::from_utf8_lossy(&o.stdout);
-        let job = out.trim().split(';').next().unwrap_or_default().to_string();
-        println!("submitted array {} ({} cells): job {job}", a.id, a.cells.len());
-        jobs += &format!("{} {job}\n", a.id);
-    }
-    if e.submit {
-        let p = collect::jobs_path(&dir);
-        let before = std::fs::read_to_string(&p).unwrap_or_default();
-        crate::results::write_whole(&p, (before + &jobs).as_bytes())?;
-    }
-    println!("when the arrays are done: gpubench collect {} --out FILE.csv", dir.display());
-    Ok(0)
-}
-
-/// `--emit k8s`: an Indexed Job per shape into `DIR/k8s/`, applied with
-/// `--submit` (kubectl), else the command printed.
-fn emit_k8s(
-    dir: &std::path::Path,
-    e: &Emit,
-    k: &crate::sweep::plan::K8s,
-    arrays: &[crate::fleet::slurm::Shape],
-    cells: usize,
-    emitted: usize,
-) -> Result<i32> {
-    use crate::fleet::{collect, k8s, manifest};
-    let jobs_dir = dir.join("k8s");
-    std::fs::create_dir_all(&jobs_dir).with_context(|| format!("creating {}", jobs_dir.display()))?;
-    let pods = k8s::Pods { image: k.image.clone(), claim: k.claim.clone(), gpubench: "gpubench".into() };
-    let mut names = String::new();
-    for a in arrays.iter().filter(|a| a.nodes > 1) {
-        for &cell in &a.cells {
-            let job = k8s::pytorch_job(dir, cell, a, &pods);
-            let path = jobs_dir.join(format!("cell-{cell}.json"));
-            crate::results::write_whole(&path, (serde_json::to_string_pretty(&job)? + "\n").as_bytes())?;
-            names += &format!("{} {}\n", a.id, job["metadata"]["name"].as_str().unwrap_or_default());
-        }
-    }
-    for a in arrays.iter().filter(|a| a.nodes == 1) {
-        let job = k8s::indexed_job(dir, a, e.max_parallel, &pods);
-        let path = jobs_dir.join(format!("job-{}.json", a.id));
-        crate::results::write_whole(&path, (serde_json::to_string_pretty(&job)? + "\n").as_bytes())?;
-        names += &format!("{} {}\n", a.id, job["metadata"]["name"].as_str().unwrap_or_default());
-    }
-    println!(
-        "wrote {} ({cells} cells) and {} Indexed Job{}{} in {}{}",
-        manifest::manifest_path(dir).display(),
-        arrays.iter().filter(|a| a.nodes == 1).count(),
-        if arrays.iter().filter(|a| a.nodes == 1).count() == 1 { "" } else { "s" },
-        match arrays.iter().filter(|a| a.nodes > 1).map(|a| a.cells.len()).sum::<usize>() {
-            0 => String::new(),
-            n => format!(" and {n} PyTorchJob{}", if n == 1 { "" } else { "s" }),
-        },
-        jobs_dir.display(),
-        if emitted < cells { format!(", {emitted} cells re-emitted") } else { String::new() }
-    );
-    if e.submit {
-        let o = std::process::Command::new("kubectl").arg("apply").arg("-f").arg(&jobs_dir).output().map_err(|x| {
-            anyhow::anyhow!("cannot run kubectl ({x}): drop --submit and apply {} yourself", jobs_dir.display())
-        })?;
-        if !o.status.success() {
-            anyhow::bail!("kubectl apply refused the Jobs: {}", String::from_utf8_lossy(&o.stderr).trim());
-        }
-        print!("{}", String::from_utf8_lossy(&o.stdout));
-        let p = collect::jobs_path(dir);
-        let before = std::fs::read_to_string(&p).unwrap_or_default();
-        crate::results::write_whole(&p, (before + &names).as_bytes())?;
-    } else {
-        println!("kubectl apply -f {}", jobs_dir.display());
-    }
-    println!("when the Jobs are done: gpubench collect {} --out FILE.csv", dir.display());
-    Ok(0)
-}
-
-/// Where this node sits in a multi-node cell: its rank (SLURM_NODEID, one
-/// task per node; a PyTorchJob pod's RANK), and the rendezvous: MASTER_ADDR, else the job's first
-/// node (`scontrol show hostnames`); MASTER_PORT, else one derived from the
-/// job id, so that two cells on one node do not collide.
-fn node_placement() -> Result<(usize, String, u16)> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let node_rank: usize =
-        var("SLURM_NODEID").or_else(|| var("GPUBENCH_NODE_RANK")).and_then(|v| v.parse().ok()).ok_or_else(|| {
-            usage("a multi-node cell runs one task per node: under srun (SLURM_NODEID) or a PyTorchJob (RANK)")
-        })?;
-    let addr = match var("MASTER_ADDR") {
-        Some(a) => a,
-        None => {
-            let list =
-                var("SLURM_JOB_NODELIST").ok_or_else(|| usage("neither MASTER_ADDR nor SLURM_JOB_NODELIST is set"))?;
-            let o = std::process::Command::new("scontrol")
-                .args(["show", "hostnames", &list])
-                .output()
-                .context("running scontrol show hostnames")?;
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .map(str::to_string)
-                .ok_or_else(|| anyhow::anyhow!("scontrol show hostnames {list} gave no host"))?
-        }
-    };
-    let port = match var("MASTER_PORT") {
-        Some(p) => p.parse().map_err(|_| usage(format!("MASTER_PORT={p} is not a port")))?,
-        None => 20000 + (var("SLURM_JOB_ID").and_then(|j| j.parse::<u64>().ok()).unwrap_or(0) % 20000) as u16,
-    };
-    Ok((node_rank, addr, port))
-}
-
-/// `sweep --cell DIR INDEX`: one cell into `DIR/cells/INDEX.csv`, written
-/// beside and renamed into place, so that a node never appends to a shared
-/// file and a reader never sees half of one. A cell run again replaces its
-/// file and keeps the previous one beside it, saying so.
-pub(crate) fn run_cell(dir: &std::path::Path, (index, total): (usize, usize), cell: &Cell) -> Result<i32> {
+/// `cell DIR INDEX`: one cell into `DIR/cells/INDEX.csv`, written beside
+/// and renamed into place, so that a node never appends to a shared file
+/// and a reader never sees half of one. A cell run again replaces its file
+/// and keeps the previous one beside it, saying so.
+pub(crate) fn run_cell(job: &CellJob) -> Result<i32> {
     use crate::fleet::manifest::cell_path;
-    let nodes = cell.cfg.ddp.nnodes;
-    let mut cell = cell.clone();
+    let (dir, index, total) = (job.dir.as_path(), job.index, job.total);
+    let nodes = job.cell.cfg.ddp.nnodes;
+    let mut cell = job.cell.clone();
     if nodes > 1 {
-        let (node_rank, addr, port) = node_placement()?;
+        let (node_rank, addr, port) = crate::sweep::emit::node_placement(job.node_rank)?;
         cell.args.extend([
             "--node-rank".into(),
             node_rank.to_string(),

@@ -22,11 +22,8 @@ pub fn indexed_job(dir: &Path, a: &Shape, max_parallel: Option<usize>, p: &Pods)
     let d = dir.display().to_string();
     let cells: Vec<String> = a.cells.iter().map(|c| c.to_string()).collect();
     // The pod's cell: the JOB_COMPLETION_INDEX-th of this Job's list.
-    let pick = format!(
-        "set -- {}; shift \"$JOB_COMPLETION_INDEX\"; exec {} sweep --cell '{d}' \"$1\"",
-        cells.join(" "),
-        p.gpubench
-    );
+    let pick =
+        format!("set -- {}; shift \"$JOB_COMPLETION_INDEX\"; exec {} cell '{d}' \"$1\"", cells.join(" "), p.gpubench);
     let limits = if a.gpus > 0 { json!({ "nvidia.com/gpu": a.gpus }) } else { json!({ "cpu": a.cpus.max(1) }) };
     json!({
         "apiVersion": "batch/v1",
@@ -66,7 +63,7 @@ pub fn indexed_job(dir: &Path, a: &Shape, max_parallel: Option<usize>, p: &Pods)
 
 /// A multi-node cell as a Kubeflow PyTorchJob: a Master pod and M−1
 /// Workers, each with the cell's GPUs. The operator sets RANK (the pod's
-/// index), WORLD_SIZE, MASTER_ADDR and MASTER_PORT; `sweep --cell` takes RANK
+/// index), WORLD_SIZE, MASTER_ADDR and MASTER_PORT; `cell` takes RANK
 /// as its node's rank and runs that node's launcher, so each pod drives all
 /// its GPUs. Restarts are off: a failed cell keeps its row.
 pub fn pytorch_job(dir: &Path, cell: usize, a: &Shape, p: &Pods) -> Value {
@@ -78,7 +75,7 @@ pub fn pytorch_job(dir: &Path, cell: usize, a: &Shape, p: &Pods) -> Value {
             "containers": [{
                 "name": "pytorch",
                 "image": p.image,
-                "command": [p.gpubench, "sweep", "--cell", d, cell.to_string()],
+                "command": [p.gpubench, "cell", d, cell.to_string()],
                 "env": [
                     { "name": "GPUBENCH_JOB_ID",
                       "valueFrom": { "fieldRef": { "fieldPath": "metadata.labels['training.kubeflow.org/job-name']" } } },
@@ -126,9 +123,7 @@ mod tests {
         assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], 4);
         let cmd = c["command"][2].as_str().unwrap();
         assert!(
-            cmd.starts_with(
-                "set -- 1 4 5; shift \"$JOB_COMPLETION_INDEX\"; exec gpubench sweep --cell '/shared/sw' \"$1\""
-            ),
+            cmd.starts_with("set -- 1 4 5; shift \"$JOB_COMPLETION_INDEX\"; exec gpubench cell '/shared/sw' \"$1\""),
             "{cmd}"
         );
         assert_eq!(c["volumeMounts"][0]["mountPath"], "/shared/sw");
@@ -136,7 +131,7 @@ mod tests {
         assert_eq!(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.labels['job-name']");
         // the shell picks the index-th cell
         let o = std::process::Command::new("sh")
-            .args(["-c", &cmd.replace("exec gpubench sweep --cell '/shared/sw'", "echo")])
+            .args(["-c", &cmd.replace("exec gpubench cell '/shared/sw'", "echo")])
             .env("JOB_COMPLETION_INDEX", "1")
             .output()
             .unwrap();
@@ -149,7 +144,7 @@ mod tests {
         let r = &j["spec"]["pytorchReplicaSpecs"];
         assert_eq!((r["Master"]["replicas"].as_u64(), r["Worker"]["replicas"].as_u64()), (Some(1), Some(2)));
         let c = &r["Worker"]["template"]["spec"]["containers"][0];
-        assert_eq!(c["command"], json!(["gpubench", "sweep", "--cell", "/shared/sw", "4"]));
+        assert_eq!(c["command"], json!(["gpubench", "cell", "/shared/sw", "4"]));
         assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], 4);
         let cpu = Shape { gpus: 0, cpus: 2, ..a };
         assert_eq!(

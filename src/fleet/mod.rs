@@ -1,12 +1,13 @@
 //! Sweeps beyond one machine, through the cluster's own scheduler: `sweep
 //! --emit slurm DIR` writes the cells to `DIR/manifest.jsonl` and a job-array
 //! script (`slurm`), each array task runs one cell into its own file under
-//! `DIR/cells/` (`sweep --cell DIR I`), and `collect` merges those files in
+//! `DIR/cells/` (`cell DIR I`), and `collect` merges those files in
 //! manifest order into one results file, with a `missing` row for each cell
 //! that produced nothing. Slurm queues, places and retries; gpubench only
 //! says what to run and gathers what came back.
 //!
-//! Torch-free, so that `collect` runs wherever the results land.
+//! Torch-free, so that `collect` runs wherever the results land. The
+//! emission itself, which builds the cells, is the sweep's (`sweep::emit`).
 pub mod collect;
 pub mod k8s;
 pub mod manifest;

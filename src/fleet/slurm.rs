@@ -66,9 +66,9 @@ pub fn script(dir: &Path, gpubench: &Path, arrays: &[Shape], extra: &[String]) -
     s += "[ -n \"$cell\" ] || { echo \"gpubench: array task $task is beyond this array's ${#cells[@]} cells\" >&2; exit 2; }\n";
     // A multi-node cell: one task per node, each its node's launcher.
     s += "if [ \"${SLURM_JOB_NUM_NODES:-1}\" -gt 1 ]; then\n";
-    s += "  exec srun --ntasks-per-node=1 \"$gpubench\" sweep --cell \"$dir\" \"$cell\"\n";
+    s += "  exec srun --ntasks-per-node=1 \"$gpubench\" cell \"$dir\" \"$cell\"\n";
     s += "fi\n";
-    s += "exec \"$gpubench\" sweep --cell \"$dir\" \"$cell\"\n";
+    s += "exec \"$gpubench\" cell \"$dir\" \"$cell\"\n";
     s
 }
 
@@ -134,7 +134,7 @@ mod tests {
         let s = script(Path::new("/d"), Path::new("/bin/gpubench"), &a, &["--partition=gpu".into()]);
         assert!(s.contains("  1) cells=(0 2) ;;\n  2) cells=(1) ;;\n"), "{s}");
         assert!(s.contains("#SBATCH --partition=gpu\n") && s.contains("#SBATCH --output=/d/logs/%A_%a.out\n"));
-        assert!(s.contains("exec \"$gpubench\" sweep --cell \"$dir\" \"$cell\""));
+        assert!(s.contains("exec \"$gpubench\" cell \"$dir\" \"$cell\""));
         let b = sbatch_args(Path::new("/d"), &a[1], Some(4));
         assert_eq!(
             b,
@@ -154,6 +154,6 @@ mod tests {
         let two = Shape { nodes: 2, ..a[1].clone() };
         let b = sbatch_args(Path::new("/d"), &two, None);
         assert_eq!(b[2..4], ["--nodes=2", "--ntasks-per-node=1"]);
-        assert!(s.contains("exec srun --ntasks-per-node=1 \"$gpubench\" sweep --cell"));
+        assert!(s.contains("exec srun --ntasks-per-node=1 \"$gpubench\" cell"));
     }
 }

@@ -108,31 +108,8 @@ pub(crate) trait Exporter {
     fn export(&self, table: &Table) -> Result<Vec<u8>>;
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Aligned plain text for the terminal.
-    Table,
-    /// GitHub-flavoured markdown, e.g. for a PR comment.
-    Markdown,
-    /// Raw values, one line per row; notes go to stderr.
-    Csv,
-    /// Raw values as objects keyed by column, with title and notes.
-    Json,
-}
-
-impl Format {
-    pub(crate) const ALL: [Format; 4] = [Format::Table, Format::Markdown, Format::Csv, Format::Json];
-
-    /// As on the command line (`--format`).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Format::Table => "table",
-            Format::Markdown => "markdown",
-            Format::Csv => "csv",
-            Format::Json => "json",
-        }
-    }
-}
+/// The output formats (`--format`), a word of the command line's vocabulary.
+pub use crate::config::Format;
 
 pub(crate) fn exporter(format: Format) -> Box<dyn Exporter> {
     match format {

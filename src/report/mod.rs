@@ -44,6 +44,7 @@ pub mod export;
 pub mod format;
 pub mod html;
 pub mod peaks;
+pub mod pipeline;
 pub mod published;
 pub mod serving;
 pub mod significance;

@@ -1,4 +1,4 @@
-//! `--strategy processes`: one serving process per device, started by this
+//! `--serving processes`: one serving process per device, started by this
 //! one (the parent), each running `serve::server` with its one device and its
 //! share of the arrivals (camera s to process s mod P; a Poisson request to
 //! a random one), as a deployment that routes cameras to server processes

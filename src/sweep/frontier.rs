@@ -14,8 +14,8 @@
 //!
 //! This module is the pure part (levers, how a target is reached, the table
 //! and the chart's lines); the searches and runs are `commands::max_batch`'s.
-use super::plan::Vary;
 use super::search::Search;
+use super::vary::Vary;
 use crate::report::export::{Cell, Column, Table};
 use crate::report::format::{fmt_mib, fmt_rate, row_peak_mem};
 use crate::results::csv::Row;

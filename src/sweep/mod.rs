@@ -5,7 +5,7 @@
 //!
 //! **The matrix**: `--strategies`, `--device-counts` (a cell with N devices uses the first N of `--gpus`; on the
 //! CPU, `--cpu N` is the most replicas or ranks; default 1, 2, 4, … and all), `--batch-sizes` (per device),
-//! `--models`, `--impl gpubench,pytorch` (each cell under both, one after the other; no PyTorch dp cells on the
+//! `--models`, `--impls gpubench,pytorch` (each cell under both, one after the other; no PyTorch dp cells on the
 //! CPU, with a note) and `--repeat` (repeats go round the whole matrix, so slow drift spreads over every cell).
 //! `single` runs at one device only. `run`'s options that make sense for every cell are passed on, and every
 //! cell is validated as `gpubench run` would before the first starts (bad input: one line, exit 2).
@@ -48,6 +48,8 @@
 //! the fastest is the answer. A table on stdout, `<out>.frontier.csv`, a chart (`--charts`) and a page (`--html`).
 pub mod cells;
 pub mod child;
+pub mod emit;
 pub mod frontier;
 pub mod plan;
 pub mod search;
+pub mod vary;

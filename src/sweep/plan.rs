@@ -11,6 +11,9 @@ use crate::error::usage;
 use crate::results::csv::Row;
 use crate::results::Implementation;
 
+pub use super::vary::Vary;
+use crate::config::Format;
+
 /// Makes (and validates) a cell's configuration from its `gpubench run`
 /// arguments on `devices`, exactly as `gpubench run` would; a bad cell is a
 /// usage error before any cell starts.
@@ -142,27 +145,6 @@ impl CellKey {
     }
 }
 
-/// `--vary OPTION=V1,V2,…`: an axis over any run option.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Vary {
-    /// The option's long name, without dashes.
-    pub option: String,
-    pub values: Vec<String>,
-    /// A flag (no value): varied as `on` (given) and `off` (not given).
-    pub flag: bool,
-}
-
-impl Vary {
-    /// The run arguments for one of the values.
-    pub(crate) fn args(&self, value: &str) -> Vec<String> {
-        match (self.flag, value) {
-            (true, "on") => vec![format!("--{}", self.option)],
-            (true, _) => vec![],
-            (false, v) => vec![format!("--{}={v}", self.option)],
-        }
-    }
-}
-
 /// What to sweep, every list already checked (non-empty, no duplicates,
 /// device counts within the pool).
 #[derive(Debug, Clone)]
@@ -267,6 +249,8 @@ pub struct Plan {
     pub charts: Option<PathBuf>,
     /// The report as one HTML page, written at the end.
     pub html: Option<PathBuf>,
+    /// How the summary prints (the cells' lines go to stderr unless it is a table).
+    pub format: Format,
     pub mem_limit: Option<u64>,
     pub cell_timeout: Option<Duration>,
     pub resume: bool,
@@ -300,6 +284,8 @@ pub type ProbeCell = dyn Fn(i64, &[(Vary, String)]) -> Result<Cell>;
 pub struct MaxBatchPlan {
     pub strategy: StrategyKind,
     pub model: ModelKind,
+    /// How `--frontier`'s table prints (the probes' lines go to stderr unless it is a table).
+    pub format: Format,
     pub pool: Pool,
     pub start: i64,
     pub max: i64,

@@ -24,7 +24,7 @@ fn allreduce_reports_nccl_tests_figures_rows_and_json() {
         assert!((bus - alg * 4.0 / 3.0).abs() <= 1e-9 * bus.max(1.0), "{alg} {bus}");
         assert!((alg - bytes / 1e9 / (ms / 1e3)).abs() <= 1e-6 * alg.max(1e-9), "{alg} {bytes} {ms}");
     }
-    let o = gpubench("allreduce --cpu 2 -b 1K -e 4K -n 2 -w 1 --json").run();
+    let o = gpubench("allreduce --cpu 2 -b 1K -e 4K -n 2 -w 1 --format json").run();
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
     let res = v["results"].as_array().unwrap();
@@ -90,8 +90,8 @@ fn predict_turns_a_profile_and_a_curve_into_rows_beside_measurement() {
     let o = gpubench(&format!("allreduce --cpu 2 -b 1K -e 1M -f 8 -n 3 -w 1 -q --out {}", curve.display())).run();
     assert_eq!(o.code, 0, "{}", o.stderr);
     let a = format!(
-        "predict --cpu --devices 2,4 --model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --steps 3 \
-         --min-time 0s --warmup 1 --allreduce {} --out {} --json",
+        "predict --cpu --device-counts 2,4 --model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --steps 3 \
+         --min-time 0s --warmup 1 --allreduce {} --out {} --format json",
         curve.display(),
         out.display()
     );
@@ -121,8 +121,8 @@ fn predict_turns_a_profile_and_a_curve_into_rows_beside_measurement() {
     // Published figures instead of a file: every world size. --min-time times more than 2 steps of a
     // millisecond each; every step's sample is kept, and the slowest rank's wait grows with the ranks.
     let o = gpubench(
-        "predict --cpu --devices 2,4,8 --model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --steps 2 \
-         --min-time 100ms --warmup 1 --busbw 10 --latency 50us --json",
+        "predict --cpu --device-counts 2,4,8 --model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --steps 2 \
+         --min-time 100ms --warmup 1 --busbw 10 --latency 50us --format json",
     )
     .run();
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -136,8 +136,9 @@ fn predict_turns_a_profile_and_a_curve_into_rows_beside_measurement() {
         assert!(x["wait"].as_f64().unwrap() >= 0.0 && x["broadcast"].as_f64() == Some(0.0), "{x}");
     }
     // resnet18's BatchNorm statistics are broadcast before every forward, unless told not to.
-    let r18 = "predict --cpu --devices 2 --model resnet18 --image-size 32 --num-classes 10 --batch-size 2 --steps 1 \
-               --min-time 0s --warmup 0 --busbw 10 --latency 50us --json";
+    let r18 =
+        "predict --cpu --device-counts 2 --model resnet18 --image-size 32 --num-classes 10 --batch-size 2 --steps 1 \
+               --min-time 0s --warmup 0 --busbw 10 --latency 50us --format json";
     for (extra, sent) in [("", true), (" --no-broadcast-buffers", false)] {
         let o = gpubench(&format!("{r18}{extra}")).run();
         assert_eq!(o.code, 0, "{}", o.stderr);
@@ -154,7 +155,7 @@ fn predict_scales_the_profile_to_another_devices_published_figure() {
     let out = dir.path().join("pred.csv");
     let o = gpubench(&format!(
         "predict --cpu --model tinycnn --image-size 16 --num-classes 10 --batch-size 4 --steps 2 --min-time 0s \
-         --warmup 1 --devices 2,8 --busbw 10 --latency 20us --scale-to 1000 --target-batch 64 --json --out {}",
+         --warmup 1 --device-counts 2,8 --busbw 10 --latency 20us --scale-to 1000 --target-batch-size 64 --format json --out {}",
         out.display()
     ))
     .run();
@@ -183,14 +184,21 @@ fn bad_predict_input_is_one_line_and_exit_2() {
     let s = "predict --cpu --model tinycnn --image-size 16";
     assert_usage_error(s, "needs an all-reduce curve");
     assert_usage_error(&format!("{s} --busbw 0"), "--busbw must be above zero");
-    assert_usage_error(&format!("{s} --busbw 5 --devices 1"), "world size of 2 or more");
-    assert_usage_error(&format!("{s} --busbw 5 --devices two"), "is not a device count");
+    assert_usage_error(&format!("{s} --busbw 5 --device-counts 1"), "world size of 2 or more");
+    assert_usage_error(&format!("{s} --busbw 5 --device-counts two"), "two");
     assert_usage_error(&format!("{s} --allreduce /nonexistent.csv"), "no such file");
     assert_usage_error(&format!("{s} --busbw 5 --min-time soon"), "--min-time \"soon\" is not a duration");
-    assert_usage_error(&format!("{s} --busbw 5 --nodes 0"), "--nodes must be at least 1");
+    assert_usage_error(&format!("{s} --busbw 5 --nnodes 0"), "--nnodes must be at least 1");
     assert_usage_error(&format!("{s} --busbw 5 --scale-to 0"), "--scale-to must be a throughput above zero");
-    assert_usage_error(&format!("{s} --busbw 5 --scale-to 10 --target-batch 0"), "--target-batch must be at least 1");
-    assert_usage_error(&format!("{s} --busbw 5 --target-batch 8"), "--scale-to");
+    assert_usage_error(
+        &format!("{s} --busbw 5 --scale-to 10 --target-batch-size 0"),
+        "--target-batch-size must be at least 1",
+    );
+    assert_usage_error(&format!("{s} --busbw 5 --target-batch-size 8"), "--scale-to");
+    assert_usage_error(
+        &format!("{s} --busbw 5 --devices 2"),
+        "predict --devices is no longer taken: use --device-counts",
+    );
     let dir = tempfile::tempdir().unwrap();
     let train = dir.path().join("train.csv");
     let o = gpubench(&format!(

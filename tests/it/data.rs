@@ -328,7 +328,7 @@ fn runs_end_to_end_single_dp_and_ddp() {
     // meet both bad files, and the row counts each file once, not per rank.
     assert_eq!(r["data_skipped"], "2");
     let o = gpubench(&format!(
-        "data-bench --data {} --workers 2 --image-size 16 --batch-size 4 --duration 300ms --json",
+        "data-bench --data {} --workers 2 --image-size 16 --batch-size 4 --duration 300ms --format json",
         dir.path().join("tree").display()
     ))
     .output();
@@ -345,7 +345,7 @@ fn infer_serves_a_folders_images_as_frames_and_refuses_one_without_any() {
     make_tree(dir.path());
     let out = dir.path().join("infer.csv");
     let a = format!(
-        "infer --cpu 1 --model tinycnn --image-size 32 --num-classes 10 --frame-size 64x48 --warmup 1 --scenario offline \
+        "infer --cpu 1 --model tinycnn --image-size 32 --num-classes 10 --frame-size 64x48 --warmup-batches 1 --scenario offline \
          --duration 1s -q --data {} --out {}",
         dir.path().display(),
         out.display()

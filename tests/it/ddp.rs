@@ -127,9 +127,9 @@ fn accumulated_micro_batches_equal_the_global_batch_and_reduce_once_a_step() {
     assert!(e < 1e-5, "parameters after 3 accumulated steps differ by {e:e} relative");
 }
 
-/// The losses of `gpubench run ARGS --json` (it must succeed).
+/// The losses of `gpubench run ARGS --format json` (it must succeed).
 fn losses_of(args: &str) -> (Vec<f64>, serde_json::Value) {
-    let o = gpubench(&format!("run {args} --json")).output();
+    let o = gpubench(&format!("run {args} --format json")).output();
     assert!(o.status.success(), "{args}: {}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     (j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect(), j["row"].clone())

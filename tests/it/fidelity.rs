@@ -14,11 +14,11 @@ fn json_of(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_str(&out[start..]).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
-/// Runs `gpubench run --json` with `a` (on one CPU unless they say
+/// Runs `gpubench run --format json` with `a` (on one CPU unless they say
 /// otherwise); returns (per-step losses, row).
 fn run_json(a: &str) -> (Vec<f64>, serde_json::Value) {
     let cpu = if args(a).iter().any(|x| x == "--cpu") { "" } else { "--cpu" };
-    let j = json_of(&gpubench(&format!("run --json --warmup 0 --steps 5 {cpu} {a}")).output());
+    let j = json_of(&gpubench(&format!("run --format json --warmup 0 --steps 5 {cpu} {a}")).output());
     let losses: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     assert_eq!(losses.len(), 5, "{j}");
     (losses, j["row"].clone())
@@ -78,7 +78,7 @@ fn fp16_and_bf16_losses_match_pytorch() {
     // gpubench writes for the same --seed (here by a child, as on CUDA).
     let bf16 = "--model tinycnn --image-size 16 --num-classes 10 --batch-size 8 --precision bf16 --seed 6";
     let (ours, _) = run_json(bf16);
-    let o = gpubench(&format!("run --cpu --json --warmup 0 --steps 5 {bf16} --impl pytorch"))
+    let o = gpubench(&format!("run --cpu --format json --warmup 0 --steps 5 {bf16} --impl pytorch"))
         .env("GPUBENCH_INIT_IN_CHILD", "1")
         .output();
     let j = json_of(&o);
@@ -135,7 +135,8 @@ fn ddp_init_from_sets_weights_and_data_seed_on_every_rank() {
 fn dp_two_replicas_match_single_on_the_global_batch() {
     let opts = format!("{TINY} --lr 0.05");
     let j = json_of(
-        &gpubench(&format!("run --cpu 2 --json --warmup 0 --steps 5 --strategy dp --batch-size 4 {opts}")).output(),
+        &gpubench(&format!("run --cpu 2 --format json --warmup 0 --steps 5 --strategy dp --batch-size 4 {opts}"))
+            .output(),
     );
     let dp: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     let (single, _) = run_json(&format!("--batch-size 8 {opts}"));
@@ -214,7 +215,7 @@ fn the_reference_runs_on_an_old_torch_for_the_legacy_route() {
     };
     for cfg in [format!("{TINY} --batch-size 8"), format!("--strategy ddp --cpu 2 {TINY} --batch-size 4")] {
         let (ours, _) = run_json(&cfg);
-        let o = gpubench(&format!("run --json --warmup 0 --steps 5 --impl pytorch {cfg}"))
+        let o = gpubench(&format!("run --format json --warmup 0 --steps 5 --impl pytorch {cfg}"))
             .args(if cfg.contains("--cpu") { "" } else { "--cpu" })
             .env("GPUBENCH_PYTHON", &py)
             .output();

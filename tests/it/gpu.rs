@@ -26,7 +26,7 @@ fn losses(v: &serde_json::Value) -> Vec<f64> {
     v["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
 }
 
-const RUN: &str = "run --json --model resnet18 --image-size 64 --batch-size 16 --steps 5 --warmup 2";
+const RUN: &str = "run --format json --model resnet18 --image-size 64 --batch-size 16 --steps 5 --warmup 2";
 
 #[test]
 fn single_on_gpu_0_reports_cuda_figures() {
@@ -35,7 +35,7 @@ fn single_on_gpu_0_reports_cuda_figures() {
     }
     // A 5-step window on an H200 lasts tens of ms, shorter than NVML's
     // default sample interval (G6): 30 steps, sampled every 10 ms.
-    let v = json("run --json --model resnet18 --image-size 64 --batch-size 16 --steps 30 --warmup 2 --gpus 0 --sample-interval 10ms");
+    let v = json("run --format json --model resnet18 --image-size 64 --batch-size 16 --steps 30 --warmup 2 --gpus 0 --sample-interval 10ms");
     let r = &v["row"];
     assert_eq!((r["status"].as_str(), r["device_kind"].as_str()), (Some("ok"), Some("cuda")));
     assert!(r["peak_mem_alloc_mb"].as_f64().unwrap() > 1.0, "allocator peak: {r}");
@@ -52,13 +52,13 @@ fn dp_on_one_gpu_and_two_replicas_on_one_gpu() {
     let one = json(&format!("{RUN} --strategy dp --gpus 0"));
     assert_eq!(one["row"]["status"], "ok");
     let two =
-        json("run --json --strategy dp --gpus 0,0 --model tinycnn --image-size 32 --batch-size 8 --steps 5 --warmup 1");
+        json("run --format json --strategy dp --gpus 0,0 --model tinycnn --image-size 32 --batch-size 8 --steps 5 --warmup 1");
     assert_eq!(two["row"]["status"], "ok");
     assert!(two["row"]["note"].as_str().unwrap().contains("TEST MODE"), "{}", two["row"]);
     // On CUDA the master's work is timed only where the devices are synchronized anyway.
     assert!(two["row"]["dp_replicate_ms"].is_null(), "launch times are not recorded: {}", two["row"]);
     let synced = json(
-        "run --json --strategy dp --gpus 0,0 --model tinycnn --image-size 32 --batch-size 8 --steps 5 --warmup 1 \
+        "run --format json --strategy dp --gpus 0,0 --model tinycnn --image-size 32 --batch-size 8 --steps 5 --warmup 1 \
          --breakdown",
     );
     for c in ["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms", "dp_compute_ms"] {
@@ -83,7 +83,7 @@ fn amp_losses_match_pytorch_on_the_gpu() {
     }
     for p in ["bf16", "fp16"] {
         let cfg = format!(
-            "run --json --gpus 0 --model tinycnn --image-size 32 --batch-size 16 --steps 5 --warmup 0 \
+            "run --format json --gpus 0 --model tinycnn --image-size 32 --batch-size 16 --steps 5 --warmup 0 \
                            --precision {p} --deterministic --seed 2"
         );
         let (ours, theirs) = (json(&cfg), json(&format!("{cfg} --impl pytorch")));
@@ -99,8 +99,8 @@ fn dp_on_two_gpus_equals_single_on_the_global_batch() {
         return;
     }
     let opts = "--model tinycnn --image-size 32 --steps 5 --warmup 0 --deterministic --lr 0.05";
-    let dp = json(&format!("run --json --strategy dp --gpus 0,1 --batch-size 8 {opts}"));
-    let single = json(&format!("run --json --gpus 0 --batch-size 16 {opts}"));
+    let dp = json(&format!("run --format json --strategy dp --gpus 0,1 --batch-size 8 {opts}"));
+    let single = json(&format!("run --format json --gpus 0 --batch-size 16 {opts}"));
     for (a, b) in losses(&dp).iter().zip(losses(&single)) {
         assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{:?} vs {:?}", losses(&dp), losses(&single));
     }

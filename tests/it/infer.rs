@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::common::{assert_usage_error, gpubench, num, read_csv};
 
-const SMALL: &str = "infer --model tinycnn --image-size 32 --num-classes 10 --frame-size 64x48 --warmup 1";
+const SMALL: &str = "infer --model tinycnn --image-size 32 --num-classes 10 --frame-size 64x48 --warmup-batches 1";
 
 fn rows(path: &Path) -> Vec<HashMap<String, String>> {
     read_csv(path)
@@ -34,7 +34,7 @@ fn every_request_is_answered_or_dropped_exactly_once_under_each_strategy_and_sce
         ("dp", server),
     ];
     for (strategy, (sc, expected)) in pairs {
-        let a = format!("{SMALL} --cpu 2 --strategy {strategy} {sc} --duration 500ms -q --out {}", out.display());
+        let a = format!("{SMALL} --cpu 2 --serving {strategy} {sc} --duration 500ms -q --out {}", out.display());
         let o = gpubench(&a).run();
         assert_eq!(o.code, 0, "{a}: {}", o.stderr);
         let all = rows(&out);
@@ -84,7 +84,7 @@ fn a_worker_process_that_dies_ends_the_run_with_a_failed_row_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("dead.csv");
     let a = format!(
-        "{SMALL} --cpu 2 --strategy processes --scenario streams --streams 4 --fps 5 --duration 120s -q --out {}",
+        "{SMALL} --cpu 2 --serving processes --scenario streams --streams 4 --fps 5 --duration 120s -q --out {}",
         out.display()
     );
     let t = Instant::now();
@@ -122,7 +122,7 @@ fn bad_serving_input_is_one_line_and_exit_2() {
         "--find-max-streams searches",
     );
     assert_usage_error(&format!("{s} --frame-size 12by3"), "--frame-size");
-    assert_usage_error(&format!("{s} --impl pytorch --strategy dp"), "dp serving");
+    assert_usage_error(&format!("{s} --impl pytorch --serving dp"), "dp serving");
     // Loads too large to schedule, refused before any work (one aborted on a 4 GB allocation).
     assert_usage_error(&format!("{s} --scenario server --rate 1e9 --duration 10s"), "--rate 1000000000");
     assert_usage_error(&format!("{s} --scenario streams --streams 100000 --fps 5"), "lower the load or the duration");
@@ -134,7 +134,7 @@ fn the_pytorch_server_answers_the_same_schedule_side_by_side() {
     let out = dir.path().join("py.csv");
     for strategy in ["replicas", "processes"] {
         let a = format!(
-            "{SMALL} --cpu 2 --impl pytorch --strategy {strategy} --scenario streams --streams 20 --fps 10 \
+            "{SMALL} --cpu 2 --impl pytorch --serving {strategy} --scenario streams --streams 20 --fps 10 \
              --duration 500ms -q --out {}",
             out.display()
         );
@@ -151,7 +151,7 @@ fn the_pytorch_server_answers_the_same_schedule_side_by_side() {
 }
 
 /// Frames and input as small as they go: the test model's 10 ms dominate.
-const TINY_SERVER: &str = "infer --model tinycnn --image-size 8 --num-classes 10 --frame-size 8x8 --warmup 1";
+const TINY_SERVER: &str = "infer --model tinycnn --image-size 8 --num-classes 10 --frame-size 8x8 --warmup-batches 1";
 
 /// The capacity search against a server of known capacity: one replica
 /// whose model sleeps 10 ms per batch of up to 8 (the test hook
@@ -168,7 +168,7 @@ fn a_server_of_known_capacity_is_found_and_overload_grows_latency() {
     let out = dir.path().join("cap.csv");
     let a = format!(
         "{TINY_SERVER} --cpu 1 --max-batch 8 --max-wait 1ms --scenario server --find-max-rate --rate 400 \
-         --latency-bound 200ms --min-duration 500ms --min-requests 100 --max-drop-rate 1% --json --out {}",
+         --latency-bound 200ms --min-duration 500ms --min-requests 100 --max-drop-rate 1% --format json --out {}",
         out.display()
     );
     let o = gpubench(&a).env("GPUBENCH_TEST_SERVICE_MS", "10").run();
@@ -212,7 +212,7 @@ fn processes_with(needle: &str) -> Vec<u32> {
 fn killing_the_parent_of_processes_ends_its_workers_and_the_next_start_removes_its_folder() {
     // A unique label marks this test's workers among the host's processes.
     let tag = format!("orphan-test-{}", std::process::id());
-    let a = format!("{TINY_SERVER} --strategy processes --cpu 2 --scenario offline --duration 30s -q --label {tag}");
+    let a = format!("{TINY_SERVER} --serving processes --cpu 2 --scenario offline --duration 30s -q --label {tag}");
     let mut parent = gpubench(&a).env("GPUBENCH_TEST_SERVICE_MS", "10").spawn();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while processes_with(&tag).len() < 3 && std::time::Instant::now() < deadline {
@@ -234,7 +234,7 @@ fn killing_the_parent_of_processes_ends_its_workers_and_the_next_start_removes_i
     }
     assert!(processes_with(&tag).is_empty(), "workers left running: {:?}", processes_with(&tag));
     assert!(folder.exists(), "a killed parent cannot clean up; the next start does");
-    let o = gpubench(&format!("{TINY_SERVER} --strategy processes --cpu 2 --scenario offline --duration 200ms -q"))
+    let o = gpubench(&format!("{TINY_SERVER} --serving processes --cpu 2 --scenario offline --duration 200ms -q"))
         .env("GPUBENCH_TEST_SERVICE_MS", "10")
         .run();
     assert_eq!(o.code, 0, "{}", o.stderr);

@@ -11,7 +11,7 @@ fn a_cpu_hog_beside_the_run_is_named_in_its_row() {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let hogs = Hogs::start(cores + 1, 30);
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let o = gpubench(&format!("run --cpu {TINY} --batch-size 8 --duration 1s --warmup 2 --json")).output();
+    let o = gpubench(&format!("run --cpu {TINY} --batch-size 8 --duration 1s --warmup 2 --format json")).output();
     drop(hogs);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();

@@ -4,6 +4,7 @@ mod allreduce;
 mod common;
 mod data;
 mod ddp;
+mod docs;
 mod fidelity;
 mod gpu;
 mod gpu_smoke;

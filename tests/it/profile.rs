@@ -51,7 +51,7 @@ fn single_and_ddp_traces_hold_ops_ranges_collectives_and_ranks() {
         assert!(n.iter().any(|x| x == "gpubench.agree"), "rank {r}: no loss agreement range");
     }
     // trace-summary reads them back: one line per rank, communication seen.
-    let o = gpubench(&format!("trace-summary {} --json", two.display())).run();
+    let o = gpubench(&format!("trace-summary {} --format json", two.display())).run();
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     let ranks = v.as_array().unwrap();

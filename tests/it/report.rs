@@ -109,9 +109,10 @@ fn report_csv_and_json_carry_raw_values() {
 
     let o = fx("report v100.csv --format json").run();
     assert_eq!(o.code, 0, "{}", o.stderr);
-    // One JSON document per table: the report's, the verdicts', their waterfall.
-    let docs: Vec<serde_json::Value> =
-        serde_json::Deserializer::from_str(&o.stdout).into_iter().map(|d| d.unwrap()).collect();
+    // One JSON document, which a JSON parser reads whole, holding a table
+    // each: the report's, the verdicts', their waterfall.
+    let doc: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let docs = doc["tables"].as_array().unwrap();
     assert_eq!(docs.len(), 3);
     assert_eq!(docs[2]["rows"][0]["step"], "ideal");
     assert_eq!(docs[1]["rows"][3]["config"], "ddp ×4 resnet50 224px fp32 b64");
@@ -541,8 +542,8 @@ fn the_verdict_names_waiting_for_a_slowed_rank_as_the_largest_part() {
     assert!(first.ends_with("waiting for rank 1"), "{sentence}");
     // JSON: the verdict as an object with its efficiency and parts.
     let o = gpubench(&format!("report {} --format json", out.display())).output();
-    let docs: Vec<serde_json::Value> =
-        serde_json::Deserializer::from_slice(&o.stdout).into_iter().map(|d| d.unwrap()).collect();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let docs = doc["tables"].as_array().unwrap();
     let v = docs.iter().find(|d| d["title"].as_str().unwrap_or("").starts_with("why:")).expect("a verdict table");
     let r = &v["rows"][0];
     assert!(r["efficiency_pct"].as_f64().unwrap() > 0.0, "{r}");

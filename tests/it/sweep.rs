@@ -135,7 +135,7 @@ fn a_sweep_html_path_in_a_missing_directory_is_refused_before_any_cell() {
 fn impl_gpubench_pytorch_runs_each_cell_under_both_into_one_file() {
     let dir = tempfile::tempdir().unwrap();
     let args = tiny(
-        "--cpu 2 --impl gpubench,pytorch --strategies single,dp --device-counts 1,2 --batch-sizes 8 --out r.csv",
+        "--cpu 2 --impls gpubench,pytorch --strategies single,dp --device-counts 1,2 --batch-sizes 8 --out r.csv",
         "--steps 2 --warmup 1",
     );
     let o = run_in(dir.path(), &args);
@@ -417,8 +417,8 @@ fn max_batch_under_a_memory_cap_finds_a_plausible_batch() {
     let dir = tempfile::tempdir().unwrap();
     let o = run_in(
         dir.path(),
-        "max-batch --strategy single --cpu --model tinycnn --mem-limit 1G --start 4096 --granularity 4096 \
-         --out mb.csv -- --image-size 16 --num-classes 10 --threads 2 --steps 1 --warmup 0",
+        "max-batch --cpu --mem-limit 1G --start 4096 --granularity 4096 --out mb.csv \
+         -- --strategy single --model tinycnn --image-size 16 --num-classes 10 --threads 2 --steps 1 --warmup 0",
     );
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
@@ -455,8 +455,8 @@ fn the_frontier_reaches_a_target_batch_through_accumulation() {
     let dir = tempfile::tempdir().unwrap();
     let o = run_in(
         dir.path(),
-        "max-batch --frontier --target-batch 64 --cpu --model tinycnn --start 8 --max 16 --out mb.csv \
-         --charts ch --html f.html -- --image-size 16 --num-classes 10 --threads 2 --steps 1 --warmup 0",
+        "max-batch --frontier --target-batch 64 --cpu --start 8 --max 16 --out mb.csv --charts ch --html f.html \
+         -- --model tinycnn --image-size 16 --num-classes 10 --threads 2 --steps 1 --warmup 0",
     );
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
@@ -583,7 +583,7 @@ fn an_emitted_k8s_sweep_is_an_indexed_job_per_shape() {
 }
 
 /// A 2-node ddp cell (`--node-counts 2`), run as srun runs it: one
-/// `sweep --cell` per node with its SLURM_NODEID, both on this machine here.
+/// `cell DIR INDEX` per node with its SLURM_NODEID, both on this machine here.
 /// Each node's process is its node's launcher; node 0's writes the row.
 #[test]
 fn a_two_node_cell_runs_one_launcher_per_node_and_node_0_writes_the_row() {
@@ -598,7 +598,7 @@ fn a_two_node_cell_runs_one_launcher_per_node_and_node_0_writes_the_row() {
     assert!(out.contains("--nodes=2 --ntasks-per-node=1"), "{out}");
     let port = gpubench::dist::free_port().unwrap().to_string();
     let node = |r: &str| {
-        sweep_in(dir.path(), "sweep --cell sw 0")
+        sweep_in(dir.path(), "cell sw 0")
             .env("SLURM_NODEID", r)
             .env("SLURM_PROCID", r)
             .env("SLURM_NTASKS", "2")
@@ -623,7 +623,7 @@ fn a_two_node_cell_runs_one_launcher_per_node_and_node_0_writes_the_row() {
 }
 
 /// The same 2-node cell emitted for Kubernetes: a PyTorchJob, whose two
-/// pods (RANK 0 and 1 in a pod, no LOCAL_RANK) each run `sweep --cell` as
+/// pods (RANK 0 and 1 in a pod, no LOCAL_RANK) each run `cell DIR INDEX` as
 /// their node's launcher; the master pod's writes the row.
 #[test]
 fn a_two_node_cell_on_kubernetes_is_a_pytorchjob_whose_pods_are_nodes() {
@@ -643,7 +643,7 @@ fn a_two_node_cell_on_kubernetes_is_a_pytorchjob_whose_pods_are_nodes() {
     assert_eq!(j["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"], 1);
     let port = gpubench::dist::free_port().unwrap().to_string();
     let pod = |r: &str| {
-        sweep_in(dir.path(), "sweep --cell sw 1")
+        sweep_in(dir.path(), "cell sw 1")
             .env("RANK", r)
             .env("WORLD_SIZE", "2")
             .env("MASTER_ADDR", "127.0.0.1")
@@ -673,8 +673,8 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("sweep --cpu 1 --strategies fast --out /tmp/x.csv", "fast");
     assert_usage_error("sweep --cpu 1 --out /nonexistent-gpubench-dir/x.csv", "does not exist");
     assert_usage_error("sweep --cpu 1 --models tinycnn --out /tmp/x.csv -- --image-size 2", "--image-size");
-    assert_usage_error("sweep --cpu 1 --impl tensorflow --out /tmp/x.csv", "tensorflow");
-    assert_usage_error("sweep --cpu 1 --impl pytorch --out /tmp/x.csv -- --breakdown", "--breakdown");
+    assert_usage_error("sweep --cpu 1 --impls tensorflow --out /tmp/x.csv", "tensorflow");
+    assert_usage_error("sweep --cpu 1 --impls pytorch --out /tmp/x.csv -- --breakdown", "--breakdown");
     // Run options go after --, exactly as run takes them; those the sweep
     // sets itself are refused there, with where they belong.
     assert_usage_error("sweep --cpu 1 --out /tmp/x.csv -- --steps many", "--steps");
@@ -687,21 +687,22 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("sweep --cpu 1 --out /tmp/x.csv --vary channels-last=yes", "vary it as on,off");
     assert_usage_error("sweep --cpu 1 --out /tmp/x.csv --vary lr=0.1 -- --lr 0.2", "give it in one place");
     assert_usage_error("sweep --cpu 2 --out /tmp/x.csv --vary comm-hook=zip --strategies ddp", "zip");
-    assert_usage_error("max-batch --cpu -- --model resnet18", "max-batch sets it itself");
+    assert_usage_error("max-batch --cpu -- --batch-size 8", "max-batch searches it itself");
+    assert_usage_error("max-batch --cpu --model tinycnn", "max-batch --model is no longer taken");
     assert_usage_error("max-batch --cpu --start 0", "--start");
     assert_usage_error("max-batch --cpu --granularity 0", "--granularity");
-    assert_usage_error("max-batch --strategy single --cpu 2", "single");
-    let tiny = "max-batch --cpu --model tinycnn --frontier";
+    assert_usage_error("max-batch --cpu 2 -- --strategy single", "single");
+    let tiny = "max-batch --cpu --frontier";
     assert_usage_error(&format!("{tiny} --target-batch 0"), "--target-batch 0: the global batch");
     assert_usage_error(
-        "max-batch --cpu 2 --strategy ddp --model tinycnn --frontier --target-batch 5",
+        "max-batch --cpu 2 --frontier --target-batch 5 -- --strategy ddp --model tinycnn",
         "multiple of the 2 device(s)",
     );
     assert_usage_error(&format!("{tiny} -- --precision bf16"), "--frontier tries each precision itself");
     assert_usage_error(&format!("{tiny} -- --grad-accum 2"), "--frontier tries --grad-accum itself");
     assert_usage_error(&format!("{tiny} --charts /etc/passwd"), "not a directory");
     assert_usage_error(&format!("{tiny} --html /nonexistent-gpubench-dir/f.html"), "--html");
-    assert_usage_error("max-batch --cpu --model tinycnn --target-batch 64", "--frontier");
+    assert_usage_error("max-batch --cpu --target-batch 64", "--frontier");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display();
     assert_usage_error(&format!("sweep --cpu 1 --models tinycnn --emit k8s {d}/k --pvc r"), "--image IMAGE");
@@ -713,7 +714,7 @@ fn bad_input_is_one_line_and_exit_2() {
         &format!("sweep --cpu 1 --models tinycnn --emit slurm {d}/s --max-parallel 0"),
         "--max-parallel 0",
     );
-    assert_usage_error(&format!("sweep --cell {d} 0"), "manifest.jsonl");
+    assert_usage_error(&format!("cell {d} 0"), "manifest.jsonl");
     assert_usage_error(&format!("collect {d} --out /nonexistent-gpubench-dir/x.csv"), "does not exist");
 }
 
@@ -743,4 +744,25 @@ fn vary_makes_an_axis_of_any_run_option_and_report_keeps_the_variants_apart() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("2 of 2 cells already have an ok row"), "{}", stderr(&o));
     assert_eq!(results_csv::read_rows(&dir.path().join("r.csv")).unwrap().len(), 2);
+}
+
+/// `--format json` makes the sweep's summary one JSON document on stdout,
+/// the cells' lines going to stderr, so that the output parses whole.
+#[test]
+fn a_sweep_summary_in_json_is_one_document_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(
+        dir.path(),
+        "sweep --cpu 1 --strategies single --models tinycnn --batch-sizes 4 --out s.csv --format json \
+         -- --image-size 16 --num-classes 10 --steps 1 --warmup 0 --threads 1",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    let t = &doc["tables"][0];
+    assert!(t["title"].as_str().unwrap().starts_with("sweep summary"), "{doc}");
+    assert_eq!(t["rows"].as_array().unwrap().len(), 1, "{doc}");
+    let err = stderr(&o);
+    assert!(err.contains("[1/1]") && err.contains("sweep done"), "{err}");
+    // An emitted sweep has no summary here to format.
+    assert_usage_error("sweep --cpu 1 --models tinycnn --format csv --emit slurm /tmp/gpubench-never", "collect");
 }

@@ -1,0 +1,37 @@
+//! `gpubench check`: the CI gate's verdict, its table, its exit code.
+use anyhow::Result;
+use std::path::Path;
+
+use crate::report::check::{self, CheckOptions};
+use crate::report::export::Format;
+use crate::report::html::{Outcome, Page, Section};
+use crate::report::pipeline::{emit, write_html};
+use crate::report::summary::load_files;
+
+/// `gpubench check`. Exit 0 when nothing regressed, 1 when something did (or, with --strict,
+/// is missing); unusable input is an error, which `main` maps to 2.
+pub(crate) fn run(
+    baseline: &Path,
+    current: &Path,
+    opts: &CheckOptions,
+    format: Format,
+    html_path: Option<&Path>,
+) -> Result<i32> {
+    let base = load_files(&[baseline.to_path_buf()])?;
+    let cur = load_files(&[current.to_path_buf()])?;
+    let report = check::check(&base, &cur, opts)?;
+    let table = report.table();
+    if let Some(path) = html_path {
+        let outcome = if report.exit_code() == 0 { Outcome::Pass } else { Outcome::Fail };
+        let page = Page {
+            title: "gpubench check".into(),
+            inputs: vec![baseline.to_path_buf(), current.to_path_buf()],
+            outcome: Some((outcome, report.summary())),
+            sections: vec![Section::Table(table.clone())],
+        };
+        write_html(path, &page)?;
+    }
+    emit(&table, format)?;
+    Ok(report.exit_code())
+}
+
