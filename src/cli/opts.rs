@@ -283,7 +283,12 @@ option! {
 option! {
     /// How far below the baseline a figure may fall before it counts (when
     /// it is also significant, or its interval apart): `5%` or `0.05`.
-    MaxDrop { #[arg(long, default_value = "5%", value_parser = parse_fraction, value_name = "PCT")] max_drop: f64 }
+    MaxDrop {
+        // Hyphen values reach the parser, which names the option: `-5%` is
+        // refused as a negative drop, not as an unknown argument `-5`.
+        #[arg(long, default_value = "5%", value_parser = parse_fraction, allow_hyphen_values = true, value_name = "PCT")]
+        max_drop: f64
+    }
 }
 
 option! {

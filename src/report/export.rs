@@ -124,6 +124,21 @@ fn width(s: &str) -> usize {
     s.chars().count()
 }
 
+/// Longest cell a terminal or markdown table shows whole; a longer one (a
+/// 100,000-character label) is cut with an ellipsis. CSV and JSON keep it.
+const MAX_CELL: usize = 60;
+
+/// A cell as a table line can hold it: control characters escaped (a
+/// newline in a label must not break the row) and cut at `MAX_CELL`.
+fn shown(s: &str) -> String {
+    let escaped: String =
+        s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect();
+    match escaped.char_indices().nth(MAX_CELL) {
+        Some((at, _)) => format!("{}…", &escaped[..at]),
+        None => escaped,
+    }
+}
+
 fn pad(s: &str, w: usize, align: Align) -> String {
     let fill = " ".repeat(w.saturating_sub(width(s)));
     match align {
@@ -139,10 +154,11 @@ pub(crate) struct TextExporter;
 impl Exporter for TextExporter {
     fn export(&self, t: &Table) -> Result<Vec<u8>> {
         let t = &t.human();
+        let cells: Vec<Vec<String>> = t.rows.iter().map(|r| r.iter().map(|c| shown(c.display())).collect()).collect();
         let mut widths: Vec<usize> = t.columns.iter().map(|c| width(&c.title)).collect();
-        for row in &t.rows {
+        for row in &cells {
             for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(width(cell.display()));
+                *w = (*w).max(width(cell));
             }
         }
         let line = |cells: Vec<(&str, Align)>| -> String {
@@ -159,8 +175,8 @@ impl Exporter for TextExporter {
         let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
         out.push_str(&rule.join("  "));
         out.push('\n');
-        for row in &t.rows {
-            out.push_str(&line(row.iter().zip(&t.columns).map(|(c, col)| (c.display(), col.align)).collect()));
+        for row in &cells {
+            out.push_str(&line(row.iter().zip(&t.columns).map(|(c, col)| (c.as_str(), col.align)).collect()));
             out.push('\n');
         }
         if !t.notes.is_empty() {
@@ -200,7 +216,7 @@ impl Exporter for MarkdownExporter {
             .collect();
         out.push_str(&format!("|{}|\n", rule.join("|")));
         for row in &t.rows {
-            let cells: Vec<String> = row.iter().map(|c| md_escape(c.display())).collect();
+            let cells: Vec<String> = row.iter().map(|c| md_escape(&shown(c.display()))).collect();
             out.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
         if !t.notes.is_empty() {
@@ -300,6 +316,25 @@ mod tests {
 
     fn s(e: &dyn Exporter, t: &Table) -> String {
         String::from_utf8(e.export(t).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_long_or_multiline_cell_is_cut_and_escaped_in_tables_and_kept_in_csv_and_json() {
+        let label = format!("box\n{}", "x".repeat(100_000));
+        let t = Table {
+            title: String::new(),
+            columns: vec![Column::text("label", "label"), Column::num("n", "n")],
+            rows: vec![vec![Cell::text(label.clone()), Cell::num(1.0, "1")]],
+            notes: vec![],
+        };
+        for e in [&TextExporter as &dyn Exporter, &MarkdownExporter] {
+            let out = s(e, &t);
+            let row = out.lines().find(|l| l.contains("box")).unwrap();
+            assert!(row.contains("box\\n") && row.contains('…') && row.chars().count() < 100, "{row}");
+        }
+        assert!(s(&CsvExporter, &t).contains(&label));
+        let v: serde_json::Value = serde_json::from_str(&s(&JsonExporter, &t)).unwrap();
+        assert_eq!(v["rows"][0]["label"], label);
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! Kineto copies a user range onto the GPU stream whose kernels it launched
 //! (`gpu_user_annotation`); only the CPU range counts, or steps and data
 //! waits would be counted twice.
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -113,10 +113,13 @@ fn autograd_threads(events: &[serde_json::Value]) -> std::collections::HashSet<i
 
 /// The breakdown of one Chrome trace (`text`).
 pub(crate) fn summarize_trace(text: &str, file: &Path) -> Result<RankSummary> {
-    let t: serde_json::Value = serde_json::from_str(text).with_context(|| format!("{} is not JSON", file.display()))?;
-    let events = t["traceEvents"]
-        .as_array()
-        .ok_or_else(|| anyhow!("{} has no traceEvents: not a Chrome trace", file.display()))?;
+    // A file that is not a trace is bad input (exit 2), like any other wrong file.
+    let t: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        usage(format!("{} is not JSON ({e}): give the directory `run --profile DIR` wrote", file.display()))
+    })?;
+    let events = t["traceEvents"].as_array().ok_or_else(|| {
+        usage(format!("{} has no traceEvents: not a Chrome trace of `run --profile`", file.display()))
+    })?;
     let autograd = autograd_threads(events);
     let mut steps = vec![];
     let mut step_tid = None;

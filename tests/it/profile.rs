@@ -130,3 +130,15 @@ fn nvtx_ranges_where_the_build_has_nvtx_and_a_clear_refusal_where_not() {
     }
     assert_usage_error(&format!("run --cpu {TINY} --nvtx --impl pytorch"), "torch.cuda.nvtx");
 }
+
+/// A file in the trace directory that is not a Chrome trace is bad input:
+/// exit 2 and one line naming it, not a run-time failure.
+#[test]
+fn a_trace_that_is_not_json_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("rank0.json");
+    std::fs::write(&trace, "not json").unwrap();
+    assert_usage_error(&format!("trace-summary {}", dir.path().display()), "is not JSON");
+    std::fs::write(&trace, "{}").unwrap();
+    assert_usage_error(&format!("trace-summary {}", dir.path().display()), "no traceEvents");
+}

@@ -347,6 +347,10 @@ fn check_metric_and_threshold_options() {
     assert_eq!(o.code, 2);
     assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
     assert!(o.stderr.contains("ambiguous"));
+    // A negative drop names its option, as a negative duration does.
+    let o = check("current_regressed.csv", "--max-drop -5%");
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("--max-drop") && o.stderr.contains("at least 0%"), "{}", o.stderr);
 }
 
 #[test]
