@@ -116,11 +116,14 @@ pub enum Hook {
     /// `GPUBENCH_TEST_SLOW_RANK=RANK:MS`: ddp rank RANK sleeps MS ms inside
     /// every forward pass, a straggler of known size for the verdict's test.
     SlowRank,
+    /// `GPUBENCH_TEST_CPUINFO=FILE`: read the CPU's flags from FILE instead
+    /// of /proc/cpuinfo, so a test sees a CPU without fast bf16 kernels.
+    CpuInfo,
 }
 
 impl Hook {
     #[cfg(test)]
-    pub(crate) const ALL: [Hook; 7] = [
+    pub(crate) const ALL: [Hook; 8] = [
         Hook::Fault,
         Hook::ServiceMs,
         Hook::InferCrash,
@@ -128,6 +131,7 @@ impl Hook {
         Hook::InitInChild,
         Hook::SweepChild,
         Hook::SlowRank,
+        Hook::CpuInfo,
     ];
 
     /// The environment variable.
@@ -140,6 +144,7 @@ impl Hook {
             Hook::InitInChild => "GPUBENCH_INIT_IN_CHILD",
             Hook::SweepChild => "GPUBENCH_SWEEP_CHILD",
             Hook::SlowRank => "GPUBENCH_TEST_SLOW_RANK",
+            Hook::CpuInfo => "GPUBENCH_TEST_CPUINFO",
         }
     }
 

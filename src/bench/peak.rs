@@ -3,6 +3,12 @@
 //! Square matmuls back to back, the device synchronized before each clock
 //! reading, warm-up excluded; rounds of at least `min_time`, their median
 //! kept with the lowest and highest.
+//!
+//! Every precision's measurement has a time budget: a probe at a small size
+//! says how long one matmul at the asked size would take, and the size is
+//! halved until warm-up and rounds fit (a CPU's reference bf16 kernels once
+//! kept `peak --cpu` running for over 20 minutes). The size measured is
+//! reported.
 use anyhow::Result;
 use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
@@ -15,6 +21,26 @@ pub struct PeakRounds {
     pub median: f64,
     pub lo: f64,
     pub hi: f64,
+    /// The matrices' side measured: the one asked, or a smaller one that fits the budget.
+    pub size: i64,
+}
+
+/// The smallest side the budget may cut a measurement to.
+const SMALLEST: i64 = 256;
+
+/// The largest side, from `asked` halving down to `SMALLEST`, at which the
+/// warm-up and rounds (`matmuls` in all) take at most `budget`, when one
+/// `SMALLEST` matmul took `probe` (a matmul's time grows as the side cubed).
+fn fitting_size(asked: i64, probe: Duration, matmuls: u32, budget: Duration) -> i64 {
+    let mut n = asked;
+    while n > SMALLEST {
+        let one = probe.as_secs_f64() * (n as f64 / SMALLEST as f64).powi(3);
+        if one * matmuls as f64 <= budget.as_secs_f64() {
+            break;
+        }
+        n = (n / 2).max(SMALLEST);
+    }
+    n
 }
 
 fn kind_of(p: Precision) -> Kind {
@@ -31,10 +57,28 @@ fn sync(device: Device) {
     }
 }
 
-/// `rounds` rounds of `n`×`n` matmuls on `device` at `p` (TF32 allowed only for tf32).
-pub fn measure(device: Device, p: Precision, n: i64, rounds: usize, min_time: Duration) -> Result<PeakRounds> {
+/// `rounds` rounds of `n`×`n` matmuls on `device` at `p` (TF32 allowed
+/// only for tf32), at a smaller side if `n` would not fit `budget`.
+pub fn measure(
+    device: Device,
+    p: Precision,
+    n: i64,
+    rounds: usize,
+    min_time: Duration,
+    budget: Duration,
+) -> Result<PeakRounds> {
     crate::ffi::set_tf32(p == Precision::Tf32)?;
     let opts = (kind_of(p), device);
+    // The probe: one small matmul after one untimed, so the kernels are chosen.
+    let probe_n = n.min(SMALLEST);
+    let (a, b) = (Tensor::f_randn([probe_n, probe_n], opts)?, Tensor::f_randn([probe_n, probe_n], opts)?);
+    let _ = a.f_matmul(&b)?;
+    sync(device);
+    let t0 = Instant::now();
+    let _ = a.f_matmul(&b)?;
+    sync(device);
+    // 3 warm-up matmuls, then at least one per round (the CPU reads the clock after each).
+    let n = fitting_size(n, t0.elapsed(), 3 + rounds as u32, budget);
     let a = Tensor::f_randn([n, n], opts)?;
     let b = Tensor::f_randn([n, n], opts)?;
     let flop = 2.0 * (n as f64).powi(3);
@@ -43,6 +87,8 @@ pub fn measure(device: Device, p: Precision, n: i64, rounds: usize, min_time: Du
         let _ = a.f_matmul(&b)?;
     }
     sync(device);
+    // A few matmuls between a GPU's syncs keep it busy; the CPU's clock is free to read.
+    let every = if device == Device::Cpu { 1 } else { 4 };
     let mut v = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         sync(device);
@@ -51,8 +97,7 @@ pub fn measure(device: Device, p: Precision, n: i64, rounds: usize, min_time: Du
         loop {
             let _ = a.f_matmul(&b)?;
             k += 1;
-            // Reading the clock needs the device done; a few matmuls between syncs.
-            if k.is_multiple_of(4) {
+            if k.is_multiple_of(every) {
                 sync(device);
                 if t0.elapsed() >= min_time {
                     break;
@@ -63,7 +108,7 @@ pub fn measure(device: Device, p: Precision, n: i64, rounds: usize, min_time: Du
     }
     crate::ffi::set_tf32(false)?;
     let (lo, hi) = (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(0.0, f64::max));
-    Ok(PeakRounds { median: crate::metrics::stats::percentile(&v, 50.0), lo, hi })
+    Ok(PeakRounds { median: crate::metrics::stats::percentile(&v, 50.0), lo, hi, size: n })
 }
 
 /// `gpubench peak`, checked: which devices, precisions, sizes.
@@ -74,9 +119,29 @@ pub struct PeakPlan {
     pub size: i64,
     pub rounds: usize,
     pub round_time: Duration,
+    /// The most one precision's measurement may take before its size is cut.
+    pub budget: Duration,
+    /// Precisions left out, each with why (a CPU without fast bf16 kernels).
+    pub skipped: Vec<(Precision, String)>,
     pub format: crate::report::export::Format,
     /// `--out`: the results file that gets a row per device and precision.
     pub out: Option<std::path::PathBuf>,
     /// `--label`, in those rows.
     pub label: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn the_size_is_halved_until_the_rounds_fit_the_budget() {
+        let ms = Duration::from_millis;
+        // 1 ms at 256: 2048 is 512 ms a matmul, 8 of them 4 s.
+        assert_eq!(super::fitting_size(2048, ms(1), 8, ms(5000)), 2048);
+        assert_eq!(super::fitting_size(2048, ms(1), 8, ms(1000)), 1024);
+        // Reference kernels: even 256 is over, and 256 is the floor.
+        assert_eq!(super::fitting_size(2048, ms(900), 8, ms(1000)), 256);
+        assert_eq!(super::fitting_size(128, ms(900), 8, ms(1000)), 128);
+    }
 }

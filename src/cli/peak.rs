@@ -49,8 +49,16 @@ fn plan(a: PeakArgs) -> Result<PeakPlan> {
     a.devices.one_cpu("peak", "")?;
     let devices = device::resolve(a.devices.gpus.as_deref(), a.devices.cpu.map(|_| 1), true)?;
     let cpu = devices.kind == DeviceKind::Cpu;
+    // A CPU without fast bf16 kernels measures it only when asked (then
+    // within the budget, at a smaller size): by default it is said skipped.
+    let slow_bf16 = if cpu { device::cpu_slow_bf16() } else { None };
+    let mut skipped = vec![];
     let precisions = if a.precisions.is_empty() {
         match cpu {
+            true if slow_bf16.is_some() => {
+                skipped.push((Precision::Bf16, slow_bf16.clone().unwrap_or_default()));
+                vec![Precision::Fp32]
+            }
             true => vec![Precision::Fp32, Precision::Bf16],
             false if device::bf16_unsupported(&devices.ordinals).is_some() => {
                 vec![Precision::Fp32, Precision::Tf32, Precision::Fp16]
@@ -71,6 +79,10 @@ fn plan(a: PeakArgs) -> Result<PeakPlan> {
         return Err(usage("--rounds 0: at least one round"));
     }
     let round_time = parse_duration("--round-time", &a.round_time)?;
+    // Each precision ends within three times its rounds (10 s at least),
+    // warm-up included: a slower one is measured at a smaller size.
+    let budget = (round_time * a.rounds as u32 * 3).max(std::time::Duration::from_secs(10));
+    crate::results::peak::check_store()?;
     if let Some(out) = a.out.as_deref() {
         crate::results::csv::check_writable(out)?;
     }
@@ -80,6 +92,8 @@ fn plan(a: PeakArgs) -> Result<PeakPlan> {
         size,
         rounds: a.rounds,
         round_time,
+        budget,
+        skipped,
         format: *a.format,
         out: a.out.out,
         label: a.label.label,

@@ -144,6 +144,13 @@ impl Configure for RunArgs {
 /// a rank our launcher started (the hidden `rank` subcommand).
 pub(crate) fn into_job(a: RunArgs, ours: bool) -> Result<Job> {
     let (role, cfg) = job(a, ours)?;
+    // Said once, by the process the user started, before the first step.
+    let cpu = cfg.devices.kind == crate::device::DeviceKind::Cpu;
+    if !ours && cpu && cfg.precision == crate::config::Precision::Bf16 {
+        if let Some(why) = crate::device::cpu_slow_bf16() {
+            eprintln!("note: --precision bf16: {why}; expect it to run far slower than fp32");
+        }
+    }
     Ok(Box::new(move || crate::commands::run::run(role, cfg)))
 }
 

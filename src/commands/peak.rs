@@ -19,14 +19,25 @@ pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
         }
     };
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let mut notes: Vec<String> =
+        plan.skipped.iter().map(|(p, why)| format!("{} skipped: {why}; --precisions {} measures it anyway, cut to fit the time budget", p.name(), p.name())).collect();
     for (device, name) in &targets {
         for &p in &plan.precisions {
             if let tch::Device::Cuda(o) = device {
                 let _ = crate::ffi::cuda_set_device(*o);
             }
-            let r = measure(*device, p, plan.size, plan.rounds, plan.round_time)?;
+            let r = measure(*device, p, plan.size, plan.rounds, plan.round_time, plan.budget)?;
+            if r.size < plan.size {
+                notes.push(format!(
+                    "{name} {}: measured at {n}×{n}, not {m}×{m}: one matmul at {m} would not fit the {} budget",
+                    p.name(),
+                    humantime::format_duration(plan.budget),
+                    n = r.size,
+                    m = plan.size
+                ));
+            }
             let sheet = peak::datasheet(name, p.name());
-            let entry = Peak { tflops: r.median, lo: r.lo, hi: r.hi, size: plan.size, measured_at: now.clone() };
+            let entry = Peak { tflops: r.median, lo: r.lo, hi: r.hi, size: r.size, measured_at: now.clone() };
             kept = Some(peak::store(name, p.name(), entry)?);
             let of_sheet = sheet.map(|s| r.median / s);
             rows_out.push(peak_row(plan, *device, name, p, &r, sheet));
@@ -37,7 +48,7 @@ pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
                 Cell::text(format!("{:.3}–{:.3}", r.lo, r.hi)),
                 Cell::num(r.lo, ""),
                 Cell::num(r.hi, ""),
-                Cell::num(plan.size as f64, ""),
+                Cell::num(r.size as f64, ""),
                 sheet.map_or(Cell::none(), |s| Cell::num(s, format!("{s}"))),
                 of_sheet.map_or(Cell::none(), |f| Cell::num(f, format!("{:.0}%", 100.0 * f))),
             ]);
@@ -57,7 +68,7 @@ pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
             Column::num("of_datasheet", "of datasheet"),
         ],
         rows,
-        notes: vec![],
+        notes,
     };
     crate::report::pipeline::emit(&table, plan.format)?;
     if let Some(out) = &plan.out {
@@ -100,7 +111,7 @@ fn peak_row(
         humantime::format_duration(plan.round_time),
         r.lo,
         r.hi,
-        n = plan.size
+        n = r.size
     );
     row
 }

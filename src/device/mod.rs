@@ -114,6 +114,24 @@ pub(crate) fn cpu_model() -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
+/// Why this CPU has no fast bf16 matmul, if it has none: without AVX512-BF16
+/// or AMX, libtorch's bf16 kernels are reference loops, tens of times
+/// slower than fp32 (a 2-core EPYC's bf16 peak ran for over 20 minutes).
+pub(crate) fn cpu_slow_bf16() -> Option<String> {
+    let file = crate::internal::Hook::CpuInfo.get().unwrap_or_else(|| "/proc/cpuinfo".into());
+    let info = std::fs::read_to_string(file).unwrap_or_default();
+    slow_bf16(&info, &cpu_model())
+}
+
+/// `cpu_slow_bf16` from /proc/cpuinfo's text (empty off Linux: no claim made).
+fn slow_bf16(cpuinfo: &str, model: &str) -> Option<String> {
+    let flags = cpuinfo.lines().find(|l| l.starts_with("flags"))?;
+    let fast = flags.split_whitespace().any(|f| matches!(f, "avx512_bf16" | "amx_bf16"));
+    (!fast).then(|| {
+        format!("this CPU ({model}) has no AVX512-BF16 or AMX, so libtorch's bf16 runs slow reference kernels")
+    })
+}
+
 pub(crate) fn cpu_cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
@@ -136,6 +154,16 @@ pub(crate) fn hostname() -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn bf16_is_slow_without_avx512_bf16_or_amx() {
+        let epyc = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f\n";
+        assert!(super::slow_bf16(epyc, "AMD EPYC").unwrap().contains("AMD EPYC"));
+        assert_eq!(super::slow_bf16("flags\t: avx2 avx512_bf16\n", "x"), None);
+        assert_eq!(super::slow_bf16("flags\t: avx2 amx_bf16 amx_tile\n", "x"), None);
+        assert_eq!(super::slow_bf16("", "x"), None, "no cpuinfo: no claim");
+    }
+
     use super::*;
 
     #[test]

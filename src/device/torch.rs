@@ -225,12 +225,15 @@ pub(crate) fn kernel_message(
     ))
 }
 
-/// CUDA devices taken as present by `gpubench validate --assume-gpus`: a
-/// command line is checked without a GPU, and no CUDA call is made.
+/// CUDA devices taken as present, with no CUDA call made: by `gpubench
+/// validate --assume-gpus` (a command line checked without a GPU), and by a
+/// sweep emitted for a cluster (`sweep --gpus … --emit`: the GPUs are the
+/// cluster's, and a login node has none).
 static ASSUMED_GPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 
 /// Takes `n` CUDA devices as present for the rest of this process, each
-/// passing `check_cuda`. Only `validate` calls it; nothing runs after it.
+/// passing `check_cuda`. Only `validate` and an emitting sweep call it;
+/// nothing runs on a device after it.
 pub(crate) fn assume_gpus(n: usize) {
     let _ = ASSUMED_GPUS.set(n);
 }
@@ -248,7 +251,7 @@ pub fn cuda_device_count() -> usize {
 
 pub(crate) fn device_name(ordinal: usize) -> String {
     if ASSUMED_GPUS.get().is_some() {
-        return format!("assumed GPU {ordinal}");
+        return format!("GPU {ordinal} (not on this host)");
     }
     crate::ffi::cuda_device_props(ordinal).map(|p| p.name).unwrap_or_else(|_| "unknown".into())
 }

@@ -46,6 +46,25 @@ pub fn lookup_in(p: &std::path::Path, device: &str, precision: &str) -> Option<P
 }
 
 /// Keeps `peak` for the device and precision (replacing an older one), written whole.
+/// Checks, before any work, that the peaks can be kept where `path` says.
+pub(crate) fn check_store() -> Result<()> {
+    let p = path().ok_or_else(|| crate::error::usage("no place for the peaks: set GPUBENCH_HOME or HOME"))?;
+    if p.is_dir() {
+        return Err(crate::error::usage(format!(
+            "the peaks file {} is a directory; set GPUBENCH_PEAKS to a file",
+            p.display()
+        )));
+    }
+    match p.ancestors().skip(1).find(|a| a.exists()) {
+        Some(a) if !a.is_dir() => Err(crate::error::usage(format!(
+            "the peaks file {} cannot be made: {} is a file; set GPUBENCH_PEAKS elsewhere",
+            p.display(),
+            a.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub fn store(device: &str, precision: &str, peak: Peak) -> Result<PathBuf> {
     let p = path().context("no place for the peaks: set GPUBENCH_HOME or HOME")?;
     store_in(&p, device, precision, peak)?;

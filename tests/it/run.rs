@@ -475,3 +475,34 @@ fn peak_is_kept_and_runs_report_their_mfu_against_it() {
     assert_usage_error("peak --cpu --precisions tf32", "tf32 is a CUDA tensor-core mode");
     assert_usage_error("peak --cpu --size 8", "--size 8");
 }
+
+/// A CPU without AVX512-BF16 or AMX (here, as its cpuinfo says) runs bf16 on
+/// reference kernels: `peak --cpu` skips it with why, and ends in its time
+/// budget; `run --precision bf16` says it will be slow, in one line, first.
+#[test]
+fn a_cpu_without_fast_bf16_kernels_is_told_and_peak_skips_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let info = dir.path().join("cpuinfo");
+    std::fs::write(&info, "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f\n").unwrap();
+    let o = gpubench("peak --cpu --size 256 --rounds 2 --round-time 20ms --format json")
+        .env("GPUBENCH_TEST_CPUINFO", &info)
+        .env("GPUBENCH_PEAKS", dir.path().join("peaks.json"))
+        .output();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let precisions: Vec<&str> =
+        v["rows"].as_array().unwrap().iter().map(|r| r["precision"].as_str().unwrap()).collect();
+    assert_eq!(precisions, ["fp32"], "{v}");
+    let note = v["notes"][0].as_str().unwrap();
+    assert!(note.starts_with("bf16 skipped: this CPU (") && note.contains("has no AVX512-BF16"), "{v}");
+    let o = gpubench(&format!("run --cpu {TINY} --batch-size 2 --steps 1 --warmup 0 --precision bf16 -q"))
+        .env("GPUBENCH_TEST_CPUINFO", &info)
+        .output();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.lines().filter(|l| l.contains("slow reference kernels")).count(), 1, "{err}");
+    // The peaks file's place is checked before any work.
+    let o = gpubench("peak --cpu --size 256 --rounds 1").env("GPUBENCH_PEAKS", dir.path()).output();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
+}
