@@ -23,7 +23,9 @@ impl Configure for CollectArgs {
         let out = self.out.out.ok_or_else(|| {
             usage(format!("collect needs --out FILE.csv: where the merged rows of {} go", self.dir.display()))
         })?;
-        crate::results::csv::existing_parent(&out, "--out")?;
+        // A file there must be a results file of this schema: collect replaces
+        // it (keeping it beside), never someone else's CSV.
+        crate::results::csv::check_writable(&out)?;
         let dir = self.dir;
         Ok(Box::new(move || crate::commands::collect::run(&dir, &out)))
     }

@@ -2,7 +2,9 @@
 //! in manifest order into one results file and its per-device file. A cell
 //! that failed keeps its row; a cell that left no file becomes a `missing`
 //! row naming its array task (and job, when `--submit` recorded it), so a
-//! lost task is never a silently shorter table.
+//! lost task is never a silently shorter table; a cell whose file cannot be
+//! read (corrupt, truncated, another tool's) becomes a `failed` row naming
+//! the file and what is wrong, and the other cells still merge.
 use anyhow::Result;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -44,17 +46,31 @@ fn jobs(dir: &Path) -> BTreeMap<usize, String> {
 /// The row of a cell that left no results file.
 pub fn missing_row(dir: &Path, e: &Entry, job: Option<&str>) -> Row {
     let file = manifest::cell_path(dir, e.index);
+    let what = format!("left no {}", file.display());
+    stand_in(dir, e, job, Status::Missing, &what)
+}
+
+/// The row of a cell whose results file is there but cannot be read.
+pub fn unreadable_row(dir: &Path, e: &Entry, job: Option<&str>, why: &anyhow::Error) -> Row {
+    let file = manifest::cell_path(dir, e.index);
+    let what = format!("left {} that cannot be read ({why:#})", file.display());
+    stand_in(dir, e, job, Status::Failed, &what)
+}
+
+/// A row standing in for a cell's own: the manifest's description of the
+/// cell, the task and job it ran as, and what went wrong.
+fn stand_in(dir: &Path, e: &Entry, job: Option<&str>, status: Status, what: &str) -> Row {
     let job_text = job.map(|j| format!(", job {j}")).unwrap_or_default();
+    let flat: String = what.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     Row {
-        run_id: format!("missing-cell-{}", e.index),
+        run_id: format!("{}-cell-{}", if status == Status::Missing { "missing" } else { "unreadable" }, e.index),
         timestamp: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         host: String::new(),
-        status: Status::Missing,
+        status,
         error: format!(
-            "cell {} ({}) left no {}: task {} of array {}{job_text}; its log is under {}",
+            "cell {} ({}) {flat}: task {} of array {}{job_text}; its log is under {}",
             e.index,
             e.what,
-            file.display(),
             e.task,
             e.shape,
             dir.join("logs").display()
@@ -74,9 +90,16 @@ pub fn collect(dir: &Path) -> Result<Collected> {
     let header = long::devices_header();
     for e in &entries {
         let path = manifest::cell_path(dir, e.index);
-        let rows = if path.exists() { results_csv::read_rows(&path)? } else { vec![] };
+        let job = jobs.get(&e.shape).map(|s| s.as_str());
+        let rows = match path.exists().then(|| results_csv::read_rows(&path)).transpose() {
+            Ok(rows) => rows.unwrap_or_default(),
+            Err(why) => {
+                c.rows.push(unreadable_row(dir, e, job, &why));
+                continue;
+            }
+        };
         if rows.is_empty() {
-            c.rows.push(missing_row(dir, e, jobs.get(&e.shape).map(|s| s.as_str())));
+            c.rows.push(missing_row(dir, e, job));
             continue;
         }
         c.rows.extend(rows);
@@ -137,5 +160,42 @@ mod tests {
         assert!(r.error.contains("cell 0 (ddp ×2 tinycnn) left no") && r.error.contains("task 1 of array 2, job 4711"));
         let (rows, _) = render(&c);
         assert!(rows.lines().nth(1).unwrap().contains(",missing,\"cell 0"), "{rows}");
+    }
+
+    #[test]
+    fn a_corrupt_cell_is_a_failed_row_and_the_others_still_merge() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = |index: usize| Entry {
+            index,
+            shape: 1,
+            task: index,
+            args: vec![],
+            gpus: 0,
+            cpus: 1,
+            time_min: 5,
+            what: format!("cell number {index}"),
+            row: Row { strategy: "single".into(), ..Default::default() },
+            scheduler: "slurm".into(),
+            nodes: 1,
+        };
+        let es = [entry(0), entry(1)];
+        std::fs::write(manifest::manifest_path(dir.path()), manifest::render(&es).unwrap()).unwrap();
+        std::fs::create_dir_all(manifest::cells_dir(dir.path())).unwrap();
+        let good = Row {
+            run_id: "r0".into(),
+            status: Status::Ok,
+            strategy: "single".into(),
+            schema_version: results_csv::SCHEMA_VERSION,
+            ..Default::default()
+        };
+        std::fs::write(manifest::cell_path(dir.path(), 0), format!("{}\n{}", Row::header(), good.to_record())).unwrap();
+        std::fs::write(manifest::cell_path(dir.path(), 1), "someone,else's\n\u{0}\u{1}garbage\n").unwrap();
+        let c = collect(dir.path()).unwrap();
+        assert_eq!(c.rows.len(), 2);
+        assert_eq!((c.rows[0].status, c.rows[0].run_id.as_str()), (Status::Ok, "r0"));
+        let bad = &c.rows[1];
+        assert_eq!(bad.status, Status::Failed);
+        assert!(bad.error.contains("cell 1 (cell number 1) left") && bad.error.contains("1.csv"), "{}", bad.error);
+        assert!(bad.error.contains("cannot be read") && !bad.error.contains('\n'), "{}", bad.error);
     }
 }
