@@ -77,11 +77,15 @@ pub(crate) struct CellArgs {
     pub dir: PathBuf,
     /// The cell's index in its manifest.
     pub index: String,
+    /// The manifest's digest when the task was emitted: a manifest changed
+    /// since is refused (older scripts pass none and are not checked).
+    #[arg(long, value_name = "HEX")]
+    pub manifest_digest: Option<String>,
 }
 
 impl Configure for CellArgs {
     fn configure(self) -> Result<Job> {
-        let c = super::sweep::cell_job(&self.dir, &self.index)?;
+        let c = super::sweep::cell_job(&self.dir, &self.index, self.manifest_digest.as_deref())?;
         Ok(Box::new(move || crate::commands::sweep::run_cell(&c)))
     }
 }

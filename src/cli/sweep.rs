@@ -87,6 +87,11 @@ pub(crate) struct SweepArgs {
     /// With --emit slurm: at most P tasks of each array at once (`--array=…%P`).
     #[arg(long, value_name = "P", requires = "emit")]
     pub max_parallel: Option<usize>,
+    /// With --emit slurm: the most tasks one job array may hold (Slurm's
+    /// MaxArraySize); default: what `scontrol show config` says, else
+    /// Slurm's default 1001. Larger arrays are split.
+    #[arg(long, value_name = "N", requires = "emit")]
+    pub max_array_size: Option<usize>,
     /// With --emit slurm: submit the arrays with sbatch (job ids into DIR/jobs.txt).
     #[arg(long, requires = "emit")]
     pub submit: bool,
@@ -280,6 +285,13 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
             ))
         }
     };
+    if let (Some(_), Some(list)) = (&emit, a.devices.gpus.as_deref()) {
+        // An emitted sweep's GPUs are the cluster's, not this host's (a login
+        // node has none): the list is checked for its form only, and the
+        // cells are checked again where they run.
+        let ordinals = device::parse_gpu_list(list)?;
+        device::assume_gpus(ordinals.iter().max().map_or(0, |m| m + 1));
+    }
     let pool = resolve_pool(a.devices.gpus.as_deref(), a.devices.cpu, 2)?;
     let demo_default_counts = a.preset == Some(Preset::Demo) && a.device_counts.is_empty();
     let counts = if demo_default_counts {
@@ -411,6 +423,12 @@ fn emit_of(a: &SweepArgs) -> Result<Option<Emit>> {
     if a.max_parallel == Some(0) {
         return Err(usage("--max-parallel 0: at least one task of an array must run"));
     }
+    if a.max_array_size == Some(0) {
+        return Err(usage("--max-array-size 0: an array holds at least one task; Slurm's default is 1001"));
+    }
+    if k8s.is_some() && a.max_array_size.is_some() {
+        return Err(usage("--max-array-size is for --emit slurm; an Indexed Job has no such limit"));
+    }
     let dir = PathBuf::from(dir);
     if dir.exists() && !dir.is_dir() {
         return Err(usage(format!("--emit {scheduler} {}: not a directory", dir.display())));
@@ -422,14 +440,14 @@ fn emit_of(a: &SweepArgs) -> Result<Option<Emit>> {
             dir.display()
         )));
     }
-    Ok(Some(Emit { dir, max_parallel: a.max_parallel, submit: a.submit, sbatch: a.sbatch.clone(), k8s }))
+    Ok(Some(Emit { dir, max_parallel: a.max_parallel, max_array_size: a.max_array_size, submit: a.submit, sbatch: a.sbatch.clone(), k8s }))
 }
 
 /// `cell DIR INDEX`: the manifest's cell, validated here as its run would
 /// be (on the node that runs it), with this node's rank in a multi-node
 /// cell: SLURM_NODEID under srun, a PyTorchJob pod's RANK on Kubernetes.
-pub(crate) fn cell_job(dir: &Path, index: &str) -> Result<CellJob> {
-    let entries = crate::fleet::manifest::read(dir)?;
+pub(crate) fn cell_job(dir: &Path, index: &str, digest: Option<&str>) -> Result<CellJob> {
+    let entries = crate::fleet::manifest::read_checked(dir, digest)?;
     let e = index.parse::<usize>().ok().and_then(|i| entries.get(i)).ok_or_else(|| {
         usage(format!(
             "cell {} {index}: the manifest has cells 0 to {}",

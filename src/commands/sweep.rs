@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::config::Format;
@@ -317,6 +317,7 @@ pub(crate) fn run_cell(job: &CellJob) -> Result<i32> {
     child::install_interrupt_handler();
     let runner =
         Runner { program: child::child_program()?, out: tmp.clone(), mem_limit: None, timeout: None, inherit_fd: None };
+    let t0 = std::time::Instant::now();
     let o = runner.run(cell);
     let tmp_devs = long::devices_path(&tmp);
     let o = match o {
@@ -324,21 +325,55 @@ pub(crate) fn run_cell(job: &CellJob) -> Result<i32> {
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
             let _ = std::fs::remove_file(&tmp_devs);
-            return Err(e);
+            if !e.is::<crate::sweep::cells::Interrupted>() {
+                return Err(e);
+            }
+            // Cancelled or preempted: the scheduler sent SIGTERM (SIGKILL
+            // follows after its KillWait). The cell's processes are stopped
+            // already; its row says so, so that collect shows why and
+            // --resume emits it again.
+            let sig = child::interrupt_signal().unwrap_or(libc::SIGTERM);
+            let row = interrupted_row(cell, sig, t0.elapsed());
+            keep_previous_cell(&final_path, index)?;
+            crate::results::write_whole(&final_path, crate::results::csv::rows_text(std::slice::from_ref(&row)).as_bytes())?;
+            eprintln!("gpubench: cell {index}: {}", row.error);
+            return Ok(128 + sig);
         }
     };
-    if final_path.exists() {
-        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-        let kept = final_path.with_file_name(format!("{index}.replaced-{stamp}.csv"));
-        std::fs::rename(&final_path, &kept).with_context(|| format!("keeping {}", final_path.display()))?;
-        eprintln!("gpubench: cell {index} ran again; its previous file is kept as {}", kept.display());
-    }
+    keep_previous_cell(&final_path, index)?;
     if tmp_devs.exists() {
         std::fs::rename(&tmp_devs, long::devices_path(&final_path))?;
     }
     std::fs::rename(&tmp, &final_path).with_context(|| format!("writing {}", final_path.display()))?;
     println!("{}", cell_line(index + 1, total, &cell.describe(), &o));
     Ok(if o.row.status == Status::Ok { 0 } else { 1 })
+}
+
+/// A cell run again keeps its previous file beside the new one.
+fn keep_previous_cell(final_path: &Path, index: usize) -> Result<()> {
+    if final_path.exists() {
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+        let kept = final_path.with_file_name(format!("{index}.replaced-{stamp}.csv"));
+        std::fs::rename(final_path, &kept).with_context(|| format!("keeping {}", final_path.display()))?;
+        eprintln!("gpubench: cell {index} ran again; its previous file is kept as {}", kept.display());
+    }
+    Ok(())
+}
+
+/// The row of a cell whose task was stopped by a signal: the scheduler's
+/// cancellation, preemption or time limit (Slurm sends SIGTERM for each).
+fn interrupted_row(cell: &Cell, sig: libc::c_int, ran: std::time::Duration) -> crate::results::csv::Row {
+    let mut row = crate::bench::row::base_row(&cell.cfg);
+    row.threads = cell.cfg.threads.map(|t| t as u32);
+    row.status = Status::Failed;
+    let name = crate::proc::signal_name(sig);
+    row.error = format!(
+        "stopped by {name} after {:.1} s: the scheduler cancelled or preempted the task, or its time limit passed \
+         (`sweep --emit … --resume` emits it again)",
+        ran.as_secs_f64()
+    );
+    row.note = "row written by gpubench cell: the run was stopped before it wrote one".into();
+    row
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ pub struct Pods {
     pub claim: String,
     /// `gpubench` inside the image.
     pub gpubench: String,
+    /// The manifest's digest (`manifest::digest`), checked by each pod's `cell`.
+    pub digest: String,
 }
 
 /// The Job for one shape.
@@ -22,8 +24,12 @@ pub fn indexed_job(dir: &Path, a: &Shape, max_parallel: Option<usize>, p: &Pods)
     let d = dir.display().to_string();
     let cells: Vec<String> = a.cells.iter().map(|c| c.to_string()).collect();
     // The pod's cell: the JOB_COMPLETION_INDEX-th of this Job's list.
-    let pick =
-        format!("set -- {}; shift \"$JOB_COMPLETION_INDEX\"; exec {} cell '{d}' \"$1\"", cells.join(" "), p.gpubench);
+    let pick = format!(
+        "set -- {}; shift \"$JOB_COMPLETION_INDEX\"; exec {} cell '{d}' \"$1\" --manifest-digest {}",
+        cells.join(" "),
+        p.gpubench,
+        p.digest
+    );
     let limits = if a.gpus > 0 { json!({ "nvidia.com/gpu": a.gpus }) } else { json!({ "cpu": a.cpus.max(1) }) };
     json!({
         "apiVersion": "batch/v1",
@@ -75,7 +81,7 @@ pub fn pytorch_job(dir: &Path, cell: usize, a: &Shape, p: &Pods) -> Value {
             "containers": [{
                 "name": "pytorch",
                 "image": p.image,
-                "command": [p.gpubench, "cell", d, cell.to_string()],
+                "command": [p.gpubench, "cell", d, cell.to_string(), "--manifest-digest", p.digest],
                 "env": [
                     { "name": "GPUBENCH_JOB_ID",
                       "valueFrom": { "fieldRef": { "fieldPath": "metadata.labels['training.kubeflow.org/job-name']" } } },
@@ -106,7 +112,12 @@ mod tests {
     #[test]
     fn an_indexed_job_holds_what_a_cluster_needs() {
         let a = Shape { id: 2, cells: vec![1, 4, 5], gpus: 4, cpus: 0, time_min: 10, nodes: 1 };
-        let p = Pods { image: "reg/gpubench:1".into(), claim: "results".into(), gpubench: "gpubench".into() };
+        let p = Pods {
+            image: "reg/gpubench:1".into(),
+            claim: "results".into(),
+            gpubench: "gpubench".into(),
+            digest: "ab12".into(),
+        };
         // Written, then parsed back as kubectl would read it.
         let text = serde_json::to_string_pretty(&indexed_job(Path::new("/shared/sw"), &a, Some(2), &p)).unwrap();
         let j: Value = serde_json::from_str(&text).unwrap();
@@ -123,7 +134,7 @@ mod tests {
         assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], 4);
         let cmd = c["command"][2].as_str().unwrap();
         assert!(
-            cmd.starts_with("set -- 1 4 5; shift \"$JOB_COMPLETION_INDEX\"; exec gpubench cell '/shared/sw' \"$1\""),
+            cmd.starts_with("set -- 1 4 5; shift \"$JOB_COMPLETION_INDEX\"; exec gpubench cell '/shared/sw' \"$1\" --manifest-digest ab12"),
             "{cmd}"
         );
         assert_eq!(c["volumeMounts"][0]["mountPath"], "/shared/sw");
@@ -135,7 +146,7 @@ mod tests {
             .env("JOB_COMPLETION_INDEX", "1")
             .output()
             .unwrap();
-        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "4");
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "4 --manifest-digest ab12");
         // A 3-node cell: a PyTorchJob of a Master and two Workers, each pod with the cell's GPUs.
         let three = Shape { nodes: 3, ..a.clone() };
         let text = serde_json::to_string_pretty(&pytorch_job(Path::new("/shared/sw"), 4, &three, &p)).unwrap();
@@ -144,7 +155,7 @@ mod tests {
         let r = &j["spec"]["pytorchReplicaSpecs"];
         assert_eq!((r["Master"]["replicas"].as_u64(), r["Worker"]["replicas"].as_u64()), (Some(1), Some(2)));
         let c = &r["Worker"]["template"]["spec"]["containers"][0];
-        assert_eq!(c["command"], json!(["gpubench", "cell", "/shared/sw", "4"]));
+        assert_eq!(c["command"], json!(["gpubench", "cell", "/shared/sw", "4", "--manifest-digest", "ab12"]));
         assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], 4);
         let cpu = Shape { gpus: 0, cpus: 2, ..a };
         assert_eq!(

@@ -57,6 +57,33 @@ pub fn cell_path(dir: &Path, i: usize) -> PathBuf {
     cells_dir(dir).join(format!("{i}.csv"))
 }
 
+/// A digest of the manifest's text, recorded in the scripts and Jobs that
+/// run its cells: a task that starts after the manifest was rewritten
+/// (emitted again, edited by hand) would run another cell than the one it
+/// was submitted for, so `cell` refuses it. FNV-1a, 64 bits: this detects
+/// change, it does not guard against forgery.
+pub fn digest(text: &str) -> String {
+    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+    format!("{h:016x}")
+}
+
+/// Reads the manifest and checks it against the digest its task was given.
+pub fn read_checked(dir: &Path, expected: Option<&str>) -> Result<Vec<Entry>> {
+    if let Some(want) = expected {
+        let p = manifest_path(dir);
+        let text = std::fs::read_to_string(&p).map_err(|e| usage(format!("{}: {e}", p.display())))?;
+        let now = digest(&text);
+        if now != want {
+            return Err(usage(format!(
+                "{} changed since this task was emitted (digest {want}, now {now}): emit the sweep again \
+                 (--resume keeps its ok cells) and submit what it prints",
+                p.display()
+            )));
+        }
+    }
+    read(dir)
+}
+
 /// The manifest's text.
 pub fn render(entries: &[Entry]) -> Result<String> {
     let mut s = String::new();
@@ -120,6 +147,12 @@ mod tests {
         std::fs::write(manifest_path(dir.path()), render(&[entry(1)]).unwrap()).unwrap();
         let e = read(dir.path()).unwrap_err().to_string();
         assert!(e.contains("manifest.jsonl:1: cell 1 out of order"), "{e}");
+        let text = render(&es).unwrap();
+        std::fs::write(manifest_path(dir.path()), &text).unwrap();
+        assert_eq!(read_checked(dir.path(), Some(&digest(&text))).unwrap(), es);
+        std::fs::write(manifest_path(dir.path()), text.replace("single", "dp")).unwrap();
+        let e = read_checked(dir.path(), Some(&digest(&text))).unwrap_err().to_string();
+        assert!(e.contains("manifest.jsonl changed since this task was emitted") && e.contains("emit the sweep again"));
         let e = read(&dir.path().join("nope")).unwrap_err().to_string();
         assert!(e.contains("--emit slurm"), "{e}");
     }

@@ -8,7 +8,11 @@ use std::path::Path;
 use super::manifest::Entry;
 use crate::proc::shell_quote;
 
-/// Cells that need the same resources, in one job array.
+/// Slurm's MaxArraySize when slurm.conf does not set it: task ids 0-1000.
+pub const DEFAULT_MAX_ARRAY_SIZE: usize = 1001;
+
+/// Cells that need the same resources, in one job array (or several, where
+/// MaxArraySize splits them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shape {
     pub id: usize,
@@ -40,8 +44,10 @@ pub fn shapes(entries: &[&Entry]) -> Vec<Shape> {
 }
 
 /// `sweep.sbatch`: `dir` absolute, `gpubench` the binary every node runs
-/// (`$GPUBENCH` overrides it), `extra` lines passed as `#SBATCH` options.
-pub fn script(dir: &Path, gpubench: &Path, arrays: &[Shape], extra: &[String]) -> String {
+/// (`$GPUBENCH` overrides it), `extra` lines passed as `#SBATCH` options,
+/// `digest` the manifest's (Slurm keeps the script as submitted, so a task
+/// that starts after the manifest changed is told so).
+pub fn script(dir: &Path, gpubench: &Path, arrays: &[Shape], extra: &[String], digest: &str) -> String {
     let d = dir.display().to_string();
     let mut s = String::from("#!/bin/bash\n");
     s += "# Written by `gpubench sweep --emit slurm`: one array task runs one cell of manifest.jsonl\n";
@@ -54,6 +60,7 @@ pub fn script(dir: &Path, gpubench: &Path, arrays: &[Shape], extra: &[String]) -
     s += "set -u\n";
     s += &format!("dir={}\n", shell_quote(&d));
     s += &format!("gpubench=${{GPUBENCH:-{}}}\n", shell_quote(&gpubench.display().to_string()));
+    s += &format!("digest={digest}\n");
     s += "case \"${GPUBENCH_SHAPE:-1}\" in\n";
     for a in arrays {
         let cells: Vec<String> = a.cells.iter().map(|c| c.to_string()).collect();
@@ -66,9 +73,9 @@ pub fn script(dir: &Path, gpubench: &Path, arrays: &[Shape], extra: &[String]) -
     s += "[ -n \"$cell\" ] || { echo \"gpubench: array task $task is beyond this array's ${#cells[@]} cells\" >&2; exit 2; }\n";
     // A multi-node cell: one task per node, each its node's launcher.
     s += "if [ \"${SLURM_JOB_NUM_NODES:-1}\" -gt 1 ]; then\n";
-    s += "  exec srun --ntasks-per-node=1 \"$gpubench\" cell \"$dir\" \"$cell\"\n";
+    s += "  exec srun --ntasks-per-node=1 \"$gpubench\" cell \"$dir\" \"$cell\" --manifest-digest \"$digest\"\n";
     s += "fi\n";
-    s += "exec \"$gpubench\" cell \"$dir\" \"$cell\"\n";
+    s += "exec \"$gpubench\" cell \"$dir\" \"$cell\" --manifest-digest \"$digest\"\n";
     s
 }
 
@@ -131,10 +138,13 @@ mod tests {
         let a = shapes(&refs);
         assert_eq!(a.len(), 2);
         assert_eq!((a[0].cells.clone(), a[1].cells.clone()), (vec![0, 2], vec![1]));
-        let s = script(Path::new("/d"), Path::new("/bin/gpubench"), &a, &["--partition=gpu".into()]);
+        let s = script(Path::new("/d"), Path::new("/bin/gpubench"), &a, &["--partition=gpu".into()], "00ff");
         assert!(s.contains("  1) cells=(0 2) ;;\n  2) cells=(1) ;;\n"), "{s}");
         assert!(s.contains("#SBATCH --partition=gpu\n") && s.contains("#SBATCH --output=/d/logs/%A_%a.out\n"));
-        assert!(s.contains("exec \"$gpubench\" cell \"$dir\" \"$cell\""));
+        assert!(
+            s.contains("digest=00ff\n")
+                && s.contains("exec \"$gpubench\" cell \"$dir\" \"$cell\" --manifest-digest \"$digest\"")
+        );
         let b = sbatch_args(Path::new("/d"), &a[1], Some(4));
         assert_eq!(
             b,

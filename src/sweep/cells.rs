@@ -118,6 +118,11 @@ impl Runner {
             return Err(anyhow::Error::new(Interrupted));
         }
         let mut rows = new_rows_for(&self.out, &c.key, &before)?;
+        // A scheduler's SIGTERM reaches the cell's processes as well as
+        // this one: the run may have died of it before the flag was seen.
+        if rows.is_empty() && child::interrupted() {
+            return Err(anyhow::Error::new(Interrupted));
+        }
         // Prefer the row of our own child (its run id ends in its pid; ddp's
         // rows carry rank 0's pid instead), should someone else append too.
         let mine = format!("-{:x}", res.ended.pid);

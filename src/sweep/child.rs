@@ -25,8 +25,10 @@ use crate::proc::{self, Ended, Exit};
 use crate::results::Status;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::SeqCst);
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
@@ -46,6 +48,11 @@ pub(crate) fn install_interrupt_handler() {
 
 pub(crate) fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// The signal that interrupted this process (SIGINT or SIGTERM), once one has.
+pub(crate) fn interrupt_signal() -> Option<libc::c_int> {
+    Some(SIGNAL.load(Ordering::SeqCst)).filter(|&s| s != 0)
 }
 
 /// The program each cell runs: this binary, unless the test hook

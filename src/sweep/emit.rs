@@ -47,6 +47,8 @@ pub(crate) fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
         let time_min = time_limit_min(c, plan.cell_timeout);
         let nodes = c.cfg.ddp.nnodes;
         let key = (gpus, cpus, time_min, nodes);
+        // Cells that need the same resources share a shape; `assign_arrays`
+        // turns shapes into arrays.
         let shape = match shapes.iter().position(|s| *s == key) {
             Some(i) => i + 1,
             None => {
@@ -90,29 +92,29 @@ pub(crate) fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
             println!("every cell of {} has an ok row; nothing to emit", dir.display());
             return Ok(0);
         }
-        // The cells done keep the tasks they ran as.
+        // The cells done keep the arrays and tasks they ran as.
         for (e, o) in entries.iter_mut().zip(&old) {
-            e.task = o.task;
+            (e.shape, e.task) = (o.shape, o.task);
         }
     }
-    // Arrays restart their task ids at 0: a cell's task is its place among
-    // its shape's cells in this emission. The manifest says so, so that a
-    // `missing` row names the task that was submitted.
-    let mut seen: HashMap<usize, usize> = HashMap::new();
-    for &i in &todo {
-        let t = seen.entry(entries[i].shape).or_default();
-        entries[i].task = *t;
-        *t += 1;
+    // Slurm refuses an array whose task ids reach MaxArraySize; Kubernetes'
+    // Indexed Jobs have no such limit.
+    let limit = if e.k8s.is_some() { None } else { Some(max_array_size(e.max_array_size)) };
+    let split = assign_arrays(&mut entries, &todo, limit.as_ref().map(|l| l.0));
+    if let (Some((n, from)), true) = (limit, split) {
+        println!("note: arrays of more than {n} tasks split to fit Slurm's MaxArraySize ({from})");
     }
-    crate::results::write_whole(&mpath, manifest::render(&entries)?.as_bytes())?;
+    let text = manifest::render(&entries)?;
+    let digest = manifest::digest(&text);
+    crate::results::write_whole(&mpath, text.as_bytes())?;
     let refs: Vec<&manifest::Entry> = todo.iter().map(|&i| &entries[i]).collect();
     let arrays = slurm::shapes(&refs);
     if let Some(k) = &e.k8s {
-        return emit_k8s(&dir, e, k, &arrays, entries.len(), todo.len());
+        return emit_k8s(&dir, e, k, &arrays, (entries.len(), todo.len()), &digest);
     }
     let gpubench = child::child_program()?;
     let script_path = dir.join("sweep.sbatch");
-    crate::results::write_whole(&script_path, slurm::script(&dir, &gpubench, &arrays, &e.sbatch).as_bytes())?;
+    crate::results::write_whole(&script_path, slurm::script(&dir, &gpubench, &arrays, &e.sbatch, &digest).as_bytes())?;
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script_path, std::fs::Permissions::from_mode(0o755))?;
@@ -153,6 +155,60 @@ pub(crate) fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
     Ok(0)
 }
 
+/// Gives each cell of `todo` its array and its task: arrays restart their
+/// task ids at 0, so a cell's task is its place among its array's cells in
+/// this emission. A shape's first (often only) array keeps the shape's id,
+/// so ids stay those of earlier emissions; where a shape has more than
+/// `limit` cells, its further arrays take ids after every shape's. The
+/// manifest records both, so that a `missing` row names the task that was
+/// submitted. True when some shape was split.
+fn assign_arrays(entries: &mut [manifest::Entry], todo: &[usize], limit: Option<usize>) -> bool {
+    let limit = limit.unwrap_or(usize::MAX).max(1);
+    let shapes = entries.iter().map(|e| e.shape).max().unwrap_or(0);
+    let mut placed: HashMap<usize, usize> = HashMap::new();
+    let mut extra: HashMap<(usize, usize), usize> = HashMap::new();
+    for &i in todo {
+        let shape = entries[i].shape;
+        let t = placed.entry(shape).or_default();
+        let chunk = *t / limit;
+        entries[i].task = *t % limit;
+        *t += 1;
+        if chunk > 0 {
+            let next = shapes + extra.len() + 1;
+            entries[i].shape = *extra.entry((shape, chunk)).or_insert(next);
+        }
+    }
+    !extra.is_empty()
+}
+
+/// The most tasks a Slurm array may hold, and where that figure came from:
+/// `--max-array-size`, else the cluster's MaxArraySize (`scontrol show
+/// config`), else Slurm's default.
+fn max_array_size(given: Option<usize>) -> (usize, String) {
+    if let Some(n) = given {
+        return (n, "--max-array-size".into());
+    }
+    let said = std::process::Command::new("scontrol")
+        .args(["show", "config"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| parse_max_array_size(&String::from_utf8_lossy(&o.stdout)));
+    match said {
+        Some(n) => (n, "scontrol show config".into()),
+        None => (slurm::DEFAULT_MAX_ARRAY_SIZE, "Slurm's default; scontrol did not answer".into()),
+    }
+}
+
+/// `MaxArraySize = 1001` in `scontrol show config`'s output.
+fn parse_max_array_size(config: &str) -> Option<usize> {
+    config.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == "MaxArraySize").then(|| v.trim().parse().ok()).flatten().filter(|&n| n > 0)
+    })
+}
+
 /// `--emit k8s`: an Indexed Job per shape into `DIR/k8s/`, applied with
 /// `--submit` (kubectl), else the command printed.
 fn emit_k8s(
@@ -160,12 +216,17 @@ fn emit_k8s(
     e: &Emit,
     k: &super::plan::K8s,
     arrays: &[crate::fleet::slurm::Shape],
-    cells: usize,
-    emitted: usize,
+    (cells, emitted): (usize, usize),
+    digest: &str,
 ) -> Result<i32> {
     let jobs_dir = dir.join("k8s");
     std::fs::create_dir_all(&jobs_dir).with_context(|| format!("creating {}", jobs_dir.display()))?;
-    let pods = k8s::Pods { image: k.image.clone(), claim: k.claim.clone(), gpubench: "gpubench".into() };
+    let pods = k8s::Pods {
+        image: k.image.clone(),
+        claim: k.claim.clone(),
+        gpubench: "gpubench".into(),
+        digest: digest.into(),
+    };
     let mut names = String::new();
     for a in arrays.iter().filter(|a| a.nodes > 1) {
         for &cell in &a.cells {
@@ -242,4 +303,55 @@ pub(crate) fn node_placement(node_rank: Option<usize>) -> Result<(usize, String,
         None => 20000 + (var("SLURM_JOB_ID").and_then(|j| j.parse::<u64>().ok()).unwrap_or(0) % 20000) as u16,
     };
     Ok((node_rank, addr, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(index: usize, shape: usize) -> manifest::Entry {
+        manifest::Entry {
+            index,
+            shape,
+            task: 0,
+            args: vec![],
+            gpus: 0,
+            cpus: 1,
+            time_min: 5,
+            what: String::new(),
+            row: Default::default(),
+            scheduler: "slurm".into(),
+            nodes: 1,
+        }
+    }
+
+    #[test]
+    fn a_shape_larger_than_max_array_size_takes_several_arrays() {
+        // Shape 1 has five cells, shape 2 one; at most two tasks per array.
+        let mut es: Vec<_> = [1, 1, 2, 1, 1, 1].iter().enumerate().map(|(i, &s)| entry(i, s)).collect();
+        let todo: Vec<usize> = (0..es.len()).collect();
+        assert!(assign_arrays(&mut es, &todo, Some(2)));
+        let placed: Vec<(usize, usize)> = es.iter().map(|e| (e.shape, e.task)).collect();
+        assert_eq!(placed, [(1, 0), (1, 1), (2, 0), (3, 0), (3, 1), (4, 0)]);
+        let refs: Vec<&manifest::Entry> = es.iter().collect();
+        let arrays = slurm::shapes(&refs);
+        assert!(arrays.iter().all(|a| a.cells.len() <= 2), "{arrays:?}");
+        assert_eq!(arrays.iter().map(|a| a.cells.len()).sum::<usize>(), 6);
+        // A shape's first array keeps its id; the rest come after every shape's.
+        let mut es: Vec<_> = [1, 2, 2, 2].iter().enumerate().map(|(i, &s)| entry(i, s)).collect();
+        assert!(assign_arrays(&mut es, &[0, 1, 2, 3], Some(2)));
+        assert_eq!(es.iter().map(|e| (e.shape, e.task)).collect::<Vec<_>>(), [(1, 0), (2, 0), (2, 1), (3, 0)]);
+        // Without a limit, one array per shape, as before.
+        let mut es: Vec<_> = [1, 1, 2, 1].iter().enumerate().map(|(i, &s)| entry(i, s)).collect();
+        assert!(!assign_arrays(&mut es, &[0, 1, 2, 3], None));
+        assert_eq!(es.iter().map(|e| (e.shape, e.task)).collect::<Vec<_>>(), [(1, 0), (1, 1), (2, 0), (1, 2)]);
+    }
+
+    #[test]
+    fn max_array_size_is_read_off_scontrol_show_config() {
+        let cfg = "Configuration data as of 2026-12-06T01:00:00\nMailProg                = /bin/mail\nMaxArraySize            = 40001\nMaxJobCount             = 10000\n";
+        assert_eq!(parse_max_array_size(cfg), Some(40001));
+        assert_eq!(parse_max_array_size("MaxJobCount = 10\n"), None);
+        assert_eq!(parse_max_array_size("MaxArraySize = 0\n"), None);
+    }
 }

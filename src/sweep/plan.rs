@@ -263,6 +263,8 @@ pub struct Plan {
 pub struct Emit {
     pub dir: PathBuf,
     pub max_parallel: Option<usize>,
+    /// `--max-array-size N`: tasks per Slurm array, else read off the cluster.
+    pub max_array_size: Option<usize>,
     pub submit: bool,
     /// Extra `#SBATCH` options.
     pub sbatch: Vec<String>,

@@ -541,6 +541,19 @@ fn an_emitted_sweep_run_by_hand_collects_with_its_tasks_and_a_missing_cell() {
     );
     let rows = results_csv::read_rows(&dir.path().join("all.csv")).unwrap();
     assert_eq!((rows[1].status.name(), rows[1].n_devices, rows[1].array_task), ("missing", 2, Some(0)));
+    // The file it replaced is kept beside it, whole.
+    let kept: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("all.replaced-") && !n.contains("devices"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(results_csv::read_rows(&dir.path().join(&kept[0])).unwrap().len(), 2);
+    // Someone else's CSV is never replaced.
+    std::fs::write(dir.path().join("theirs.csv"), "a,b\n1,2\n").unwrap();
+    let o = run_in(dir.path(), "collect sw --out theirs.csv");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(dir.path().join("theirs.csv")).unwrap(), "a,b\n1,2\n");
     assert!(rows[1].error.contains("cell 1 (ddp ×2 tinycnn 16px b8) left no"), "{}", rows[1].error);
     // --resume re-emits that one cell alone.
     let o = run_in(
@@ -551,6 +564,104 @@ fn an_emitted_sweep_run_by_hand_collects_with_its_tasks_and_a_missing_cell() {
     assert!(stdout(&o).contains("1 cells re-emitted") && stdout(&o).contains("--array=0-0 "), "{}", stdout(&o));
     let script = std::fs::read_to_string(sw.join("sweep.sbatch")).unwrap();
     assert!(script.contains("  2) cells=(1) ;;") && !script.contains("cells=(0)"), "{script}");
+}
+
+/// Slurm refuses an array whose task ids reach MaxArraySize: a shape with
+/// more cells is split into arrays that fit, and each array's tasks still
+/// find their cells; a corrupt cell file is one failed row, not a failed merge.
+#[test]
+fn arrays_are_split_to_fit_max_array_size_and_a_corrupt_cell_is_one_failed_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(
+        dir.path(),
+        "sweep --cpu 1 --strategies single --models tinycnn --batch-sizes 4,8,16 --emit slurm sw --max-array-size 2 \
+         -- --image-size 16 --num-classes 10 --threads 1 --steps 1 --warmup 0",
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("(3 cells)") && out.contains("(2 job arrays)"), "{out}");
+    assert!(out.contains("--array=0-1 ") && out.contains("--array=0-0 "), "{out}");
+    assert!(out.contains("split to fit Slurm's MaxArraySize (--max-array-size)"), "{out}");
+    let sw = dir.path().join("sw");
+    for (shape, task) in [(1, 0), (1, 1), (2, 0)] {
+        let o = std::process::Command::new("bash")
+            .arg(sw.join("sweep.sbatch"))
+            .envs([
+                ("GPUBENCH", bin().to_str().unwrap()),
+                ("GPUBENCH_SHAPE", &shape.to_string()),
+                ("SLURM_ARRAY_TASK_ID", &task.to_string()),
+                ("SLURM_JOB_ID", "7"),
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "array {shape} task {task}: {}{}", stdout(&o), stderr(&o));
+    }
+    let o = run_in(dir.path(), "collect sw --out all.csv");
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let rows = results_csv::read_rows(&dir.path().join("all.csv")).unwrap();
+    let got: Vec<(Option<u32>, Option<u32>)> = rows.iter().map(|r| (r.batch_per_device, r.array_task)).collect();
+    assert_eq!(got, [(Some(4), Some(0)), (Some(8), Some(1)), (Some(16), Some(0))]);
+    // One cell's file corrupted: the others merge, that one is a failed row, exit 1.
+    std::fs::write(sw.join("cells/1.csv"), "not,a\n\"gpubench file\n").unwrap();
+    let o = run_in(dir.path(), "collect sw --out again.csv");
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("2 ok, 1 failed"), "{}", stdout(&o));
+    let rows = results_csv::read_rows(&dir.path().join("again.csv")).unwrap();
+    assert_eq!(rows.iter().map(|r| r.status.name()).collect::<Vec<_>>(), ["ok", "failed", "ok"]);
+    assert!(rows[1].error.contains("cells/1.csv that cannot be read"), "{}", rows[1].error);
+}
+
+/// A cell that the scheduler cancels or preempts (SIGTERM to the task) stops
+/// its run and leaves a failed row saying so, at once (well within Slurm's
+/// KillWait); collect shows it, --resume emits it again, and a task whose
+/// manifest changed since it was emitted is refused.
+#[test]
+fn a_cancelled_cell_leaves_a_failed_row_and_resume_emits_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = "sweep --cpu 1 --strategies single --models tinycnn --batch-sizes 4 --emit slurm sw \
+                 -- --image-size 16 --num-classes 10 --threads 1 --steps 1000000 --warmup 0 --label cancel-me";
+    let o = run_in(dir.path(), sweep);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let sw = dir.path().join("sw");
+    let script = std::fs::read_to_string(sw.join("sweep.sbatch")).unwrap();
+    let digest = script.lines().find_map(|l| l.strip_prefix("digest=")).unwrap().to_string();
+    let mut cell = sweep_in(dir.path(), &format!("cell sw 0 --manifest-digest {digest}")).spawn();
+    // Its run is under way (a process of the cell's label), then cancelled.
+    let t = Instant::now();
+    while processes_with("cancel-me").is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(60) && cell.try_wait().unwrap().is_none(), "the cell never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    unsafe {
+        libc::kill(cell.id() as i32, libc::SIGTERM);
+    }
+    let t = Instant::now();
+    while cell.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(60), "the cancelled cell did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = cell.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(128 + libc::SIGTERM), "{}", stderr(&o));
+    assert!(processes_with("cancel-me").is_empty(), "left behind: {:?}", processes_with("cancel-me"));
+    let rows = results_csv::read_rows(&sw.join("cells/0.csv")).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].status.name(), "failed");
+    assert!(rows[0].error.starts_with("stopped by SIGTERM after "), "{}", rows[0].error);
+    let o = run_in(dir.path(), "collect sw --out all.csv");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("failed: stopped by SIGTERM"), "{}", stdout(&o));
+    // --resume emits it again; the old task's digest no longer matches.
+    let o = run_in(dir.path(), &sweep.replace("--emit slurm sw", "--emit slurm sw --resume"));
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(!stdout(&o).contains("nothing to emit"), "{}", stdout(&o));
+    let script = std::fs::read_to_string(sw.join("sweep.sbatch")).unwrap();
+    assert!(script.contains("  1) cells=(0) ;;"), "{script}");
+    std::fs::write(sw.join("manifest.jsonl"), std::fs::read_to_string(sw.join("manifest.jsonl")).unwrap() + "\n")
+        .unwrap();
+    let o = run_in(dir.path(), &format!("cell sw 0 --manifest-digest {digest}"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("manifest.jsonl changed since this task was emitted"), "{}", stderr(&o));
 }
 
 /// `--emit k8s`: an Indexed Job per shape, as JSON (which kubectl takes),
@@ -765,4 +876,25 @@ fn a_sweep_summary_in_json_is_one_document_on_stdout() {
     assert!(err.contains("[1/1]") && err.contains("sweep done"), "{err}");
     // An emitted sweep has no summary here to format.
     assert_usage_error("sweep --cpu 1 --models tinycnn --format csv --emit slurm /tmp/gpubench-never", "collect");
+}
+
+/// A login node has no GPU: a sweep over the cluster's GPUs is emitted from
+/// it all the same, the list checked for its form only, and the arrays and
+/// Jobs ask for the GPUs each cell uses.
+#[test]
+fn a_gpu_sweep_is_emitted_from_a_host_without_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = "sweep --gpus 0,1,2,3 --strategies ddp --device-counts 2,4 --models resnet18 --batch-sizes 32";
+    let o = run_in(dir.path(), &format!("{sweep} --emit slurm sw -- --steps 5"));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("--gres=gpu:2") && out.contains("--gres=gpu:4"), "{out}");
+    let o = run_in(dir.path(), &format!("{sweep} --emit k8s kube --image reg/gpubench --pvc res -- --steps 5"));
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let jobs: String = std::fs::read_dir(dir.path().join("kube/k8s"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert!(jobs.contains("\"nvidia.com/gpu\": 4") && jobs.contains("\"nvidia.com/gpu\": 2"), "{jobs}");
+    assert_usage_error(&format!("sweep --gpus 0,x --models resnet18 --emit slurm {}/bad", dir.path().display()), "0,x");
 }
