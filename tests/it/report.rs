@@ -508,6 +508,14 @@ fn diagnose_names_the_one_slowed_node_and_passes_an_even_fleet() {
         .map(|r| r["place"].as_str().unwrap())
         .collect();
     assert_eq!(bad, ["node-03"]);
+    // A file that is not a gpubench results file: exit 2, one line naming it.
+    let theirs = dir.path().join("theirs.csv");
+    std::fs::write(&theirs, "a,b\n1,2\n").unwrap();
+    let o = gpubench(&format!("diagnose {}", theirs.display())).output();
+    let err = super::common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("theirs.csv") && err.contains("not a gpubench results file"), "{err}");
 }
 
 /// A measured H100 TF32 configuration (a fixture: no H100 here) beside the
