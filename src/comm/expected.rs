@@ -21,7 +21,7 @@ pub(crate) fn expected_allreduce(runs: &[Run]) -> impl Fn(&Row) -> Option<Expect
     // Each file's all-reduce rows, gathered once for every verdict.
     let mut files: Vec<(&Path, Vec<Row>)> = vec![];
     for r in runs.iter().filter(|r| r.row.is_allreduce()) {
-        match files.iter_mut().find(|(f, _)| *f == r.file.as_path()) {
+        match files.iter_mut().find(|(f, _)| *f == &*r.file) {
             Some((_, rows)) => rows.push(r.row.clone()),
             None => files.push((&r.file, vec![r.row.clone()])),
         }

@@ -17,8 +17,15 @@ pub(crate) fn run(
     format: Format,
     html_path: Option<&Path>,
 ) -> Result<i32> {
-    let base = load_files(&[baseline.to_path_buf()])?;
-    let cur = load_files(&[current.to_path_buf()])?;
+    // The two files are independent: read side by side (a CI runner has a
+    // core to spare, and a year of nightly rows takes seconds to read).
+    let (base, cur) = std::thread::scope(|s| {
+        let b = s.spawn(|| load_files(&[baseline.to_path_buf()]));
+        let c = load_files(&[current.to_path_buf()]);
+        (b.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), c)
+    });
+    // The baseline's problem first, as when they were read in turn.
+    let (base, cur) = (base?, cur?);
     let report = check::check(&base, &cur, opts)?;
     let table = report.table();
     if let Some(path) = html_path {

@@ -48,9 +48,9 @@ pub(crate) fn partition_sets(runs: &[Run]) -> Vec<Set> {
             Implementation::Gpubench | Implementation::Published => base,
             other => format!("{base} [{other}]"),
         };
-        match sets.iter_mut().find(|(f, n, _)| *f == r.file && *n == base) {
+        match sets.iter_mut().find(|(f, n, _)| **f == *r.file && *n == base) {
             Some(s) => s.2.push(i),
-            None => sets.push((r.file.clone(), base, vec![i])),
+            None => sets.push((r.file.to_path_buf(), base, vec![i])),
         }
     }
     let mut out: Vec<Set> = vec![];
@@ -293,7 +293,7 @@ mod tests {
 
     fn run(file: &str, mut r: crate::results::csv::Row, label: &str) -> Run {
         r.label = label.into();
-        Run { file: file.into(), line: 2, row: r }
+        Run { file: std::path::Path::new(file).into(), line: 2, row: r }
     }
 
     #[test]

@@ -51,6 +51,12 @@ impl Row {
         let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(vec![]);
         w.serialize(self).expect("serializing a row");
         let plain = w.into_inner().expect("flushing to a Vec");
+        // Most rows have no field that could need the mark: they are written
+        // as serialized, without reading them back (a merge of 200,000 rows
+        // spent most of its time building that reader).
+        if !may_need_escape(&plain) {
+            return String::from_utf8(plain).expect("CSV is UTF-8");
+        }
         let mut r = csv::ReaderBuilder::new().has_headers(false).from_reader(&plain[..]);
         let rec = r.records().next().expect("one record").expect("our own CSV");
         let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(vec![]);
@@ -67,6 +73,22 @@ pub(crate) fn rows_text(rows: &[Row]) -> String {
         s.push_str(&r.to_record());
     }
     s
+}
+
+/// Whether some field of a serialized record starts (inside its quotes, if
+/// quoted) with a byte that `escape_cell` may mark: false means no field is
+/// formula-like. Quoted fields with commas inside may give false alarms,
+/// which only cost the careful path.
+fn may_need_escape(record: &[u8]) -> bool {
+    let marks = |b: u8| matches!(b, b'\'' | b'=' | b'+' | b'-' | b'@' | b'\t' | b'\r');
+    let mut start = true;
+    for (i, &b) in record.iter().enumerate() {
+        if start && (marks(b) || (b == b'"' && record.get(i + 1).is_some_and(|&c| marks(c)))) {
+            return true;
+        }
+        start = b == b',';
+    }
+    false
 }
 
 /// Whether a spreadsheet would read `s` as a formula: text (not a number)
@@ -326,6 +348,16 @@ pub(crate) fn append_locked(path: &Path, header: &str, body: &str, mismatch: fn(
 /// record of `header`'s columns (it gets one before the append). Any other
 /// unterminated last line is refused: the next row would be glued to it.
 fn unterminated_tail(path: &Path, header: &str) -> Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    // The last byte first: a whole file (the usual case) is not read at all.
+    let mut f = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut last = [b'\n'];
+    if f.seek(SeekFrom::End(-1)).is_ok() {
+        f.read_exact(&mut last).with_context(|| format!("cannot read {}", path.display()))?;
+    }
+    if last[0] == b'\n' {
+        return Ok(false);
+    }
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     if bytes.last().is_none_or(|&b| b == b'\n') {
         return Ok(false);
@@ -385,61 +417,109 @@ pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
 /// gpubench does not know is refused. (Appending stays exact: see
 /// `check_writable`.)
 pub(crate) fn read_rows_with_lines(path: &Path) -> Result<Vec<(u64, Row)>> {
+    let mut rows = vec![];
+    for_each_row(path, |line, row| rows.push((line, row)))?;
+    Ok(rows)
+}
+
+/// `read_rows_with_lines`, handing each row to `f` as it is read: the file
+/// is streamed, never held whole, so a year of nightly rows costs the rows
+/// a command keeps and nothing more.
+pub(crate) fn for_each_row(path: &Path, f: impl FnMut(u64, Row)) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
     let p = path.display();
-    let bytes = std::fs::read(path).map_err(|e| {
+    let cannot = |e: std::io::Error| {
         let why = match e.kind() {
             std::io::ErrorKind::NotFound => "no such file".to_string(),
             std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
             _ => e.to_string(),
         };
         usage(format!("cannot read {p}: {why}"))
-    })?;
-    parse_rows(path, &bytes)
+    };
+    let mut file = File::open(path).map_err(cannot)?;
+    if file.metadata().map_err(cannot)?.is_dir() {
+        return Err(usage(format!("cannot read {p}: it is a directory")));
+    }
+    // gpubench ends every row with a newline: a file that does not was cut
+    // off mid-write, which the last record's message says.
+    let mut last = [b'\n'];
+    if file.seek(SeekFrom::End(-1)).is_ok() {
+        file.read_exact(&mut last).map_err(cannot)?;
+    }
+    file.seek(SeekFrom::Start(0)).map_err(cannot)?;
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let head = reader.fill_buf().map_err(cannot)?;
+    if head.len() < (1 << 20) && head.iter().all(u8::is_ascii_whitespace) {
+        return Err(usage(format!("{p}: the file is empty; expected a gpubench results CSV with a header line")));
+    }
+    parse_from(path, reader, last[0] != b'\n', f)
 }
 
 /// `read_rows_with_lines` on text already read (`path` names it in messages):
 /// the published reference files built into the binary go through here.
 pub(crate) fn parse_rows(path: &Path, bytes: &[u8]) -> Result<Vec<(u64, Row)>> {
-    let p = path.display();
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(usage(format!("{p}: the file is empty; expected a gpubench results CSV with a header line")));
+        return Err(usage(format!(
+            "{}: the file is empty; expected a gpubench results CSV with a header line",
+            path.display()
+        )));
     }
-    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
+    let mut rows = vec![];
+    parse_from(path, bytes, bytes.last() != Some(&b'\n'), |line, row| rows.push((line, row)))?;
+    Ok(rows)
+}
+
+/// The rows of a results file's text from `source`; `unterminated` when
+/// the text does not end in a newline.
+fn parse_from<R: std::io::Read>(path: &Path, source: R, unterminated: bool, mut f: impl FnMut(u64, Row)) -> Result<()> {
+    let p = path.display();
+    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(source);
     let headers = rdr.headers().map_err(|e| csv_error(path, e))?.clone();
-    check_header(path, &headers, &mut rdr)?;
+    let mut rec = csv::StringRecord::new();
+    let first = check_header(path, &headers, &mut rdr, &mut rec)?;
     let ours_text = Row::header();
     let ours = csv::StringRecord::from(ours_text.split(',').collect::<Vec<_>>());
     let from_file: Vec<Option<usize>> = ours.iter().map(|c| headers.iter().position(|h| h == c)).collect();
+    // This gpubench's own header: records deserialize as read, unless a
+    // cell carries `escape_cell`'s mark.
+    let same = headers == ours;
 
-    // A record that starts on the last line of a file lacking its final
-    // newline was cut off mid-write (gpubench always ends rows with one).
-    let last_line = bytes.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
-    let unterminated = bytes.last() != Some(&b'\n');
-
-    let mut rows = vec![];
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| csv_error(path, e))?;
+    let mut next = first;
+    while next {
         let line = rec.position().map_or(0, |pos| pos.line());
         if rec.len() != headers.len() {
-            if unterminated && line == last_line {
+            // A record that is the last of a file lacking its final newline
+            // was cut off mid-write (gpubench always ends rows with one).
+            let (n, mut after) = (rec.len(), csv::StringRecord::new());
+            let is_last = matches!(rdr.read_record(&mut after), Ok(false));
+            if unterminated && is_last {
                 return Err(usage(format!(
-                    "{p}:{line}: the last line is truncated ({} of {} columns, no final newline); \
+                    "{p}:{line}: the last line is truncated ({n} of {} columns, no final newline); \
                      a run was probably interrupted while writing: delete that line",
-                    rec.len(),
                     headers.len()
                 )));
             }
-            return Err(usage(format!("{p}:{line}: {} columns, expected {}", rec.len(), headers.len())));
+            return Err(usage(format!("{p}:{line}: {n} columns, expected {}", headers.len())));
         }
-        let rec: csv::StringRecord =
-            from_file.iter().map(|i| unescape_cell(i.and_then(|i| rec.get(i)).unwrap_or(""))).collect();
-        let row: Row = rec.deserialize(Some(&ours)).map_err(|e| {
+        let remapped;
+        let rec_ours = if same && !rec.iter().any(|c| c.starts_with('\'')) {
+            &rec
+        } else {
+            remapped = from_file
+                .iter()
+                .map(|i| unescape_cell(i.and_then(|i| rec.get(i)).unwrap_or("")))
+                .collect::<csv::StringRecord>();
+            &remapped
+        };
+        // By position: the record is in our column order, and matching 130 names
+        // per row was most of the time spent reading.
+        let row: Row = rec_ours.deserialize(None).map_err(|e| {
             let de = match e.kind() {
                 csv::ErrorKind::Deserialize { err, .. } => Some(err),
                 _ => None,
             };
             let col = de.and_then(|d| d.field()).and_then(|i| ours.get(i as usize));
-            let value = de.and_then(|d| d.field()).and_then(|i| rec.get(i as usize));
+            let value = de.and_then(|d| d.field()).and_then(|i| rec_ours.get(i as usize));
             let what = match de.map(|d| d.kind()) {
                 Some(csv::DeserializeErrorKind::ParseInt(_)) => "is not a whole number".to_string(),
                 Some(csv::DeserializeErrorKind::ParseFloat(_)) => "is not a number".to_string(),
@@ -458,9 +538,10 @@ pub(crate) fn parse_rows(path: &Path, bytes: &[u8]) -> Result<Vec<(u64, Row)>> {
                 row.schema_version
             )));
         }
-        rows.push((line, row));
+        f(line, row);
+        next = rdr.read_record(&mut rec).map_err(|e| csv_error(path, e))?;
     }
-    Ok(rows)
+    Ok(())
 }
 
 fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {
@@ -478,12 +559,19 @@ fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {
 /// Accepts our header or a subset of its columns (an earlier v1 file). Tells
 /// another gpubench schema (header starts with `schema_version`) from another
 /// tool's CSV, and names the first column this gpubench does not know.
-fn check_header(path: &Path, headers: &csv::StringRecord, rdr: &mut csv::Reader<&[u8]>) -> Result<()> {
+/// Reads the first record into `first` (true when there is one): a header
+/// of another schema is named by the version its first row carries.
+fn check_header<R: std::io::Read>(
+    path: &Path,
+    headers: &csv::StringRecord,
+    rdr: &mut csv::Reader<R>,
+    first: &mut csv::StringRecord,
+) -> Result<bool> {
     let ours = Row::header();
     let ours: Vec<&str> = ours.split(',').collect();
     let unknown = headers.iter().position(|h| !ours.contains(&h));
     if headers.get(0) == Some("schema_version") && unknown.is_none() {
-        return Ok(());
+        return rdr.read_record(first).map_err(|e| csv_error(path, e));
     }
     let p = path.display();
     if headers.get(0) != Some("schema_version") {
@@ -494,11 +582,9 @@ fn check_header(path: &Path, headers: &csv::StringRecord, rdr: &mut csv::Reader<
             ours[..4].join(",")
         )));
     }
-    let version = rdr
-        .records()
-        .next()
-        .and_then(|r| r.ok())
-        .and_then(|r| r.get(0).and_then(|v| v.parse::<u32>().ok()))
+    let version = matches!(rdr.read_record(first), Ok(true))
+        .then(|| first.get(0).and_then(|v| v.parse::<u32>().ok()))
+        .flatten()
         .filter(|&v| v > SCHEMA_VERSION);
     let i = unknown.unwrap_or(0);
     let diff = format!("column {} `{}` is unknown to this gpubench", i + 1, &headers[i]);
@@ -751,6 +837,20 @@ mod tests {
         assert_eq!(rows.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [2, 3]);
         assert_eq!(rows[1].1, r);
         assert_eq!(rows[1].1.step_ms_p50, None);
+    }
+
+    #[test]
+    fn only_records_with_a_field_that_may_be_formula_like_take_the_careful_path() {
+        assert!(!may_need_escape(b"5,r1,2026-12-06T01:00:00Z,0.1.0,\"a,b\",,370.5\n"));
+        assert!(may_need_escape(b"5,=HYPERLINK(1),x\n"));
+        assert!(may_need_escape(b"5,\"@SUM(1,2)\",x\n"));
+        assert!(may_need_escape(b"-3,x\n"), "a negative number: checked (and left alone) by escape_cell");
+        assert!(may_need_escape(b"5,'quoted\n"));
+        let mut r = sample();
+        r.label = "=cmd|' /C calc'!A0".into();
+        assert!(r.to_record().contains("'=cmd"), "{}", r.to_record());
+        r.label = "nightly-7".into();
+        assert!(r.to_record().contains(",nightly-7,"), "{}", r.to_record());
     }
 
     #[test]

@@ -37,6 +37,10 @@ pub(crate) struct Group {
     /// The ok runs its figures pool: the undisturbed ones, or every ok run
     /// when all were disturbed (the notes say which).
     pub pooled: Vec<usize>,
+    /// The 1-device group this one scales from (`baseline_of`), found once
+    /// for all groups: a search per group was quadratic in the groups, and
+    /// a year of nightly rows holds tens of thousands.
+    pub baseline: Option<usize>,
 }
 
 /// With repeats, their spread: from the lowest to the highest of the
@@ -109,10 +113,10 @@ pub(crate) fn summarize(
     let mut groups: Vec<Group> = by
         .into_iter()
         .map(|((scope, key), (ok, excluded))| {
-            let disturbed: Vec<usize> = ok.iter().copied().filter(|&i| !runs[i].row.interference.is_empty()).collect();
             // A run another process slowed is not this configuration's figure:
             // its neighbours' work would be pooled with it.
-            let clean: Vec<usize> = ok.iter().copied().filter(|i| !disturbed.contains(i)).collect();
+            let (disturbed, clean): (Vec<usize>, Vec<usize>) =
+                ok.iter().partition(|&&i| !runs[i].row.interference.is_empty());
             let pooled = if clean.is_empty() { ok.clone() } else { clean };
             let vals = |f: &dyn Fn(&Run) -> Option<f64>| -> Option<f64> {
                 median(&pooled.iter().filter_map(|&i| f(&runs[i])).collect::<Vec<_>>())
@@ -137,9 +141,13 @@ pub(crate) fn summarize(
                 efficiency_ci: None,
                 disturbed,
                 pooled,
+                baseline: None,
             }
         })
         .collect();
+    for (g, b) in std::iter::zip(0..groups.len(), find_baselines(&groups)) {
+        groups[g].baseline = b;
+    }
     for i in 0..groups.len() {
         let Some(bi) = baseline_of(&groups, i) else { continue };
         let (base, base_ci) = (groups[bi].throughput, groups[bi].throughput_ci);
@@ -162,13 +170,19 @@ pub(crate) fn summarize(
 /// one device, preferring strategy `single` (then dp, ddp, ...), with a
 /// throughput.
 pub(crate) fn baseline_of(groups: &[Group], i: usize) -> Option<usize> {
-    let g = &groups[i];
-    groups
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| {
-            b.scope == g.scope && b.key.n_devices == 1 && b.key.workload() == g.key.workload() && b.throughput.is_some()
-        })
-        .min_by_key(|(_, b)| (strategy_rank(&b.key.strategy), b.key.strategy.clone()))
-        .map(|(j, _)| j)
+    groups[i].baseline
+}
+
+/// `baseline_of` for every group, in one pass over them.
+fn find_baselines(groups: &[Group]) -> Vec<Option<usize>> {
+    let rank = |b: &Group| (strategy_rank(&b.key.strategy), b.key.strategy.clone());
+    let mut best: BTreeMap<(&Scope, Workload), usize> = BTreeMap::new();
+    for (j, b) in groups.iter().enumerate().filter(|(_, b)| b.key.n_devices == 1 && b.throughput.is_some()) {
+        // The first of equal rank stays, as a search in group order finds it.
+        let slot = best.entry((&b.scope, b.key.workload())).or_insert(j);
+        if rank(b) < rank(&groups[*slot]) {
+            *slot = j;
+        }
+    }
+    groups.iter().map(|g| best.get(&(&g.scope, g.key.workload())).copied()).collect()
 }

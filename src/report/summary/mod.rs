@@ -58,7 +58,10 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn runs_of(rows: Vec<Row>) -> Vec<Run> {
-        rows.into_iter().enumerate().map(|(i, row)| Run { file: "t.csv".into(), line: i as u64 + 2, row }).collect()
+        rows.into_iter()
+            .enumerate()
+            .map(|(i, row)| Run { file: std::path::Path::new("t.csv").into(), line: i as u64 + 2, row })
+            .collect()
     }
 
     fn groups(runs: &[Run]) -> Vec<Group> {

@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 
 use crate::error::usage;
 use crate::report::export::{Cell, Column};
-use crate::results::csv::{read_rows_with_lines, Row};
+use crate::results::csv::{for_each_row, Row};
 use crate::results::Implementation;
 
 use super::cells::*;
 
-/// One row and where it came from.
+/// One row and where it came from (the file's name shared by its rows).
 #[derive(Debug, Clone)]
 pub(crate) struct Run {
-    pub file: PathBuf,
+    pub file: std::sync::Arc<Path>,
     pub line: u64,
     pub row: Row,
 }
@@ -37,11 +37,12 @@ pub(crate) const PUBLISHED: Implementation = Implementation::Published;
 pub(crate) fn load_files(paths: &[PathBuf]) -> Result<Vec<Run>> {
     let mut runs = vec![];
     for p in paths {
-        let rows = read_rows_with_lines(p)?;
-        if rows.is_empty() {
+        let before = runs.len();
+        let file: std::sync::Arc<Path> = p.as_path().into();
+        for_each_row(p, |line, row| runs.push(Run { file: file.clone(), line, row }))?;
+        if runs.len() == before {
             return Err(usage(format!("{}: has a header but no result rows", p.display())));
         }
-        runs.extend(rows.into_iter().map(|(line, row)| Run { file: p.clone(), line, row }));
     }
     Ok(runs)
 }
