@@ -113,8 +113,9 @@ pub enum Hook {
     /// instead of gpubench for each cell (with the same arguments), so a
     /// test can delay or wrap a cell.
     SweepChild,
-    /// `GPUBENCH_TEST_SLOW_RANK=RANK:MS`: ddp rank RANK sleeps MS ms inside
-    /// every forward pass, a straggler of known size for the verdict's test.
+    /// `GPUBENCH_TEST_SLOW_RANK=RANK:MS[:N]`: ddp rank RANK sleeps MS ms inside
+    /// every forward pass (the first N only, when given): a straggler of known
+    /// size for the verdict's test, or a slow first iteration.
     SlowRank,
     /// `GPUBENCH_TEST_CPUINFO=FILE`: read the CPU's flags from FILE instead
     /// of /proc/cpuinfo, so a test sees a CPU without fast bf16 kernels.

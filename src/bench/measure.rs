@@ -356,6 +356,7 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
             m.mem.activations = probe.bytes();
             let dt = (t1 - t0).as_secs_f64();
             m.step_secs.push(dt);
+            strat.timed_step_done();
             let cpu = crate::metrics::sampler::process_cpu_seconds();
             m.window = Some(crate::metrics::collect::Window {
                 start: t_run,

@@ -37,7 +37,8 @@
 //! (that ÷ mean step time); with `--breakdown`, `forward_ms`, `backward_ms` and `optimizer_ms` (what each phase
 //! covers: `strategy::Phase`). ddp reports rank 0's. `ddp_forward_compute_ms`, `ddp_backward_compute_ms`,
 //! `ddp_backward_comm_ms`, `ddp_overlap_ms` (communication while backward still computed) and `ddp_buckets` are
-//! rank 0's Reducer averages, as DDP's logging reads them: iterations 1–10, then every 100th (`dist`).
+//! rank 0's Reducer averages over the timed steps (`bench::ddp::worker`): DDP's logger samples every iteration
+//! here (`strategy::ddp`), and the warm-up's share is taken out of its running averages.
 #[cfg(feature = "torch")]
 pub mod collect;
 pub mod devices;

@@ -304,11 +304,11 @@ columns! {
         "--breakdown only: mean optimizer step per step.";
     // ddp: the Reducer's own averaged runtime statistics
     ddp_forward_compute_ms: Option<f64>, unit "ms", since 2,
-        "ddp: the c10d Reducer's average forward compute time per iteration (rank 0's).";
+        "ddp: the c10d Reducer's average forward compute time per timed iteration (rank 0's; warm-up left out).";
     ddp_backward_compute_ms: Option<f64>, unit "ms", since 2,
-        "ddp: the Reducer's average backward compute time per iteration (rank 0's).";
+        "ddp: the Reducer's average backward compute time per timed iteration (rank 0's).";
     ddp_backward_comm_ms: Option<f64>, unit "ms", since 2,
-        "ddp: the Reducer's average gradient all-reduce (communication) time per iteration (rank 0's).";
+        "ddp: the Reducer's average gradient all-reduce (communication) time per timed iteration (rank 0's).";
     ddp_overlap_ms: Option<f64>, unit "ms", since 2,
         "ddp: the Reducer's average time communication ran while backward was still computing (rank 0's).";
     ddp_buckets: Option<u32>, unit "", since 2,

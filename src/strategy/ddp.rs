@@ -52,8 +52,23 @@ pub struct Ddp {
     grad_as_bucket_view: bool,
     amp: Amp,
     checkpoint: bool,
-    /// `Hook::SlowRank`: ms this rank sleeps in each forward (tests only).
-    slow: Option<u64>,
+    /// `Hook::SlowRank`: ms this rank sleeps in a forward, and in how many
+    /// (all when None) (tests only).
+    slow: Option<(u64, Option<u64>)>,
+    forwards: u64,
+    /// The Reducer's per-iteration times summed over the timed steps only
+    /// (its own averages include warm-up), and how many were summed.
+    timed: TimedReducer,
+}
+
+/// Sums of the Reducer's per-iteration times over the timed steps.
+#[derive(Default)]
+struct TimedReducer {
+    n: u32,
+    forward: f64,
+    backward: f64,
+    comm: f64,
+    overlap: f64,
 }
 
 impl Ddp {
@@ -104,15 +119,22 @@ impl Ddp {
             amp: Amp::new(cfg.precision),
             checkpoint: cfg.checkpoint,
             slow: slow_rank(rank),
+            forwards: 0,
+            timed: TimedReducer::default(),
         })
     }
 }
 
-/// `Hook::SlowRank`'s delay for `rank`, when it names this rank.
-fn slow_rank(rank: usize) -> Option<u64> {
+/// `Hook::SlowRank`'s delay for `rank` (`RANK:MS`, or `RANK:MS:ITERATIONS`
+/// for the first ITERATIONS forwards only), when it names this rank.
+fn slow_rank(rank: usize) -> Option<(u64, Option<u64>)> {
     let v = crate::internal::Hook::SlowRank.get()?;
-    let (r, ms) = v.split_once(':')?;
-    (r.trim().parse::<usize>().ok()? == rank).then(|| ms.trim().parse().ok()).flatten()
+    let mut f = v.split(':').map(str::trim);
+    if f.next()?.parse::<usize>().ok()? != rank {
+        return None;
+    }
+    let ms = f.next()?.parse().ok()?;
+    Some((ms, f.next().and_then(|n| n.parse().ok())))
 }
 
 impl Strategy for Ddp {
@@ -149,10 +171,13 @@ impl Strategy for Ddp {
             }
             let (logits, loss, saved) =
                 autocast(self.amp.precision, dev, || forward_loss(&self.model, self.checkpoint, batch))??;
-            if let Some(ms) = self.slow {
+            if let Some((ms, first)) = self.slow {
                 // The test hook's straggler: inside the forward the Reducer times.
-                std::thread::sleep(std::time::Duration::from_millis(ms));
+                if first.is_none_or(|n| self.forwards < n) {
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                }
             }
+            self.forwards += 1;
             if sync {
                 self.reducer.prepare_backward(&[&logits])?;
             }
@@ -194,7 +219,33 @@ impl Strategy for Ddp {
     }
 
     fn reducer_stats(&mut self) -> Option<ReducerStats> {
-        self.reducer.stats().ok()
+        let mut s = self.reducer.stats().ok()?;
+        // The logger's averages run over every iteration, warm-up included
+        // (cuDNN's autotuning and the allocator's growth in the first one):
+        // the row reports the timed steps' own.
+        let t = &self.timed;
+        if t.n > 0 {
+            let n = t.n as f64;
+            s.avg_forward_compute_ms = Some(t.forward / n);
+            s.avg_backward_compute_ms = Some(t.backward / n);
+            s.avg_backward_comm_ms = Some(t.comm / n);
+            s.avg_backward_overlap_ms = Some(t.overlap / n);
+        }
+        Some(s)
+    }
+
+    fn timed_step_done(&mut self) {
+        // After the step's sync: reading the iteration's CUDA events costs no wait.
+        let Ok(s) = self.reducer.stats() else { return };
+        if !s.timed {
+            return;
+        }
+        let t = &mut self.timed;
+        t.n += 1;
+        t.forward += s.forward_compute_ms.unwrap_or(0.0);
+        t.backward += s.backward_compute_ms.unwrap_or(0.0);
+        t.comm += s.backward_comm_ms.unwrap_or(0.0);
+        t.overlap += s.backward_overlap_ms.unwrap_or(0.0);
     }
 
     fn var_store(&self) -> &nn::VarStore {

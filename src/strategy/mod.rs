@@ -41,6 +41,10 @@ pub trait Strategy {
     fn reducer_stats(&mut self) -> Option<crate::dist::ReducerStats> {
         None
     }
+    /// Called after each timed step's sync, outside the timed region: ddp
+    /// gathers the Reducer's times of that iteration, so that its averages
+    /// leave warm-up out.
+    fn timed_step_done(&mut self) {}
     /// Turns a step's loss and this process's "should we stop?" into the
     /// values every process acts on. Single and dp just read the loss; ddp
     /// averages the loss over ranks and takes rank 0's decision, so that all

@@ -140,6 +140,7 @@ impl Session for Rank {
         }
         let epoch = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let failed_at = m.failed_at.map(|t| epoch(t).as_secs_f64());
+        let devices_energy = devices.iter().map(|d| d.energy_w).collect();
         let report = RankReport {
             rank: self.env.rank,
             step_secs: m.step_secs,
@@ -158,6 +159,7 @@ impl Session for Rank {
             warmup_end: m.warmup_end,
             timed_end: m.timed_end,
             interference: m.interference,
+            energy_w: devices_energy,
         };
         self.store.set(&format!("gpubench/result/{}", self.env.rank), &serde_json::to_vec(&report)?)?;
         if self.env.rank != 0 {
@@ -306,6 +308,9 @@ impl Strategy for Faulty {
     fn reducer_stats(&mut self) -> Option<crate::dist::ReducerStats> {
         self.inner.reducer_stats()
     }
+    fn timed_step_done(&mut self) {
+        self.inner.timed_step_done()
+    }
     fn var_store(&self) -> &nn::VarStore {
         self.inner.var_store()
     }
@@ -347,6 +352,12 @@ pub(crate) struct RankReport {
     /// What disturbed this rank's run.
     #[serde(default)]
     pub interference: Vec<String>,
+    /// Each of `devices`' mean power from its energy counter: a field the
+    /// devices file does not carry (`DeviceMetrics::energy_w` is skipped
+    /// there), sent here so that a row of several ranks measures energy as a
+    /// single process's does, not from NVML's averaged power.
+    #[serde(default)]
+    pub energy_w: Vec<Option<f64>>,
 }
 
 /// The Reducer's averaged runtime statistics (DDP logging's avg_* counters).
@@ -453,7 +464,17 @@ pub(crate) fn combine(reports: &[RankReport]) -> (Measurement, Option<ReducerSta
             v
         },
     };
-    (m, r0.reducer.clone(), reports.iter().flat_map(|r| r.devices.clone()).collect())
+    let devices = reports
+        .iter()
+        .flat_map(|r| {
+            r.devices.iter().enumerate().map(|(i, d)| {
+                let mut d = d.clone();
+                d.energy_w = d.energy_w.or(r.energy_w.get(i).copied().flatten());
+                d
+            })
+        })
+        .collect();
+    (m, r0.reducer.clone(), devices)
 }
 
 #[cfg(test)]
@@ -479,7 +500,21 @@ mod tests {
             warmup_end: String::new(),
             timed_end: String::new(),
             interference: vec![],
+            energy_w: vec![],
         }
+    }
+
+    /// Every rank's energy counter reaches the row: through the store, where
+    /// the devices' own field is not serialized.
+    #[test]
+    fn each_ranks_energy_survives_the_store() {
+        let mut r1 = report(1, None);
+        r1.devices = vec![DeviceMetrics { device: "cuda:1".into(), energy_w: Some(250.0), ..Default::default() }];
+        r1.energy_w = r1.devices.iter().map(|d| d.energy_w).collect();
+        let sent: RankReport = serde_json::from_slice(&serde_json::to_vec(&r1).unwrap()).unwrap();
+        assert_eq!(sent.devices[0].energy_w, None, "the devices' field is not sent");
+        let (_, _, devices) = combine(&[report(0, None), sent]);
+        assert_eq!(devices[0].energy_w, Some(250.0));
     }
 
     #[test]
