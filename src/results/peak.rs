@@ -82,18 +82,29 @@ pub fn store_in(p: &std::path::Path, device: &str, precision: &str, peak: Peak) 
     Ok(())
 }
 
+/// A part's form factor, as the datasheet tells them apart.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Pcie,
+    /// H100 NVL, H200 NVL: PCIe cards with NVLink bridges, at lower clocks
+    /// and power than the SXM parts (dense fp16 835 against 989 TFLOP/s).
+    Nvl,
+}
+
 /// Datasheet dense peaks (TFLOP/s, no sparsity) of well-known GPUs, by
 /// precision: NVIDIA's published figures. A device matches the first entry
 /// of its product (`results::gpu`'s rule) whose form factor is its own or
-/// any (None): PCIe parts are listed first, so an "H100 PCIe" is not taken
-/// for an SXM5 part.
-const DATASHEET: &[(&str, Option<bool>, [f64; 4])] = &[
+/// any (None): NVL and PCIe parts are listed first, so an "H100 PCIe" or an
+/// "H200 NVL" is not taken for an SXM part.
+const DATASHEET: &[(&str, Option<Form>, [f64; 4])] = &[
     // [fp32, tf32, fp16, bf16]
+    ("H200", Some(Form::Nvl), [60.0, 417.5, 835.0, 835.0]),
     ("H200", None, [67.0, 494.7, 989.4, 989.4]),
-    ("H100", Some(true), [51.2, 378.0, 756.0, 756.0]),
+    ("H100", Some(Form::Nvl), [60.0, 417.5, 835.0, 835.0]),
+    ("H100", Some(Form::Pcie), [51.2, 378.0, 756.0, 756.0]),
     ("H100", None, [67.0, 494.7, 989.4, 989.4]),
     ("A100", None, [19.5, 156.0, 312.0, 312.0]),
-    ("V100", Some(true), [14.0, 14.0, 112.0, 0.0]),
+    ("V100", Some(Form::Pcie), [14.0, 14.0, 112.0, 0.0]),
     ("V100", None, [15.7, 15.7, 125.0, 0.0]),
     ("K80", None, [4.37, 4.37, 0.0, 0.0]),
 ];
@@ -103,8 +114,17 @@ const DATASHEET: &[(&str, Option<bool>, [f64; 4])] = &[
 pub fn datasheet(device: &str, precision: &str) -> Option<f64> {
     let i = ["fp32", "tf32", "fp16", "bf16"].iter().position(|p| *p == precision)?;
     let k = super::gpu::gpu_key(device)?;
+    // NVML names them "NVIDIA H100 NVL" and "NVIDIA H200 NVL".
+    let nvl = device.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w.eq_ignore_ascii_case("nvl"));
+    let form = if nvl {
+        Some(Form::Nvl)
+    } else if k.pcie {
+        Some(Form::Pcie)
+    } else {
+        None
+    };
     let (_, _, peaks) =
-        DATASHEET.iter().find(|(product, pcie, _)| *product == k.product && pcie.is_none_or(|p| p == k.pcie))?;
+        DATASHEET.iter().find(|(product, f, _)| *product == k.product && f.is_none_or(|f| Some(f) == form))?;
     Some(peaks[i]).filter(|&v| v > 0.0)
 }
 
@@ -121,6 +141,10 @@ mod tests {
         assert_eq!(datasheet("Tesla V100-PCIE-16GB", "fp16"), Some(112.0));
         assert_eq!(datasheet("Tesla V100-SXM2-16GB", "bf16"), None);
         assert_eq!(datasheet("AMD EPYC 7B13", "fp32"), None);
+        // NVL parts have their own figures, not the SXM parts'.
+        assert_eq!(datasheet("NVIDIA H100 NVL", "fp16"), Some(835.0));
+        assert_eq!(datasheet("NVIDIA H200 NVL", "bf16"), Some(835.0));
+        assert_eq!(datasheet("NVIDIA H200", "bf16"), Some(989.4));
     }
 
     #[test]
