@@ -11,6 +11,7 @@ use crate::results::peak::{self, Peak};
 pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
     let mut rows = vec![];
     let mut kept = None;
+    let mut store_failed: Option<anyhow::Error> = None;
     let mut rows_out = vec![];
     let targets: Vec<(tch::Device, String)> = match plan.devices.kind {
         DeviceKind::Cpu => vec![(tch::Device::Cpu, crate::device::cpu_model())],
@@ -38,7 +39,12 @@ pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
             }
             let sheet = peak::datasheet(name, p.name());
             let entry = Peak { tflops: r.median, lo: r.lo, hi: r.hi, size: r.size, measured_at: now.clone() };
-            kept = Some(peak::store(name, p.name(), entry)?);
+            // A cache that cannot be written loses no measurement: the rows
+            // and the table come first, the failure is said after them.
+            match peak::store(name, p.name(), entry) {
+                Ok(path) => kept = Some(path),
+                Err(e) => store_failed = Some(e),
+            }
             let of_sheet = sheet.map(|s| r.median / s);
             rows_out.push(peak_row(plan, *device, name, p, &r, sheet));
             rows.push(vec![
@@ -77,6 +83,10 @@ pub(crate) fn run(plan: &PeakPlan) -> Result<i32> {
     }
     if let Some(p) = kept {
         eprintln!("kept in {}: runs on this device report their MFU against it (mfu_pct)", p.display());
+    }
+    if let Some(e) = store_failed {
+        eprintln!("error: the peaks were measured but not kept ({e:#}); set GPUBENCH_PEAKS to a writable file");
+        return Ok(1);
     }
     Ok(0)
 }

@@ -474,6 +474,18 @@ fn peak_is_kept_and_runs_report_their_mfu_against_it() {
     assert!(r["mfu_datasheet_pct"].is_null(), "no datasheet for a CPU");
     assert_usage_error("peak --cpu --precisions tf32", "tf32 is a CUDA tensor-core mode");
     assert_usage_error("peak --cpu --size 8", "--size 8");
+    // A cache that cannot be written (/proc takes no new file, even from root)
+    // loses no measurement: the row is appended, then the failure said, exit 1.
+    let kept = dir.path().join("kept.csv");
+    let o = gpubench(&format!(
+        "peak --cpu --precisions fp32 --size 128 --rounds 1 --round-time 50ms --out {}",
+        kept.display()
+    ))
+    .env("GPUBENCH_PEAKS", "/proc/gpubench-peaks.json")
+    .output();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("measured but not kept"), "{}", stderr(&o));
+    assert_eq!(gpubench::results::csv::read_rows(&kept).unwrap().len(), 1);
 }
 
 /// A CPU without AVX512-BF16 or AMX (here, as its cpuinfo says) runs bf16 on
