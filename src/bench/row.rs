@@ -66,9 +66,22 @@ pub(crate) fn base_row(cfg: &RunConfig) -> Row {
         grad_accum: Some(cfg.grad_accum),
         seed: Some(cfg.seed),
         threads: Some(tch::get_num_threads() as u32),
-        variant: cfg.variant.clone(),
+        variant: with_shared_gpu(&cfg.variant, &cfg.devices),
         data: crate::data::column_name(&cfg.data),
         ..identity_row(&cfg.devices, &cfg.label, cfg.implementation.into())
+    }
+}
+
+/// The `variant` word of a run whose replicas share a GPU (`--gpus 0,0`):
+/// its rows are a configuration of their own, so report finds no 1-device
+/// baseline for them (no scaling, no verdict), and they get no MFU.
+pub(crate) const SHARED_GPU: &str = "shared-gpu";
+
+fn with_shared_gpu(variant: &str, devices: &crate::device::Devices) -> String {
+    match (devices.shares_a_gpu(), variant.is_empty()) {
+        (false, _) => variant.to_string(),
+        (true, true) => SHARED_GPU.to_string(),
+        (true, false) => format!("{variant} {SHARED_GPU}"),
     }
 }
 
@@ -79,7 +92,9 @@ pub(crate) fn base_row(cfg: &RunConfig) -> Row {
 pub(crate) fn fill_efficiency(row: &mut Row, gflop: f64) {
     row.model_gflop_per_img = Some(gflop);
     row.achieved_tflops = row.throughput_img_s.map(|t| t * gflop / 1000.0);
-    if let Some(per) = row.throughput_per_device_img_s {
+    // Replicas sharing one GPU: per "device" is a fraction of that GPU.
+    let shared = row.variant.split(' ').any(|w| w == SHARED_GPU);
+    if let Some(per) = row.throughput_per_device_img_s.filter(|_| !shared) {
         let tflops = per * gflop / 1000.0;
         row.mfu_pct = crate::results::peak::lookup(&row.device_name, &row.precision).map(|p| 100.0 * tflops / p.tflops);
         row.mfu_datasheet_pct =
@@ -194,5 +209,30 @@ mod tests {
         assert_eq!(row_of(&[dev(Some(200.0), Some(250.0)), dev(Some(300.0), Some(350.0))]), Some(2.0));
         assert_eq!(row_of(&[dev(Some(200.0), Some(250.0)), dev(None, Some(250.0))]), Some(2.0), "power for both");
         assert_eq!(row_of(&[dev(None, None)]), None);
+    }
+
+    /// `--gpus 0,0`: a variant of its own (no baseline, so no scaling and no
+    /// verdict) and no MFU, since a "device" is half of one GPU.
+    #[test]
+    fn replicas_sharing_a_gpu_are_a_variant_without_mfu() {
+        let shared = crate::device::Devices::cuda(vec![0, 0]);
+        assert!(shared.shares_a_gpu() && !crate::device::Devices::cuda(vec![0, 1]).shares_a_gpu());
+        assert_eq!(with_shared_gpu("", &shared), "shared-gpu");
+        assert_eq!(with_shared_gpu("lr=0.1", &shared), "lr=0.1 shared-gpu");
+        assert_eq!(with_shared_gpu("", &crate::device::Devices::cpu(2)), "");
+        let mut r = Row {
+            device_name: "NVIDIA H200".into(),
+            precision: "bf16".into(),
+            throughput_img_s: Some(1000.0),
+            throughput_per_device_img_s: Some(500.0),
+            variant: "shared-gpu".into(),
+            ..Default::default()
+        };
+        fill_efficiency(&mut r, 24.5);
+        assert_eq!((r.mfu_pct, r.mfu_datasheet_pct), (None, None));
+        assert!(r.achieved_tflops.is_some(), "the run's own rate stays");
+        r.variant.clear();
+        fill_efficiency(&mut r, 24.5);
+        assert!(r.mfu_datasheet_pct.is_some());
     }
 }

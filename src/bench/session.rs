@@ -274,8 +274,7 @@ impl Session for LocalRun {
             DeviceKind::Cpu => "cpu:0".into(),
         };
         let mut note = format!("master {master}; {} replicas", cfg.devices.len());
-        let o = &cfg.devices.ordinals;
-        if cfg.devices.kind == DeviceKind::Cuda && (1..o.len()).any(|i| o[..i].contains(&o[i])) {
+        if cfg.devices.shares_a_gpu() {
             note += "; TEST MODE: several replicas share a GPU (threads, scatter and gather run, but this is not a \
                      multi-GPU measurement)";
         }

@@ -41,6 +41,14 @@ impl Devices {
         self.ordinals.len()
     }
 
+    /// Whether one GPU is listed more than once (`--gpus 0,0`, dp's test
+    /// mode): its counters are counted once, and its rows are kept out of
+    /// scaling, verdicts and MFU.
+    pub(crate) fn shares_a_gpu(&self) -> bool {
+        let o = &self.ordinals;
+        self.kind == DeviceKind::Cuda && (1..o.len()).any(|i| o[..i].contains(&o[i]))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.ordinals.is_empty()
     }

@@ -73,6 +73,12 @@ impl Monitor {
         match devices.kind {
             DeviceKind::Cuda => {
                 for (i, &o) in devices.ordinals.iter().enumerate() {
+                    // A GPU listed twice (`--gpus 0,0`) is one device, with
+                    // one line: its energy, power and allocator counters
+                    // would otherwise be summed twice into the row.
+                    if devices.ordinals[..i].contains(&o) {
+                        continue;
+                    }
                     let mut m = DeviceMetrics {
                         device: format!("cuda:{o}"),
                         role: roles.get(i).cloned().unwrap_or_default(),
