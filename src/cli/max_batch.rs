@@ -44,9 +44,10 @@ pub(crate) struct MaxBatchArgs {
     /// Stop a probe that runs longer than this (it then counts as failed).
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub probe_timeout: Option<String>,
-    /// Search each memory lever in turn (none, --checkpoint, fp16, bf16, and
-    /// each precision with --checkpoint) and show them side by side; levers
-    /// the model, strategy or device cannot use are skipped, with why.
+    /// Search each memory lever in turn (none, --checkpoint, fp16, bf16, tf32
+    /// on CUDA, and each precision with --checkpoint) and show them side by
+    /// side; levers the model, strategy or device cannot use are skipped,
+    /// with why.
     #[arg(long)]
     pub frontier: bool,
     /// With --frontier: the global batch to reach (batch per device ×
@@ -178,7 +179,8 @@ pub(crate) fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
 
 /// `--frontier`'s levers, each checked as its probes' runs will be: a lever
 /// the run refuses (checkpointing tinycnn or dp) or the devices cannot use
-/// (bf16 before compute capability 8.0) is skipped with the reason.
+/// (bf16 and TF32 before compute capability 8.0; fp16, and bf16 without
+/// AVX512-BF16 or AMX, on a CPU) is skipped with the reason.
 fn frontier_plan(
     a: &MaxBatchArgs,
     line: &RunLine,
@@ -208,14 +210,19 @@ fn frontier_plan(
     if let Some(p) = a.render.html.as_deref() {
         crate::report::html::check_html_path(p)?;
     }
-    let (no_fp16, no_bf16) = match devices.kind {
-        device::DeviceKind::Cuda => (None, device::bf16_unsupported(&devices.ordinals)),
+    let (no_fp16, no_bf16, no_tf32) = match devices.kind {
+        device::DeviceKind::Cuda => {
+            (None, device::bf16_unsupported(&devices.ordinals), device::tf32_unsupported(&devices.ordinals))
+        }
         // libtorch's CPU fp16 convolutions are reference loops: resnet18 at
         // 64 px ran 30x slower than fp32 here, so a probe would take minutes
-        // to say what no one would choose.
-        device::DeviceKind::Cpu => {
-            (Some("the CPU has no fast fp16 kernels (libtorch falls back to slow reference loops)".to_string()), None)
-        }
+        // to say what no one would choose. The same for bf16 on a CPU
+        // without AVX512-BF16 or AMX. (tf32 the run itself refuses on a CPU.)
+        device::DeviceKind::Cpu => (
+            Some("the CPU has no fast fp16 kernels (libtorch falls back to slow reference loops)".to_string()),
+            device::cpu_slow_bf16(),
+            None,
+        ),
     };
     let mut levers = vec![];
     for lever in Lever::ALL {
@@ -225,6 +232,7 @@ fn frontier_plan(
             Err(e) => return Err(e),
             Ok(()) if lever.precision == Some("fp16") => no_fp16.clone(),
             Ok(()) if lever.precision == Some("bf16") => no_bf16.clone(),
+            Ok(()) if lever.precision == Some("tf32") => no_tf32.clone(),
             Ok(()) => None,
         };
         levers.push((lever, skip));

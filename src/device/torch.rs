@@ -144,6 +144,17 @@ pub(crate) fn check_cuda(ordinals: &[usize]) -> Result<()> {
 /// compute capability 8.0 (Ampere) there are no bf16 tensor cores, and
 /// libtorch emulates it at a fraction of fp16's speed.
 pub(crate) fn bf16_unsupported(ordinals: &[usize]) -> Option<String> {
+    before_ampere(ordinals, "bf16")
+}
+
+/// Why TF32 would not help on these CUDA devices, if it would not: TF32
+/// tensor cores came with compute capability 8.0 too (before it, `tf32`
+/// runs as fp32).
+pub(crate) fn tf32_unsupported(ordinals: &[usize]) -> Option<String> {
+    before_ampere(ordinals, "TF32")
+}
+
+fn before_ampere(ordinals: &[usize], what: &str) -> Option<String> {
     if ASSUMED_GPUS.get().is_some() {
         return None;
     }
@@ -151,7 +162,7 @@ pub(crate) fn bf16_unsupported(ordinals: &[usize]) -> Option<String> {
         let p = crate::ffi::cuda_device_props(o).ok()?;
         let major: u32 = p.compute_capability.split('.').next()?.parse().ok()?;
         (major < 8).then(|| {
-            format!("GPU {o} ({}, compute capability {}) has no bf16 tensor cores", p.name, p.compute_capability)
+            format!("GPU {o} ({}, compute capability {}) has no {what} tensor cores", p.name, p.compute_capability)
         })
     })
 }

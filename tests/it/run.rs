@@ -513,6 +513,13 @@ fn a_cpu_without_fast_bf16_kernels_is_told_and_peak_skips_them() {
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert_eq!(err.lines().filter(|l| l.contains("slow reference kernels")).count(), 1, "{err}");
+    // max-batch --frontier skips the bf16 levers there, with the reason.
+    let o = gpubench(&format!("max-batch --cpu --frontier --start 2 --max 2 -- {TINY} --steps 1 --warmup 0"))
+        .env("GPUBENCH_TEST_CPUINFO", &info)
+        .output();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = super::common::stdout(&o);
+    assert!(out.contains("\nbf16: skipped, this CPU (") && out.contains("has no AVX512-BF16"), "{out}");
     // The peaks file's place is checked before any work.
     let o = gpubench("peak --cpu --size 256 --rounds 1").env("GPUBENCH_PEAKS", dir.path()).output();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

@@ -453,14 +453,24 @@ fn max_batch_under_a_memory_cap_finds_a_plausible_batch() {
 #[test]
 fn the_frontier_reaches_a_target_batch_through_accumulation() {
     let dir = tempfile::tempdir().unwrap();
-    let o = run_in(
+    // A CPU with fast bf16 kernels, whatever this host's is (the test hook's
+    // cpuinfo): the bf16 lever runs.
+    let cpuinfo = dir.path().join("cpuinfo");
+    std::fs::write(&cpuinfo, "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16\n").unwrap();
+    let o = sweep_in(
         dir.path(),
         "max-batch --frontier --target-batch 64 --cpu --start 8 --max 16 --out mb.csv --charts ch --html f.html \
          -- --model tinycnn --image-size 16 --num-classes 10 --threads 2 --steps 1 --warmup 0",
-    );
+    )
+    .env("GPUBENCH_TEST_CPUINFO", &cpuinfo)
+    .output();
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
-    assert!(out.contains("checkpoint, fp16 + checkpoint, bf16 + checkpoint: skipped, --checkpoint"), "{out}");
+    assert!(
+        out.contains("checkpoint, fp16 + checkpoint, bf16 + checkpoint, tf32 + checkpoint: skipped, --checkpoint"),
+        "{out}"
+    );
+    assert!(out.contains("\ntf32: skipped, --precision tf32 is a CUDA tensor-core mode"), "{out}");
     assert!(out.contains("\nfp16: skipped, the CPU has no fast fp16 kernels"), "{out}");
     assert!(out.contains("fastest way to a global batch of 64 on 1 device(s): "), "{out}");
     assert!(out.contains("at batch 16 per device with --grad-accum 4"), "{out}");
@@ -475,7 +485,7 @@ fn the_frontier_reaches_a_target_batch_through_accumulation() {
     let csv = std::fs::read_to_string(dir.path().join("mb.frontier.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert!(lines[0].starts_with("lever,largest_batch_per_device,"), "{csv}");
-    assert_eq!(lines.len(), 7, "{csv}");
+    assert_eq!(lines.len(), 9, "{csv}");
     assert!(lines[1].starts_with("none,16,") && lines[1].contains(",16,4,"), "{csv}");
     assert!(lines[2].starts_with("checkpoint,,"), "{csv}");
     assert!(dir.path().join("ch/frontier.svg").is_file());
