@@ -66,7 +66,7 @@ pub(crate) fn base_row(cfg: &RunConfig) -> Row {
         grad_accum: Some(cfg.grad_accum),
         seed: Some(cfg.seed),
         threads: Some(tch::get_num_threads() as u32),
-        variant: with_shared_gpu(&cfg.variant, &cfg.devices),
+        variant: with_shared_gpu(&cfg.variant, &cfg.node_devices),
         data: crate::data::column_name(&cfg.data),
         ..identity_row(&cfg.devices, &cfg.label, cfg.implementation.into())
     }

@@ -302,7 +302,7 @@ fn role_and_config(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
     }
     match DistEnv::from_process(a.dist.master_addr.as_deref(), a.dist.master_port, ours)? {
         None => {
-            let devices = device::resolve(gpus.as_deref(), cpu, !talks)?;
+            let devices = device::resolve_with(gpus.as_deref(), cpu, !talks, shared_gpu_test_mode(&a)?)?;
             Ok((Role::Launcher, a.into_config(Placement::Local(devices))?))
         }
         Some(env) => {
@@ -311,6 +311,27 @@ fn role_and_config(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
             Ok((Role::Rank(env), cfg))
         }
     }
+}
+
+/// Whether this ddp run may list a GPU more than once: the one-GPU test mode
+/// (`--gpus 0,0 --backend gloo`: several ranks share the GPU, so the rank
+/// combining, the straggler and the verdict run where only one GPU is at
+/// hand). NCCL refuses two ranks on one GPU at its first collective
+/// ("Duplicate GPU detected"), so without `--backend gloo` a repeated GPU is
+/// refused here, before anything starts.
+fn shared_gpu_test_mode(a: &RunArgs) -> Result<bool> {
+    let gloo = a.dist.backend == Some(Backend::Gloo);
+    let Some(list) = a.devices.gpus.as_deref() else { return Ok(gloo) };
+    let ords = device::parse_gpu_list_with(list, true)?;
+    if let Some(o) = (1..ords.len()).find(|&i| ords[..i].contains(&ords[i])).map(|i| ords[i]) {
+        if !gloo {
+            return Err(usage(format!(
+                "--gpus {list} lists GPU {o} twice: NCCL refuses two ranks on one GPU; add --backend gloo for the \
+                 one-GPU test mode (the ranks share the GPU, which shows the code paths, not multi-GPU speed)"
+            )));
+        }
+    }
+    Ok(gloo)
 }
 
 /// A rank's device, `--gpus`[LOCAL_RANK] or `--cpu` when given, else
@@ -323,14 +344,15 @@ fn rank_devices(a: &RunArgs, env: &DistEnv) -> Result<(Devices, Devices)> {
         return Ok((Devices::cpu(1), node));
     }
     if let Some(list) = &a.devices.gpus {
-        let ords = device::parse_gpu_list(list)?;
+        let shared = shared_gpu_test_mode(a)?;
+        let ords = device::parse_gpu_list_with(list, shared)?;
         let o = *ords.get(env.local_rank).ok_or_else(|| {
             usage(format!(
                 "LOCAL_RANK {} has no device in --gpus {list}; list one device per local rank",
                 env.local_rank
             ))
         })?;
-        let all = device::resolve(Some(list), None, true)?;
+        let all = device::resolve_with(Some(list), None, true, shared)?;
         return Ok((Devices::cuda(vec![o]), all));
     }
     let count = device::cuda_device_count();

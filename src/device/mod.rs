@@ -87,8 +87,8 @@ pub(crate) fn parse_gpu_list_with(s: &str, repeats: bool) -> Result<Vec<usize>> 
         })?;
         if out.contains(&o) && !repeats {
             return Err(usage(format!(
-                "--gpus {s:?} lists device {o} twice; list each device once (only --strategy dp takes a device \
-                 twice, as a test mode)"
+                "--gpus {s:?} lists device {o} twice; list each device once (only --strategy dp, and ddp with \
+                 --backend gloo, take a device twice, as a test mode)"
             )));
         }
         out.push(o);

@@ -464,3 +464,27 @@ fn two_ranks_started_the_pytorchjob_way_write_one_ok_row() {
     // each pod is a node of its own
     assert_eq!(r["devices"], "cpu×1 ×2 nodes");
 }
+
+/// Several ranks on one GPU (`--gpus 0,0`) are the one-GPU test mode over
+/// Gloo, checked here with a GPU assumed (this machine has none); NCCL, which
+/// refuses two ranks on one GPU, is refused first with the way out.
+#[test]
+fn ranks_sharing_a_gpu_are_a_gloo_test_mode_and_nccl_is_refused() {
+    let tiny = "--model tinycnn --image-size 16 --num-classes 10 --steps 1";
+    let validate = |extra: &str| {
+        let mut argv = vec!["validate".to_string(), "--assume-gpus".into(), "1".into()];
+        argv.extend(format!("run --strategy ddp --gpus 0,0 {tiny} {extra}").split_whitespace().map(String::from));
+        std::process::Command::new(super::common::bin()).args(&argv).output().unwrap()
+    };
+    let o = validate("--backend gloo");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = validate("");
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("lists GPU 0 twice: NCCL refuses two ranks on one GPU; add --backend gloo"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let o = validate("--backend nccl");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // single and dp keep their rules: dp may repeat a GPU, single takes one.
+    assert_usage_error(&format!("run --strategy single --gpus 0,0 {tiny}"), "lists device 0 twice");
+}

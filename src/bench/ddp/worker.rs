@@ -106,6 +106,15 @@ impl Session for Rank {
         vec![format!("rank {}", self.env.rank)]
     }
 
+    fn note(&self, cfg: &RunConfig) -> String {
+        match cfg.node_devices.shares_a_gpu() {
+            true => "TEST MODE: several ranks share a GPU over Gloo (the rendezvous, Reducer and rank combining run, \
+                     but this is not a multi-GPU measurement)"
+                .into(),
+            false => String::new(),
+        }
+    }
+
     fn run_id(&self) -> Option<String> {
         Some(self.run_id.clone())
     }
@@ -192,7 +201,17 @@ impl Session for Rank {
             let list: Vec<String> = missing.iter().map(|r| r.to_string()).collect();
             reports[0].error += &format!("; no result from rank(s) {} (they stopped without one)", list.join(", "));
         }
-        let (mut m, reducer, devs) = combine(&reports);
+        let (mut m, reducer, mut devs) = combine(&reports);
+        if cfg.node_devices.shares_a_gpu() {
+            // The one-GPU test mode: every rank reports the same GPU, whose
+            // counters would be summed once per rank. Rank 0's line stands for it.
+            let mut seen: Vec<String> = vec![];
+            devs.retain(|d| {
+                let first = !seen.contains(&d.device);
+                seen.push(d.device.clone());
+                first
+            });
+        }
         let slowest = slowest_rank(&reports);
         // Memory by part is rank 0's own: its device is the row's first.
         m.mem = mem;
