@@ -1,6 +1,7 @@
-//! scripts/gpu-smoke on a machine without a GPU: its plan fits the 7-minute
-//! window and every gpubench line in it passes gpubench's own checks; the
-//! run itself stops at once with one line.
+//! scripts/gpu-smoke on a machine without a GPU: its plan fills the 7-minute
+//! window exactly, every gpubench line in it passes gpubench's own checks,
+//! and its python checks pass their self-tests and read only columns the
+//! schema has; the run itself stops at once with one line.
 use super::common::{bin, stderr, stdout};
 use std::process::Command;
 
@@ -20,11 +21,20 @@ fn plan_checks_every_line_and_fits_420_s() {
         .unwrap_or_else(|| panic!("no total line: {out}"));
     let steps: Vec<&str> = out.lines().filter(|l| l.contains(" s  ")).collect();
     let sum: u64 = steps.iter().map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap()).sum();
-    assert!(total <= 420 && total == sum, "total {total}, steps add to {sum}: {out}");
+    // The limits share out the 420 s window (audit 3, 4.3): a step's limit
+    // is raised by lowering another's.
+    assert!(total == 420 && total == sum, "total {total}, steps add to {sum}: {out}");
     // Most valuable first: versions, the peak every later row's MFU needs, then the published comparison.
     let ids: Vec<&str> = steps.iter().map(|l| l.split_whitespace().next().unwrap()).collect();
     assert_eq!(&ids[..4], ["env", "peak", "tf32", "fp16"], "{out}");
+    let mut unique = ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "a step id twice (--only picks steps by id): {out}");
     assert!(steps.iter().all(|l| l.ends_with("[lines: ok]")), "{out}");
+    // The checks.txt checks in python pass their self-tests, and every column the
+    // script reads is in `gpubench schema` (H9: lastrow asked for two that were not).
+    assert!(out.lines().any(|l| l.starts_with("checks: ") && l.contains(": ok, ")), "{out}");
 }
 
 #[test]
