@@ -243,10 +243,12 @@ columns! {
           master waits for besides its own work (timed as dp_replicate_ms).";
     alloc_retries: Option<u64>, unit "", since 4,
         "CUDA: times the caching allocator's cudaMalloc failed and it freed its cache and tried again \
-          (each a device-wide sync; a sign the batch is at the edge), over the run, summed over the \
-          process's devices (ddp: rank 0's).";
+          (each a device-wide sync; a sign the batch is at the edge), in the timed window (a run that \
+          failed in warm-up: up to its failure), summed over the process's devices (ddp: rank 0's).";
     alloc_ooms: Option<u64>, unit "", since 4,
-        "CUDA: out-of-memory errors the caching allocator raised over the run, as alloc_retries counts them.";
+        "CUDA: out-of-memory errors the caching allocator raised, as alloc_retries counts them. It counts \
+          the ones cuDNN catches too (it tries smaller workspaces when a large one does not fit), so an ok \
+          row near the memory limit may show some.";
     other_procs_mb: Option<f64>, unit "MiB", since 4,
         "NVML: the most GPU memory that processes outside this run held on its devices during the timed \
           window (stray contexts on GPU 0 are a common cause of 'GPU 0 uses more'); ddp: rank 0's device.";

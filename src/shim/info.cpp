@@ -127,10 +127,14 @@ char* gb_cuda_memory_stats(int dev, std::int64_t out[6]) {
 #endif
 }
 
+// At the end of warm-up: the peaks, and the accumulated counters (cudaMalloc
+// retries, OOMs), so that both describe the timed window. Warm-up's first
+// steps are where cuDNN tries workspaces and the allocator grows.
 char* gb_cuda_reset_peak_memory(int dev) {
 #ifdef GPUBENCH_CUDA
   GB_TRY
   c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(dev));
+  c10::cuda::CUDACachingAllocator::resetAccumulatedStats(static_cast<c10::DeviceIndex>(dev));
   GB_CATCH
 #else
   (void)dev;
