@@ -212,14 +212,17 @@ fn processes_with(needle: &str) -> Vec<u32> {
 fn killing_the_parent_of_processes_ends_its_workers_and_the_next_start_removes_its_folder() {
     // A unique label marks this test's workers among the host's processes.
     let tag = format!("orphan-test-{}", std::process::id());
+    // A temporary directory of its own: another test's gpubench, started
+    // meanwhile, would sweep the orphaned folder this test looks for.
+    let tmp = tempfile::tempdir().unwrap();
     let a = format!("{TINY_SERVER} --serving processes --cpu 2 --scenario offline --duration 30s -q --label {tag}");
-    let mut parent = gpubench(&a).env("GPUBENCH_TEST_SERVICE_MS", "10").spawn();
+    let mut parent = gpubench(&a).env("GPUBENCH_TEST_SERVICE_MS", "10").env("TMPDIR", tmp.path()).spawn();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while processes_with(&tag).len() < 3 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert_eq!(processes_with(&tag).len(), 3, "the parent and its two workers");
-    let folder = std::fs::read_dir(std::env::temp_dir())
+    let folder = std::fs::read_dir(tmp.path())
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -236,6 +239,7 @@ fn killing_the_parent_of_processes_ends_its_workers_and_the_next_start_removes_i
     assert!(folder.exists(), "a killed parent cannot clean up; the next start does");
     let o = gpubench(&format!("{TINY_SERVER} --serving processes --cpu 2 --scenario offline --duration 200ms -q"))
         .env("GPUBENCH_TEST_SERVICE_MS", "10")
+        .env("TMPDIR", tmp.path())
         .run();
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(!folder.exists(), "{} was left behind", folder.display());
