@@ -1,7 +1,7 @@
 //! What could have distorted a run, said out loud: over the timed window,
 //! the host's load, CPU steal and the CPU other processes used (everything
-//! but this run's own process group: a ddp job's ranks and launcher are
-//! one group), and on GPUs, through NVML samples, clock throttling and
+//! but this run's own process tree: its launcher, ranks, workers and their
+//! children), and on GPUs, through NVML samples, clock throttling and
 //! compute processes that are not this run's. Each finding is one short
 //! phrase for the row's `interference` column and a warning line; a clean
 //! run has none.
@@ -26,7 +26,7 @@ pub(crate) struct HostSnapshot {
     total: u64,
     busy: u64,
     steal: u64,
-    /// CPU seconds of this process group's processes.
+    /// CPU seconds of this run's own process tree (`group_cpu_seconds`).
     group_cpu: f64,
 }
 
@@ -59,31 +59,74 @@ fn parse_cpu_line(line: &str) -> Option<(u64, u64, u64)> {
     Some((total, busy, v[7]))
 }
 
-/// CPU seconds (user + system) of every process in this process's group.
+/// Where this run's own process tree starts: the launcher that started this
+/// rank or serving worker (`GPUBENCH_PARENT_PID`), else, for a rank another
+/// launcher started (torchrun, srun: RANK is set), that launcher, else this
+/// process. Everything outside the tree is another job's, a background job
+/// of the same shell script included (it shares the run's process group, so
+/// leaving out the group missed it).
+fn tree_root() -> i64 {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if let Some(p) = var(crate::internal::PARENT_PID).and_then(|p| p.parse().ok()) {
+        return p;
+    }
+    if var("RANK").is_some() {
+        // SAFETY: getppid has no preconditions.
+        return unsafe { libc::getppid() } as i64;
+    }
+    std::process::id() as i64
+}
+
+/// CPU seconds (user + system) of this run's process tree (`tree_root` and
+/// its descendants), and the children this process has reaped.
 fn group_cpu_seconds() -> f64 {
-    // SAFETY: getpgrp has no preconditions.
-    let me = unsafe { libc::getpgrp() } as i64;
-    let own = std::process::id().to_string();
+    let own = std::process::id() as i64;
     let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
-    let mut ticks = 0u64;
+    // pid → (ppid, ticks of its own, ticks of its reaped children)
+    let mut procs: Vec<(i64, i64, u64, u64)> = vec![];
     for e in dir.flatten() {
         let name = e.file_name();
-        let Some(pid) = name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else { continue };
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<i64>().ok()) else { continue };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let Some(after) = stat.rsplit_once(')').map(|x| x.1) else { continue };
-        let f: Vec<&str> = after.split_whitespace().collect();
-        // After the name: state (3), ppid (4), pgrp (5), …, utime (14), stime (15),
-        // cutime (16), cstime (17).
-        let field = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
-        if f.get(2).and_then(|g| g.parse::<i64>().ok()) == Some(me) {
-            ticks += field(11) + field(12);
+        if let Some((ppid, mine, reaped)) = parse_stat_ticks(&stat) {
+            procs.push((pid, ppid, mine, reaped));
+        }
+    }
+    let tree = descendants(tree_root(), &procs.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>());
+    let mut ticks = 0u64;
+    for &(pid, _, mine, reaped) in &procs {
+        if tree.contains(&pid) {
+            ticks += mine;
         }
         if pid == own {
             // Children that ended and were reaped (serving workers) were ours too.
-            ticks += field(13) + field(14);
+            ticks += reaped;
         }
     }
     ticks as f64 / 100.0
+}
+
+/// (ppid, utime + stime, cutime + cstime) from a /proc/PID/stat line; the
+/// name may hold spaces and parentheses, so fields are counted after the last ')'.
+fn parse_stat_ticks(stat: &str) -> Option<(i64, u64, u64)> {
+    let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // After the name: state (3), ppid (4), pgrp (5), …, utime (14), stime (15), cutime (16), cstime (17).
+    let field = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    Some((f.get(1)?.parse().ok()?, field(11) + field(12), field(13) + field(14)))
+}
+
+/// `root` and every process below it, from (pid, ppid) pairs.
+fn descendants(root: i64, procs: &[(i64, i64)]) -> std::collections::HashSet<i64> {
+    let mut tree = std::collections::HashSet::from([root]);
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(child, _) in procs.iter().filter(|(c, pp)| *pp == p && *c != p) {
+            if tree.insert(child) {
+                frontier.push(child);
+            }
+        }
+    }
+    tree
 }
 
 /// The host between two snapshots.
@@ -166,21 +209,22 @@ pub(crate) fn gpu_notes(samples: &[DeviceSample], t0: f64, t1: f64) -> Vec<Strin
 
 /// CPU-bound processes for tests that need a disturbance they made
 /// themselves (this module's and the integration tests'): `yes` into
-/// nothing, each in its own process group (never the caller's nor a run's),
+/// nothing, each in a session of its own and outside the caller's process
+/// tree (its parent shell exits at once), as another job's processes are,
 /// ended by `timeout` after `secs` at the latest and killed on drop.
 #[doc(hidden)]
-pub struct Hogs(Vec<std::process::Child>);
+pub struct Hogs(Vec<i32>);
 
 impl Hogs {
     pub fn start(n: usize, secs: u32) -> Hogs {
-        use std::os::unix::process::CommandExt;
         let spawn = || {
-            std::process::Command::new("timeout")
-                .args([secs.to_string().as_str(), "yes"])
-                .stdout(std::process::Stdio::null())
-                .process_group(0)
-                .spawn()
-                .expect("starting a busy process (timeout yes)")
+            // A background job of a non-interactive shell is no group leader,
+            // so setsid makes it a session leader without forking: $! is its pid.
+            let o = std::process::Command::new("sh")
+                .args(["-c", &format!("setsid timeout {secs} yes >/dev/null 2>&1 </dev/null & echo $!")])
+                .output()
+                .expect("starting a busy process (setsid timeout yes)");
+            String::from_utf8_lossy(&o.stdout).trim().parse::<i32>().expect("the busy process's pid")
         };
         Hogs((0..n).map(|_| spawn()).collect())
     }
@@ -188,12 +232,11 @@ impl Hogs {
 
 impl Drop for Hogs {
     fn drop(&mut self) {
-        for h in &mut self.0 {
+        for &pid in &self.0 {
             // The whole group: killing `timeout` alone (SIGKILL is not
             // forwarded) would leave its `yes` running on, orphaned.
-            // SAFETY: kill(2) on the group this struct started (pgid = pid).
-            unsafe { libc::kill(-(h.id() as i32), libc::SIGKILL) };
-            let _ = h.wait();
+            // SAFETY: kill(2) on the session this struct started (pgid = pid).
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
         }
     }
 }
@@ -220,6 +263,18 @@ mod tests {
         let a = snap(first, t0, 10.0);
         let b = snap(second, t0 + std::time::Duration::from_secs(1), 10.0 + ours);
         host_window(&a, &b, 2).unwrap()
+    }
+
+    #[test]
+    fn the_run_s_tree_is_its_root_and_everything_below() {
+        // 1 → 10 → 11 → 12, 10 → 13; 20 beside them, 21 below 20.
+        let procs = [(1, 0), (10, 1), (11, 10), (12, 11), (13, 10), (20, 1), (21, 20)];
+        let t = descendants(10, &procs);
+        let mut got: Vec<i64> = t.into_iter().collect();
+        got.sort();
+        assert_eq!(got, [10, 11, 12, 13]);
+        let stat = "4242 (a (b) c) R 17 4242 4242 0 -1 4194304 100 0 0 0 250 50 7 3 20 0";
+        assert_eq!(parse_stat_ticks(stat), Some((17, 300, 10)));
     }
 
     #[test]

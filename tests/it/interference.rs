@@ -18,3 +18,32 @@ fn a_cpu_hog_beside_the_run_is_named_in_its_row() {
     let said = v["row"]["interference"].as_str().unwrap();
     assert!(said.contains("host busy: other processes used"), "{said:?}");
 }
+
+/// A busy process in the run's own process group that is not the run's
+/// (`prep.sh & gpubench run …` in one script): the check used to leave out
+/// the whole group, and missed it; it leaves out the run's own process tree.
+#[test]
+fn a_busy_job_in_the_same_process_group_is_named_too() {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    // Children of this test, in its process group, as the run will be.
+    let mut hogs: Vec<std::process::Child> = (0..cores + 1)
+        .map(|_| {
+            std::process::Command::new("timeout")
+                .args(["30", "yes"])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("starting a busy process")
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let o = gpubench(&format!("run --cpu {TINY} --batch-size 8 --duration 1s --warmup 2 --format json")).output();
+    for h in &mut hogs {
+        // `timeout` forwards SIGTERM to its `yes`.
+        unsafe { libc::kill(h.id() as i32, libc::SIGTERM) };
+        let _ = h.wait();
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let said = v["row"]["interference"].as_str().unwrap();
+    assert!(said.contains("host busy: other processes used"), "{said:?}");
+}
