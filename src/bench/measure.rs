@@ -415,7 +415,11 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
                 };
                 if let (Some(a), Some(b)) = (host0, HostSnapshot::take()) {
                     let cores = crate::device::cpu_cores();
-                    m.interference = host_window(&a, &b, cores).map(|w| w.notes()).unwrap_or_default();
+                    // A CPU run's intra-op threads on this host: --threads, split
+                    // among its replicas or ranks, else one per core.
+                    let threads =
+                        (strat.devices().kind == crate::device::DeviceKind::Cpu).then(|| cfg.threads.unwrap_or(cores));
+                    m.interference = host_window(&a, &b, cores).map(|w| w.notes(threads)).unwrap_or_default();
                 }
                 return Ok(());
             }

@@ -163,14 +163,30 @@ pub(crate) fn host_window(a: &HostSnapshot, b: &HostSnapshot, cores: usize) -> O
 }
 
 impl HostWindow {
+    /// The cores the other processes left, at least one.
+    pub(crate) fn free_cores(&self) -> usize {
+        (self.cores as f64 - self.others_cores).round().max(1.0) as usize
+    }
+
     /// What disturbed the run, one phrase each; empty when the host was quiet.
-    pub(crate) fn notes(&self) -> Vec<String> {
+    /// `threads`: the run's intra-op threads on this host (CPU runs), so that
+    /// a count above the cores the others left free is named as the cause:
+    /// libtorch's OpenMP team then waits for a thread that shares its core,
+    /// and one busy core of two made a run 20 times slower, not 2.
+    pub(crate) fn notes(&self, threads: Option<usize>) -> Vec<String> {
         let mut v = vec![];
         if self.others_cores >= BUSY_CORES {
             v.push(format!(
                 "host busy: other processes used {:.1} of {} cores (load {:.1})",
                 self.others_cores, self.cores, self.load1
             ));
+            let free = self.free_cores();
+            if let Some(t) = threads.filter(|&t| t > free) {
+                v.push(format!(
+                    "{t} intra-op threads on {free} free core{}: rerun with --threads {free}",
+                    if free == 1 { "" } else { "s" }
+                ));
+            }
         }
         if self.steal_share >= STEAL_SHARE {
             v.push(format!("CPU steal {:.0}% of the window", self.steal_share * 100.0));
@@ -285,7 +301,7 @@ mod tests {
         let w = window("cpu 1000 0 500 8000 0 0 0 100", "cpu 1100 0 528 8000 0 0 0 172", 1.28);
         assert!(w.others_cores < 0.01, "{w:?}");
         assert!((w.steal_share - 0.36).abs() < 1e-9, "{w:?}");
-        assert_eq!(w.notes(), ["CPU steal 36% of the window"]);
+        assert_eq!(w.notes(Some(2)), ["CPU steal 36% of the window"]);
     }
 
     #[test]
@@ -294,18 +310,32 @@ mod tests {
         let w = window("cpu 1000 0 500 8000 0 0 0 0", "cpu 1160 0 520 8020 0 0 0 0", 0.6);
         assert!((w.others_cores - 1.2).abs() < 1e-9, "{w:?}");
         assert_eq!(w.steal_share, 0.0);
-        assert!(w.notes()[0].starts_with("host busy: other processes used 1.2 of 2 cores"), "{:?}", w.notes());
+        assert!(w.notes(None)[0].starts_with("host busy: other processes used 1.2 of 2 cores"), "{:?}", w.notes(None));
     }
 
     #[test]
     fn notes_only_for_a_disturbed_host() {
         let quiet = HostWindow { others_cores: 0.1, steal_share: 0.0, load1: 2.1, cores: 2 };
-        assert!(quiet.notes().is_empty());
+        assert!(quiet.notes(Some(2)).is_empty());
         let busy = HostWindow { others_cores: 1.4, steal_share: 0.08, load1: 4.2, cores: 2 };
         assert_eq!(
-            busy.notes(),
+            busy.notes(None),
             ["host busy: other processes used 1.4 of 2 cores (load 4.2)", "CPU steal 8% of the window"]
         );
+    }
+
+    /// The thread count that did not fit the free cores is named, with the
+    /// count that would have; a count that fits is not.
+    #[test]
+    fn threads_above_the_free_cores_are_named_with_the_count_that_fits() {
+        let one_taken = HostWindow { others_cores: 1.0, steal_share: 0.0, load1: 3.0, cores: 2 };
+        assert_eq!(one_taken.free_cores(), 1);
+        assert_eq!(one_taken.notes(Some(2))[1], "2 intra-op threads on 1 free core: rerun with --threads 1");
+        assert_eq!(one_taken.notes(Some(1)).len(), 1, "1 thread fits");
+        let eight = HostWindow { others_cores: 2.6, steal_share: 0.0, load1: 9.0, cores: 8 };
+        assert_eq!(eight.notes(Some(8))[1], "8 intra-op threads on 5 free cores: rerun with --threads 5");
+        let all = HostWindow { others_cores: 2.0, steal_share: 0.0, load1: 9.0, cores: 2 };
+        assert_eq!(all.free_cores(), 1, "never fewer than one");
     }
 
     #[test]

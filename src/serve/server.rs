@@ -631,7 +631,7 @@ pub(crate) fn serve(
 
 /// The host's load between two snapshots, in words.
 pub(crate) fn host_notes(host: Option<(HostSnapshot, HostSnapshot)>) -> Vec<String> {
-    host.and_then(|(a, b)| host_window(&a, &b, crate::device::cpu_cores())).map(|w| w.notes()).unwrap_or_default()
+    host.and_then(|(a, b)| host_window(&a, &b, crate::device::cpu_cores())).map(|w| w.notes(None)).unwrap_or_default()
 }
 
 /// Issues each arrival at its time; returns how many were issued late. For

@@ -17,6 +17,11 @@ fn a_cpu_hog_beside_the_run_is_named_in_its_row() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let said = v["row"]["interference"].as_str().unwrap();
     assert!(said.contains("host busy: other processes used"), "{said:?}");
+    // One intra-op thread per core, with every core taken by the hogs: the
+    // count that would fit is said.
+    if cores > 1 {
+        assert!(said.contains(&format!("{cores} intra-op threads on 1 free core: rerun with --threads 1")), "{said:?}");
+    }
 }
 
 /// A busy process in the run's own process group that is not the run's
