@@ -106,13 +106,38 @@ option! {
     WorkersOpt { #[arg(long, value_name = "N")] workers: Option<usize> }
 }
 
+/// `--threads N|auto`: `auto` is resolved where the run starts (a sweep's
+/// cell re-reads its options on its own node), to the cores that other
+/// processes left free over 300 ms, at least one.
+fn parse_threads(s: &str) -> Result<usize, String> {
+    if s == "auto" {
+        return Ok(free_cores_now());
+    }
+    match s.parse::<usize>() {
+        Ok(0) => Err("--threads must be at least 1 (or auto)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a thread count; give N or auto")),
+    }
+}
+
+/// The cores other processes leave free, over 300 ms (this process sleeps).
+fn free_cores_now() -> usize {
+    use crate::metrics::interference::{host_window, HostSnapshot};
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let Some(a) = HostSnapshot::take() else { return cores };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    HostSnapshot::take().and_then(|b| host_window(&a, &b, cores)).map_or(cores, |w| w.free_cores())
+}
+
 /// The host side of a measured process.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct HostOpts {
     /// Intra-op threads on the CPU for the whole process, shared among its
     /// replicas or serving workers (a ddp rank is a process of its own).
-    /// Default: every core.
-    #[arg(long, value_name = "N")]
+    /// `auto`: the cores other processes leave free, measured over 300 ms
+    /// when the run starts (for a shared host). Default: every core, which
+    /// a quiet machine's benchmark wants.
+    #[arg(long, value_name = "N|auto", value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// How often to sample device telemetry (NVML) and the process.
     #[arg(long, default_value = "100ms", allow_hyphen_values = true, value_name = "DURATION")]

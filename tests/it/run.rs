@@ -529,3 +529,18 @@ fn a_cpu_without_fast_bf16_kernels_is_told_and_peak_skips_them() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
 }
+
+/// `--threads auto`: the cores others leave free, at least one, recorded in
+/// the row's threads column; 0 and words are refused naming the option.
+#[test]
+fn threads_auto_takes_the_free_cores() {
+    let o = gpubench(&format!("run --cpu {TINY} --batch-size 2 --steps 1 --warmup 0 --threads auto --format json -q"))
+        .output();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let t = v["row"]["threads"].as_u64().unwrap();
+    let cores = std::thread::available_parallelism().unwrap().get() as u64;
+    assert!((1..=cores).contains(&t), "{t} of {cores}");
+    assert_usage_error(&format!("run --cpu {TINY} --threads 0"), "--threads must be at least 1");
+    assert_usage_error(&format!("run --cpu {TINY} --threads many"), "give N or auto");
+}
