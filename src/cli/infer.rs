@@ -224,9 +224,6 @@ impl InferArgs {
             None => None,
         };
         let (frame_w, frame_h) = frame_size(&a.frame_size)?;
-        if a.host.threads == Some(0) {
-            return Err(usage("--threads must be at least 1"));
-        }
         if implementation == Impl::Pytorch && a.serving == ServeStrategy::Dp {
             return Err(usage(
                 "--impl pytorch serves with Python threads (--serving replicas) or processes; dp serving is \
@@ -275,7 +272,7 @@ impl InferArgs {
             channels_last: m.channels_last,
             cudnn_benchmark: m.cudnn_benchmark,
             seed: *m.seed,
-            threads: a.host.threads,
+            threads: a.host.threads.map(|t| t.resolve()),
             label: a.output.label.label.clone(),
             out: a.output.out.out.clone(),
             format,

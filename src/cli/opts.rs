@@ -106,16 +106,43 @@ option! {
     WorkersOpt { #[arg(long, value_name = "N")] workers: Option<usize> }
 }
 
-/// `--threads N|auto`: `auto` is resolved where the run starts (a sweep's
-/// cell re-reads its options on its own node), to the cores that other
-/// processes left free over 300 ms, at least one.
-fn parse_threads(s: &str) -> Result<usize, String> {
+/// `--threads N|auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Threads {
+    Count(usize),
+    /// The cores other processes leave free where the configuration is
+    /// built: a sweep's cell re-reads its options on its own node.
+    Auto,
+}
+
+impl Threads {
+    /// The count: `Auto` measures the free cores (300 ms).
+    pub(crate) fn resolve(self) -> usize {
+        match self {
+            Threads::Count(n) => n,
+            Threads::Auto => free_cores_now(),
+        }
+    }
+}
+
+/// As given, for the row's `variant`: `auto` stays `auto`, so that the
+/// configuration of a run is the same whatever its neighbours left free.
+impl std::fmt::Display for Threads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Threads::Count(n) => write!(f, "{n}"),
+            Threads::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+fn parse_threads(s: &str) -> Result<Threads, String> {
     if s == "auto" {
-        return Ok(free_cores_now());
+        return Ok(Threads::Auto);
     }
     match s.parse::<usize>() {
         Ok(0) => Err("--threads must be at least 1 (or auto)".into()),
-        Ok(n) => Ok(n),
+        Ok(n) => Ok(Threads::Count(n)),
         Err(_) => Err(format!("{s:?} is not a thread count; give N or auto")),
     }
 }
@@ -138,7 +165,7 @@ pub(crate) struct HostOpts {
     /// when the run starts (for a shared host). Default: every core, which
     /// a quiet machine's benchmark wants.
     #[arg(long, value_name = "N|auto", value_parser = parse_threads)]
-    pub threads: Option<usize>,
+    pub threads: Option<Threads>,
     /// How often to sample device telemetry (NVML) and the process.
     #[arg(long, default_value = "100ms", allow_hyphen_values = true, value_name = "DURATION")]
     pub sample_interval: String,

@@ -188,7 +188,7 @@ fn variant(a: &RunArgs) -> String {
     let opt = a.optimizer_impl.resolve();
     word(opt != OptimizerImpl::Loop, format!("optimizer={}", opt.name()));
     word(*m.seed != SEED, format!("seed={}", *m.seed));
-    word(a.host.threads.is_some(), format!("threads={}", a.host.threads.unwrap_or_default()));
+    word(a.host.threads.is_some(), a.host.threads.map(|t| format!("threads={t}")).unwrap_or_default());
     word(a.workers.is_some() && *a.data != "synthetic", format!("workers={}", a.workers.unwrap_or_default()));
     if a.strategy == StrategyKind::Ddp {
         let r = &a.reducer;
@@ -491,9 +491,6 @@ impl RunArgs {
                 "--duration auto and --warmup auto are gpubench's own rules; give --impl pytorch steps or a duration",
             ));
         }
-        if a.host.threads == Some(0) {
-            return Err(usage("--threads must be at least 1"));
-        }
         if *a.workers == Some(0) {
             return Err(usage("--workers must be at least 1"));
         }
@@ -630,7 +627,7 @@ impl RunArgs {
             optimizer: a.optimizer,
             optimizer_impl: a.optimizer_impl.resolve(),
             seed: *m.seed,
-            threads: a.host.threads,
+            threads: a.host.threads.map(|t| t.resolve()),
             workers: a.workers.unwrap_or_else(|| crate::data::default_workers(node_share)),
             data: a.data.data.clone(),
             label: a.output.label.label.clone(),

@@ -541,6 +541,20 @@ fn threads_auto_takes_the_free_cores() {
     let t = v["row"]["threads"].as_u64().unwrap();
     let cores = std::thread::available_parallelism().unwrap().get() as u64;
     assert!((1..=cores).contains(&t), "{t} of {cores}");
+    // The configuration says auto, not the count: a sweep's cell, keyed when
+    // it is planned, finds the row its run wrote whatever the neighbours left.
+    assert!(v["row"]["variant"].as_str().unwrap().contains("threads=auto"), "{}", v["row"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.csv");
+    let o = gpubench(&format!(
+        "sweep --cpu 1 --strategies single --models tinycnn --batch-sizes 2 --out {} \
+         -- --image-size 16 --num-classes 10 --steps 1 --warmup 0 --threads auto",
+        out.display()
+    ))
+    .output();
+    assert_eq!(o.status.code(), Some(0), "{}{}", super::common::stdout(&o), stderr(&o));
+    let rows = gpubench::results::csv::read_rows(&out).unwrap();
+    assert_eq!(rows.iter().map(|r| r.status.name()).collect::<Vec<_>>(), ["ok"]);
     assert_usage_error(&format!("run --cpu {TINY} --threads 0"), "--threads must be at least 1");
     assert_usage_error(&format!("run --cpu {TINY} --threads many"), "give N or auto");
 }
