@@ -323,15 +323,13 @@ fn shared_gpu_test_mode(a: &RunArgs) -> Result<bool> {
     let gloo = a.dist.backend == Some(Backend::Gloo);
     let Some(list) = a.devices.gpus.as_deref() else { return Ok(gloo) };
     let ords = device::parse_gpu_list_with(list, true)?;
-    if let Some(o) = (1..ords.len()).find(|&i| ords[..i].contains(&ords[i])).map(|i| ords[i]) {
-        if !gloo {
-            return Err(usage(format!(
-                "--gpus {list} lists GPU {o} twice: NCCL refuses two ranks on one GPU; add --backend gloo for the \
-                 one-GPU test mode (the ranks share the GPU, which shows the code paths, not multi-GPU speed)"
-            )));
-        }
+    match device::first_repeat(&ords) {
+        Some(o) if !gloo => Err(usage(format!(
+            "--gpus {list} lists GPU {o} twice: NCCL refuses two ranks on one GPU; add --backend gloo for the \
+             one-GPU test mode (the ranks share the GPU, which shows the code paths, not multi-GPU speed)"
+        ))),
+        _ => Ok(gloo),
     }
-    Ok(gloo)
 }
 
 /// A rank's device, `--gpus`[LOCAL_RANK] or `--cpu` when given, else

@@ -1,7 +1,7 @@
 //! `gpubench collect DIR --out FILE.csv`: an emitted sweep's cells as one
 //! results file (`fleet::collect`), written whole.
-use anyhow::{Context, Result};
-use std::path::{Path, PathBuf};
+use anyhow::Result;
+use std::path::Path;
 
 use crate::fleet::collect;
 use crate::results::{long, Status};
@@ -9,7 +9,7 @@ use crate::results::{long, Status};
 pub(crate) fn run(dir: &Path, out: &Path) -> Result<i32> {
     let c = collect::collect(dir)?;
     let (rows, devices) = collect::render(&c);
-    let kept = keep_previous(out)?;
+    let kept = crate::results::keep_beside(out)?;
     // The per-device file first: a results file present means both are.
     crate::results::write_whole(&long::devices_path(out), devices.as_bytes())?;
     crate::results::write_whole(out, rows.as_bytes())?;
@@ -34,22 +34,4 @@ pub(crate) fn run(dir: &Path, out: &Path) -> Result<i32> {
         counts.join(", ")
     );
     Ok(if c.rows.iter().all(|r| r.status == Status::Ok) { 0 } else { 1 })
-}
-
-/// A results file (and its devices file) that collect is about to replace,
-/// renamed beside it (`FILE.replaced-SECONDS.csv`): a merge run again never
-/// loses the rows of the one before.
-fn keep_previous(out: &Path) -> Result<Option<PathBuf>> {
-    if !out.exists() {
-        return Ok(None);
-    }
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let kept = out.with_file_name(format!("{stem}.replaced-{stamp}.csv"));
-    std::fs::rename(out, &kept).with_context(|| format!("keeping {}", out.display()))?;
-    let devs = long::devices_path(out);
-    if devs.exists() {
-        std::fs::rename(&devs, long::devices_path(&kept)).with_context(|| format!("keeping {}", devs.display()))?;
-    }
-    Ok(Some(kept))
 }

@@ -349,12 +349,9 @@ pub(crate) fn run_cell(job: &CellJob) -> Result<i32> {
     Ok(if o.row.status == Status::Ok { 0 } else { 1 })
 }
 
-/// A cell run again keeps its previous file beside the new one.
+/// A cell run again keeps its previous files beside the new ones.
 fn keep_previous_cell(final_path: &Path, index: usize) -> Result<()> {
-    if final_path.exists() {
-        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-        let kept = final_path.with_file_name(format!("{index}.replaced-{stamp}.csv"));
-        std::fs::rename(final_path, &kept).with_context(|| format!("keeping {}", final_path.display()))?;
+    if let Some(kept) = crate::results::keep_beside(final_path)? {
         eprintln!("gpubench: cell {index} ran again; its previous file is kept as {}", kept.display());
     }
     Ok(())

@@ -45,8 +45,7 @@ impl Devices {
     /// mode): its counters are counted once, and its rows are kept out of
     /// scaling, verdicts and MFU.
     pub(crate) fn shares_a_gpu(&self) -> bool {
-        let o = &self.ordinals;
-        self.kind == DeviceKind::Cuda && (1..o.len()).any(|i| o[..i].contains(&o[i]))
+        self.kind == DeviceKind::Cuda && first_repeat(&self.ordinals).is_some()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -63,6 +62,11 @@ impl Devices {
             }
         }
     }
+}
+
+/// The first ordinal a list names again, if any.
+pub(crate) fn first_repeat(ordinals: &[usize]) -> Option<usize> {
+    (1..ordinals.len()).find(|&i| ordinals[..i].contains(&ordinals[i])).map(|i| ordinals[i])
 }
 
 /// Parses a `--gpus` list such as "0,1,2,3" (syntax only).

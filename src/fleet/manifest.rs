@@ -69,9 +69,8 @@ pub fn digest(text: &str) -> String {
 
 /// Reads the manifest and checks it against the digest its task was given.
 pub fn read_checked(dir: &Path, expected: Option<&str>) -> Result<Vec<Entry>> {
+    let (p, text) = read_text(dir)?;
     if let Some(want) = expected {
-        let p = manifest_path(dir);
-        let text = std::fs::read_to_string(&p).map_err(|e| usage(format!("{}: {e}", p.display())))?;
         let now = digest(&text);
         if now != want {
             return Err(usage(format!(
@@ -81,7 +80,7 @@ pub fn read_checked(dir: &Path, expected: Option<&str>) -> Result<Vec<Entry>> {
             )));
         }
     }
-    read(dir)
+    parse(&p, &text)
 }
 
 /// The manifest's text.
@@ -96,10 +95,19 @@ pub fn render(entries: &[Entry]) -> Result<String> {
 
 /// Reads `DIR/manifest.jsonl`; a usage error naming the line when it is not one.
 pub fn read(dir: &Path) -> Result<Vec<Entry>> {
+    let (p, text) = read_text(dir)?;
+    parse(&p, &text)
+}
+
+fn read_text(dir: &Path) -> Result<(PathBuf, String)> {
     let p = manifest_path(dir);
     let text = std::fs::read_to_string(&p).map_err(|e| {
         usage(format!("{}: {e}; a directory written by `gpubench sweep --emit slurm DIR` has it", p.display()))
     })?;
+    Ok((p, text))
+}
+
+fn parse(p: &Path, text: &str) -> Result<Vec<Entry>> {
     let mut v = vec![];
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let e: Entry = serde_json::from_str(line)

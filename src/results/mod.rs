@@ -28,6 +28,25 @@ pub(crate) fn append_run(out: &Path, row: &csv::Row, devs: &[DeviceMetrics]) -> 
     long::append_devices(&long::devices_path(out), &key, devs)
 }
 
+/// A results file about to be replaced, and its per-device file, renamed
+/// beside it (`STEM.replaced-SECONDS.csv`): whatever is written there next
+/// never loses the rows before. None when there is no file.
+pub(crate) fn keep_beside(path: &Path) -> Result<Option<std::path::PathBuf>> {
+    use anyhow::Context;
+    if !path.exists() {
+        return Ok(None);
+    }
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let kept = path.with_file_name(format!("{stem}.replaced-{stamp}.csv"));
+    std::fs::rename(path, &kept).with_context(|| format!("keeping {}", path.display()))?;
+    let devs = long::devices_path(path);
+    if devs.exists() {
+        std::fs::rename(&devs, long::devices_path(&kept)).with_context(|| format!("keeping {}", devs.display()))?;
+    }
+    Ok(Some(kept))
+}
+
 /// Writes `text` to `path` through a file beside it and a rename, so a
 /// reader never sees half of it; true when it replaced a file.
 pub fn write_whole(path: &Path, text: &[u8]) -> Result<bool> {
