@@ -103,7 +103,7 @@ fn main() -> anyhow::Result<()> {
     // (img/s of the block, its fastest step in seconds)
     let run = |c: &config::RunConfig, strat: &mut dyn Strategy| -> anyhow::Result<(f64, f64)> {
         let mut data = Synthetic::new(strat.input_batch(), c.image_size, c.num_classes, dev, 1)?;
-        let m = measure(c, strat, &mut data, &indicatif::ProgressBar::hidden());
+        let m = measure(c, strat, &mut data, &indicatif::ProgressBar::hidden(), None);
         anyhow::ensure!(m.error.is_empty(), "{}", m.error);
         let fastest = m.step_secs.iter().copied().fold(f64::INFINITY, f64::min);
         Ok((figures(&m.step_secs, c.global_batch(), 1).expect("timed steps").throughput_img_s, fastest))

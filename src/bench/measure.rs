@@ -47,6 +47,7 @@ use crate::metrics::interference::{host_window, HostSnapshot};
 use crate::metrics::interval::{
     median_interval, precise_enough, steady, throughput_interval, throughput_precision, Interval,
 };
+use crate::metrics::sampler::EnergyMarks;
 use crate::metrics::stats::{summarize, Summary};
 
 /// `--duration auto` times at least this many steps.
@@ -264,7 +265,15 @@ pub(crate) fn progress(cfg: &RunConfig) -> ProgressBar {
 /// Warm-up then timed steps. The device is synchronized before every clock
 /// read, so a step's time covers its finished work; warm-up steps are not timed.
 /// A failure after the run started is recorded in the measurement, not lost.
-pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSource, pb: &ProgressBar) -> Measurement {
+/// `energy`, when telemetry runs, reads the energy counters as the timed
+/// window opens and closes.
+pub fn measure(
+    cfg: &RunConfig,
+    strat: &mut dyn Strategy,
+    data: &mut dyn DataSource,
+    pb: &ProgressBar,
+    energy: Option<&EnergyMarks>,
+) -> Measurement {
     let mut m = Measurement::default();
     let global = cfg.global_batch() as f64;
     let res = guarded(|| -> Result<()> {
@@ -316,6 +325,9 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
         crate::metrics::collect::reset_peaks(strat.devices());
         pb.set_prefix("timed");
         let t_run = Instant::now();
+        if let Some(e) = energy {
+            e.mark(t_run);
+        }
         let host0 = HostSnapshot::take();
         let cpu0 = crate::metrics::sampler::process_cpu_seconds();
         if cfg.breakdown {
@@ -400,6 +412,9 @@ pub fn measure(cfg: &RunConfig, strat: &mut dyn Strategy, data: &mut dyn DataSou
                 return Ok(());
             }
             if stop {
+                if let Some(e) = energy {
+                    e.mark(t1);
+                }
                 m.timed_end = match cfg.timed {
                     Length::Steps(_) => "steps".into(),
                     Length::Time(_) => "duration".into(),
@@ -570,7 +585,7 @@ mod tests {
     }
 
     fn run(args: &str, strat: &mut Mock) -> Measurement {
-        measure(&cfg(args), strat, &mut Source { calls: 0, fail_at: None }, &ProgressBar::hidden())
+        measure(&cfg(args), strat, &mut Source { calls: 0, fail_at: None }, &ProgressBar::hidden(), None)
     }
 
     #[test]
@@ -646,7 +661,7 @@ mod tests {
         let r = run("--warmup 1 --steps 5", &mut Mock::new(vec![Ok(1.0), oom]));
         assert_eq!(r.status, Some(Status::Oom));
         let mut data = Source { calls: 0, fail_at: Some(3) };
-        let r = measure(&cfg("--warmup 1 --steps 5"), &mut Mock::new(vec![]), &mut data, &ProgressBar::hidden());
+        let r = measure(&cfg("--warmup 1 --steps 5"), &mut Mock::new(vec![]), &mut data, &ProgressBar::hidden(), None);
         assert_eq!((r.status, r.error.as_str()), (Some(Status::Failed), "truncated JPEG"));
         assert_eq!(r.step_secs.len(), 1);
     }

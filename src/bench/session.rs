@@ -113,7 +113,8 @@ pub(crate) fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sin
     let (m, skipped, bad_files, reducer) = match setup {
         Ok((mut strat, mut data)) => {
             let pb = if session.talks(cfg) { measure::progress(cfg) } else { ProgressBar::hidden() };
-            let mut m = measure::measure(cfg, strat.as_mut(), data.as_mut(), &pb);
+            let marks = monitor.energy_marks();
+            let mut m = measure::measure(cfg, strat.as_mut(), data.as_mut(), &pb, marks.as_ref());
             let reducer = strat.reducer_stats();
             m.mem = memory_parts(strat.as_ref(), reducer.as_ref(), m.mem.activations);
             (m, strat.skipped_steps(), data.bad_files(), reducer)

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::devices::{apply_samples, DeviceMetrics};
-use super::sampler::{peak_rss_mb, DeviceSample, NvmlSource, ProcessSource, Sampler, MB};
+use super::sampler::{peak_rss_mb, DeviceSample, EnergyMarks, NvmlSource, ProcessSource, Sampler, MB};
 use crate::device::{DeviceKind, Devices};
 
 /// The timed window, as `bench::measure` saw it.
@@ -35,6 +35,12 @@ impl Monitor {
                 Monitor { sampler: Some(Sampler::start(Box::new(ProcessSource::new()), interval)), unavailable: None }
             }
         }
+    }
+
+    /// Reads the energy counters at the timed window's bounds, when
+    /// telemetry runs.
+    pub(crate) fn energy_marks(&self) -> Option<EnergyMarks> {
+        self.sampler.as_ref().map(Sampler::energy_marks)
     }
 
     /// Stops sampling; returns one DeviceMetrics per device (one for the

@@ -64,6 +64,22 @@ impl DeviceSource for NvmlSource {
         }
         out
     }
+
+    fn energy(&mut self) -> Vec<DeviceSample> {
+        let nvml = &self.nvml;
+        self.devices
+            .iter()
+            .map(|(name, idx)| DeviceSample {
+                device: name.clone(),
+                energy_j: nvml
+                    .device_by_index(*idx)
+                    .ok()
+                    .and_then(|d| d.total_energy_consumption().ok())
+                    .map(|mj| mj as f64 / 1000.0),
+                ..Default::default()
+            })
+            .collect()
+    }
 }
 
 /// The throttle reasons that slow a benchmark (idle and sync boost do not).

@@ -61,6 +61,11 @@ pub(crate) fn rapl_joules() -> Option<f64> {
 /// Something that can read every device of the run at once.
 pub(crate) trait DeviceSource: Send {
     fn sample(&mut self) -> Vec<DeviceSample>;
+    /// The energy counters alone (samples with only `device` and
+    /// `energy_j`): cheap enough to read at the timed window's bounds.
+    fn energy(&mut self) -> Vec<DeviceSample> {
+        vec![]
+    }
 }
 
 /// Normalises a PCI bus id ("00000000:3B:00.0", "0000:3b:00.0") to
@@ -132,29 +137,68 @@ impl DeviceSource for ProcessSource {
             ..Default::default()
         }]
     }
+
+    fn energy(&mut self) -> Vec<DeviceSample> {
+        match rapl_joules() {
+            Some(j) => vec![DeviceSample { device: "cpu".into(), energy_j: Some(j), ..Default::default() }],
+            None => vec![],
+        }
+    }
 }
 
 pub(crate) const MB: f64 = 1024.0 * 1024.0;
 
+type Shared<T> = Arc<Mutex<T>>;
+
 /// Samples a source every `interval` on a background thread until stopped.
 pub(crate) struct Sampler {
     stop: Arc<AtomicBool>,
-    samples: Arc<Mutex<Vec<DeviceSample>>>,
+    samples: Shared<Vec<DeviceSample>>,
+    source: Shared<Box<dyn DeviceSource>>,
     handle: Option<JoinHandle<()>>,
     started: Instant,
 }
 
+/// Reads the energy counters when the timed window opens and closes (H3 of
+/// the third GPU audit): the sampler's readings are `interval` apart (100 ms
+/// by default), so a window of one second measured between its first and
+/// last readings inside could miss a fifth of it. The counter's own update
+/// period (tens of ms on NVIDIA parts) still bounds the precision.
+#[derive(Clone)]
+pub struct EnergyMarks {
+    samples: Shared<Vec<DeviceSample>>,
+    source: Shared<Box<dyn DeviceSource>>,
+    started: Instant,
+}
+
+impl EnergyMarks {
+    /// Reads every counter now and files the readings at `at` (the window's
+    /// bound, taken just before; the device is synchronized, so nothing it
+    /// does between the two is timed work).
+    pub fn mark(&self, at: Instant) {
+        let mut batch = self.source.lock().expect("sampler source lock").energy();
+        let t = at.saturating_duration_since(self.started).as_secs_f64();
+        let ts = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        for s in &mut batch {
+            s.t = t;
+            s.timestamp = ts.clone();
+        }
+        self.samples.lock().expect("sampler lock").extend(batch);
+    }
+}
+
 impl Sampler {
-    pub(crate) fn start(mut source: Box<dyn DeviceSource>, interval: Duration) -> Sampler {
+    pub(crate) fn start(source: Box<dyn DeviceSource>, interval: Duration) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(vec![]));
+        let source = Arc::new(Mutex::new(source));
         let started = Instant::now();
-        let (st, sa) = (Arc::clone(&stop), Arc::clone(&samples));
+        let (st, sa, so) = (Arc::clone(&stop), Arc::clone(&samples), Arc::clone(&source));
         let handle = std::thread::spawn(move || {
             while !st.load(Ordering::Relaxed) {
                 let t = started.elapsed().as_secs_f64();
                 let ts = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-                let mut batch = source.sample();
+                let mut batch = so.lock().expect("sampler source lock").sample();
                 for s in &mut batch {
                     s.t = t;
                     s.timestamp = ts.clone();
@@ -167,7 +211,12 @@ impl Sampler {
                 }
             }
         });
-        Sampler { stop, samples, handle: Some(handle), started }
+        Sampler { stop, samples, source, handle: Some(handle), started }
+    }
+
+    /// A handle that reads the energy counters at the window's bounds.
+    pub(crate) fn energy_marks(&self) -> EnergyMarks {
+        EnergyMarks { samples: Arc::clone(&self.samples), source: Arc::clone(&self.source), started: self.started }
     }
 
     /// An instant as seconds on the sampler's clock (0 = its start).
@@ -175,13 +224,16 @@ impl Sampler {
         at.saturating_duration_since(self.started).as_secs_f64()
     }
 
-    /// Stops sampling and returns every sample.
+    /// Stops sampling and returns every sample, in time order (the marks
+    /// land between the thread's readings).
     pub(crate) fn finish(mut self) -> Vec<DeviceSample> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
-        std::mem::take(&mut *self.samples.lock().expect("sampler lock"))
+        let mut v = std::mem::take(&mut *self.samples.lock().expect("sampler lock"));
+        v.sort_by(|a, b| a.t.total_cmp(&b.t));
+        v
     }
 }
 
@@ -246,6 +298,40 @@ mod tests {
         assert!(v.windows(2).all(|w| w[0].t <= w[1].t));
         assert_eq!(v[0].gpu_util_pct, Some(1.0));
         assert!(v[0].timestamp.ends_with('Z'));
+    }
+
+    /// A counter that rises at exactly 100 W of wall time.
+    struct Watts100(Instant);
+    impl DeviceSource for Watts100 {
+        fn sample(&mut self) -> Vec<DeviceSample> {
+            self.energy()
+        }
+        fn energy(&mut self) -> Vec<DeviceSample> {
+            let j = 100.0 * self.0.elapsed().as_secs_f64();
+            vec![DeviceSample { device: "cuda:0".into(), energy_j: Some(j), ..Default::default() }]
+        }
+    }
+
+    #[test]
+    fn energy_is_read_at_the_windows_bounds_not_only_every_interval() {
+        // The thread reads once, at its start; a window that opens later and
+        // lasts less than the interval has no reading of its own inside.
+        let s = Sampler::start(Box::new(Watts100(Instant::now())), Duration::from_secs(30));
+        let marks = s.energy_marks();
+        std::thread::sleep(Duration::from_millis(20));
+        let a = Instant::now();
+        marks.mark(a);
+        std::thread::sleep(Duration::from_millis(80));
+        let b = Instant::now();
+        marks.mark(b);
+        let (t0, t1) = (s.clock(a), s.clock(b));
+        let v = s.finish();
+        assert!(v.windows(2).all(|w| w[0].t <= w[1].t), "time order");
+        let mut m = crate::metrics::devices::DeviceMetrics { device: "cuda:0".into(), ..Default::default() };
+        crate::metrics::devices::apply_samples(&mut m, &v, t0, t1);
+        let w = m.energy_w.expect("two readings inside the window");
+        // Each reading lags its bound by the time a lock and a read take.
+        assert!((w - 100.0).abs() < 10.0, "{w} W");
     }
 
     #[test]
