@@ -70,10 +70,17 @@ extern "C" {
         timeout_ms: c_int,
         out: *mut *mut GbStore,
     ) -> *mut c_char;
+    fn gb_store_client(
+        host: *const c_char,
+        port: c_int,
+        rank: c_int,
+        world: c_int,
+        timeout_ms: c_int,
+        out: *mut *mut GbStore,
+    ) -> *mut c_char;
     fn gb_store_free(s: *mut GbStore);
     fn gb_store_set(s: *mut GbStore, key: *const c_char, data: *const u8, len: usize) -> *mut c_char;
     fn gb_store_get(s: *mut GbStore, key: *const c_char, data: *mut *mut u8, len: *mut usize) -> *mut c_char;
-    #[cfg(test)]
     fn gb_store_add(s: *mut GbStore, key: *const c_char, delta: i64, out: *mut i64) -> *mut c_char;
     fn gb_store_check(s: *mut GbStore, key: *const c_char, exists: *mut c_int) -> *mut c_char;
     fn gb_free_bytes(p: *mut u8);
@@ -188,6 +195,25 @@ impl Store {
         Ok(Store { ptr: NonNull::new(out).ok_or_else(|| anyhow!("gb_store_new returned null"))? })
     }
 
+    /// One more client of the running store at host:port, not counted as a
+    /// worker; each of its operations gives up after `timeout`.
+    pub(crate) fn client(host: &str, port: u16, rank: usize, world: usize, timeout: Duration) -> Result<Store> {
+        let h = cstring(host, "store host")?;
+        let mut out = std::ptr::null_mut();
+        check(unsafe {
+            gb_store_client(
+                h.as_ptr(),
+                c_int::from(port),
+                int(rank, "rank")?,
+                int(world, "world size")?,
+                timeout_ms(timeout),
+                &mut out,
+            )
+        })
+        .map_err(|e| e.context(format!("TCPStore {host}:{port} (a second client for rank {rank})")))?;
+        Ok(Store { ptr: NonNull::new(out).ok_or_else(|| anyhow!("gb_store_client returned null"))? })
+    }
+
     pub(crate) fn set(&self, key: &str, value: &[u8]) -> Result<()> {
         let k = cstring(key, "store key")?;
         check(unsafe { gb_store_set(self.ptr.as_ptr(), k.as_ptr(), value.as_ptr(), value.len()) })
@@ -234,7 +260,6 @@ impl Store {
 
     /// Atomically adds `delta` to the counter at `key` (0 when absent) and
     /// returns the new value.
-    #[cfg(test)]
     pub(crate) fn add(&self, key: &str, delta: i64) -> Result<i64> {
         let k = cstring(key, "store key")?;
         let mut v = 0i64;

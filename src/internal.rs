@@ -93,8 +93,10 @@ pub(crate) fn served_line() -> Vec<OsString> {
 pub enum Hook {
     /// `GPUBENCH_FAULT=RANK:STEP:KIND`: rank RANK of a ddp job fails at its
     /// STEP-th step (warm-up included, from 1), with the CUDA allocator's
-    /// out-of-memory message (KIND `oom`) or by aborting (`crash`); for the
-    /// tests that one rank's failure ends the job and names the rank.
+    /// out-of-memory message (KIND `oom`), by aborting (`crash`) or by
+    /// stopping, heartbeat and all (`stop`: a paused or cut-off host); for
+    /// the tests that one rank's failure ends the job and names the rank, and
+    /// that a silent rank is named as lost.
     Fault,
     /// `GPUBENCH_TEST_SERVICE_MS=N`: `infer`'s model becomes one that sleeps
     /// N ms per batch, a server of known capacity for the search's tests and

@@ -249,6 +249,24 @@ char* gb_store_new(const char* host, int port, int rank, int world, int is_serve
   GB_CATCH_C10
 }
 
+// A second client of a running store, for a thread of its own (the
+// liveness heartbeat): it never counts as a worker, and each of its
+// operations gives up after timeout_ms, so a lost store host is noticed
+// within that bound instead of the run's collective timeout.
+char* gb_store_client(const char* host, int port, int rank, int world, int timeout_ms, gb_store** out) {
+  GB_TRY
+  if (host == nullptr || out == nullptr) throw std::invalid_argument("gb_store_client: null argument");
+  if (port < 0 || port > 65535) throw std::invalid_argument("gb_store_client: port out of range");
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(port);
+  opts.isServer = false;
+  opts.waitWorkers = false;
+  opts.timeout = ms(timeout_ms);
+  auto store = c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
+  *out = new gb_store{store, std::string(host), rank, world};
+  GB_CATCH_C10
+}
+
 void gb_store_free(gb_store* s) {
   try {
     delete s;

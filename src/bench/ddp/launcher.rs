@@ -74,10 +74,19 @@ pub(crate) fn launch(cfg: &RunConfig) -> Result<i32> {
     let Some((rank, e)) = ended.first().filter(|(_, e)| !e.exit.success()) else {
         return Ok(code);
     };
-    let msg = rank_failure("ddp worker", *rank, e);
+    // A rank that lost its peer's host says so in its last line (`liveness`):
+    // that is the failure, not the rank that said it.
+    let lost = e.tail.last().map(|l| l.trim_start_matches("error: ")).filter(|l| super::liveness::is_verdict(l));
+    let msg = match lost {
+        Some(l) => l.to_string(),
+        None => rank_failure("ddp worker", *rank, e),
+    };
     // Rank 0 wrote no row (it was stopped in a collective, or failed before
-    // the measurement): record the failure, naming the rank, rather than lose it.
-    if let (Some(out), 0) = (&cfg.out, d.node_rank) {
+    // the measurement): record the failure, naming the rank, rather than lose
+    // it. Node 0's launcher writes it, or, when node 0 itself is what was
+    // lost, the launcher that saw it go.
+    let store_host_lost = lost.is_some_and(|l| l.contains("the rendezvous store's host"));
+    if let (Some(out), true) = (&cfg.out, d.node_rank == 0 || store_host_lost) {
         let mut row = base_row(cfg);
         row.status = if e.looks_oom() { Status::Oom } else { Status::Failed };
         row.error = msg.clone();
@@ -111,6 +120,7 @@ pub(crate) fn spawn_ranks(
             .env("LOCAL_WORLD_SIZE", local.to_string())
             .env("MASTER_ADDR", addr)
             .env("MASTER_PORT", port.to_string())
+            .env("GROUP_RANK", node_rank.to_string())
             .env(crate::internal::PARENT_PID, std::process::id().to_string());
         match proc::spawn(&mut cmd, (!quiet).then(|| format!("[rank {rank}] ")), 1) {
             Ok(w) => workers.push((rank, w)),

@@ -27,7 +27,8 @@
 //! where that device exists, else the CPU (`cli::run`). On the CPU a node's ranks split the cores (`--threads` or
 //! all cores, ÷ `LOCAL_WORLD_SIZE`, at least one each; without that variable a rank keeps them all).
 //! `--dist-timeout` (default 300s) bounds the rendezvous and every collective: an unreachable master is a
-//! one-line error after it.
+//! one-line error after it. A rank, host or node lost mid-run is named within seconds, not after the timeout:
+//! every rank beats through the store and a silent one is called lost after 10 s (`liveness`).
 //!
 //! **The row.** Each rank draws its own synthetic data (data seed + 7919 × rank) and shares one sampler seed
 //! for `--data PATH`, so shards are disjoint. One run id, chosen by rank 0 and shared through the store, tags
@@ -38,4 +39,5 @@
 //! is not ok sets the row's status, named in its error (`worker::combine`).
 pub mod env;
 pub mod launcher;
+pub(crate) mod liveness;
 pub mod worker;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tch::{nn, Device, Tensor};
 
 use super::env::DistEnv;
+use super::liveness::{Liveness, Place};
 use crate::bench::measure::Measurement;
 use crate::bench::session::{self, Gather, Gathered, Local, Session};
 use crate::bench::sinks::Sinks;
@@ -63,8 +64,47 @@ pub(crate) fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
     } else {
         String::from_utf8_lossy(&store.get("gpubench/run_id")?).into_owned()
     };
-    let mut rank = Rank { env: env.clone(), store, pg: Some(pg), run_id, fault };
-    session::run(cfg, &mut rank, &start, &sinks)
+    let places = super::liveness::exchange(&store, env).context("rendezvous: where each rank runs")?;
+    let liveness = Liveness::start(env, places.clone(), timeout, end_lost(cfg, env))?;
+    let mut rank = Rank { env: env.clone(), store, pg: Some(pg), run_id, fault, places, liveness };
+    let res = session::run(cfg, &mut rank, &start, &sinks);
+    // A rank that failed because its peer's host went away says which.
+    res.map_err(|e| {
+        let said = crate::error::one_line(&e);
+        let explained = rank.liveness.explain(&said);
+        if explained == said {
+            e
+        } else {
+            anyhow::anyhow!(explained)
+        }
+    })
+}
+
+/// What the liveness watcher does with a run still blocked after its verdict:
+/// say it as this process's last line (our launcher names the loss from it),
+/// append the `failed` row where no launcher of ours will (rank 0 for a lost
+/// peer; a node's first rank for a lost store host), and end the process.
+fn end_lost(cfg: &RunConfig, env: &DistEnv) -> Box<dyn FnOnce(&str) + Send> {
+    let cfg = cfg.clone();
+    let writes = !env.ours && (env.rank == 0 || env.local_rank == 0);
+    Box::new(move |verdict: &str| {
+        let held = crate::bench::sinks::append_once(|| match (&cfg.out, writes) {
+            (Some(out), true) => {
+                let mut row = crate::bench::row::base_row(&cfg);
+                row.status = Status::Failed;
+                row.error = verdict.to_string();
+                crate::results::csv::append_rows(out, &[row])
+            }
+            _ => Ok(()),
+        });
+        if let Err(e) = &held {
+            eprintln!("error: writing the failed row: {}", crate::error::one_line(e));
+        }
+        eprintln!("error: {verdict}");
+        // The main thread is blocked in a collective: no destructor may run
+        // beside it, so the process ends here, the row lock still held.
+        unsafe { libc::_exit(1) }
+    })
 }
 
 /// A ddp rank, as the session template's part.
@@ -76,6 +116,9 @@ pub(crate) struct Rank {
     run_id: String,
     /// The test hook's fault for this rank, if any.
     fault: Option<Fault>,
+    /// Every rank's host and node, in rank order.
+    places: Vec<Place>,
+    liveness: Liveness,
 }
 
 impl Session for Rank {
@@ -193,6 +236,12 @@ impl Session for Rank {
             }
         }
         if !missing.is_empty() {
+            // Ranks that send nothing may be gone with their host: name it.
+            let explained = self.liveness.explain(&reports[0].error);
+            if explained != reports[0].error {
+                eprintln!("error: {explained}");
+                reports[0].error = explained;
+            }
             if self.env.ours {
                 // Our launcher sees every rank end and names the first that
                 // failed; a row from here could only guess.
@@ -216,7 +265,12 @@ impl Session for Rank {
         // Memory by part is rank 0's own: its device is the row's first.
         m.mem = mem;
         let data_skipped = distinct_bad(&reports);
+        // Outside Slurm (which names its nodes), the hosts the ranks ran on.
+        let nodes = super::liveness::node_list(&self.places);
         let extra = move |row: &mut crate::results::csv::Row| {
+            if row.node_list.is_empty() {
+                row.node_list = nodes;
+            }
             if let Some(r) = reducer {
                 row.ddp_forward_compute_ms = r.forward_compute_ms;
                 row.ddp_backward_compute_ms = r.backward_compute_ms;
@@ -249,6 +303,9 @@ const FAULT_ENV: &str = crate::internal::Hook::Fault.var();
 pub(crate) enum FaultKind {
     Oom,
     Crash,
+    /// The whole process stops (SIGSTOP), heartbeat included, as a paused
+    /// or cut-off host looks to its peers.
+    Stop,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -274,6 +331,12 @@ impl Fault {
         }
         match self.kind {
             FaultKind::Crash => std::process::abort(),
+            FaultKind::Stop => {
+                // SAFETY: raising a signal at this process; it resumes (or is
+                // killed) from outside.
+                unsafe { libc::raise(libc::SIGSTOP) };
+                Ok(())
+            }
             FaultKind::Oom => Err(anyhow::anyhow!(
                 "CUDA out of memory. Tried to allocate 2.00 GiB (injected by {FAULT_ENV} at step {step})"
             )),
@@ -282,7 +345,8 @@ impl Fault {
 
     /// The fault `spec` sets for `rank`, if it is that rank's.
     fn parse(spec: &str, rank: usize) -> Result<Option<Fault>> {
-        let bad = || usage(format!("{FAULT_ENV}={spec:?} is not RANK:STEP:KIND (KIND oom or crash, STEP from 1)"));
+        let bad =
+            || usage(format!("{FAULT_ENV}={spec:?} is not RANK:STEP:KIND (KIND oom, crash or stop, STEP from 1)"));
         let parts: Vec<&str> = spec.split(':').collect();
         let [r, step, kind] = parts[..] else { return Err(bad()) };
         let r: usize = r.parse().map_err(|_| bad())?;
@@ -290,6 +354,7 @@ impl Fault {
         let kind = match kind {
             "oom" => FaultKind::Oom,
             "crash" => FaultKind::Crash,
+            "stop" => FaultKind::Stop,
             _ => return Err(bad()),
         };
         Ok((r == rank).then_some(Fault { step, kind }))
