@@ -320,33 +320,34 @@ fn two_launchers_with_nnodes_2_form_one_job() {
 /// A rank that stops answering (the whole process stopped, heartbeat and
 /// all, as a paused or cut-off host looks) is named as lost within seconds,
 /// not after the 300 s collective timeout; the row says which and since when.
+/// Rank 1 silent is seen by rank 0; rank 0 silent (the store's host) by rank 1.
 #[test]
 fn a_silent_rank_is_named_lost_long_before_the_collective_timeout() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("lost.csv");
-    let t = Instant::now();
-    let o = gpubench(&format!(
-        "run --strategy ddp --cpu 2 {TINY} --batch-size 2 --steps 200 --warmup 1 --dist-timeout 300s --quiet --out {}",
-        out.display()
-    ))
-    .env("GPUBENCH_FAULT", "1:3:stop")
-    .output();
-    let took = t.elapsed();
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    // 10 s of silence, 5 s for the run to end by itself, the launcher's 10 s
-    // grace: far below the timeout, whatever the host's load.
-    assert!(took < Duration::from_secs(200), "took {took:?}");
-    let rows = read_csv(&out);
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0]["status"], "failed");
-    let e = &rows[0]["error"];
-    assert!(
-        e.starts_with("lost rank 1 on host ") && e.contains("(node 0)") && e.contains("no heartbeat since "),
-        "{e}"
-    );
-    let err = stderr(&o);
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.starts_with("error: lost rank 1 on host "), "{err}");
+    let cases = [("1:3:stop", "lost rank 1 on host "), ("0:3:stop", "lost rank 0 on host ")];
+    for (fault, says) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("lost.csv");
+        let t = Instant::now();
+        let o = gpubench(&format!(
+            "run --strategy ddp --cpu 2 {TINY} --batch-size 2 --steps 200 --warmup 1 --dist-timeout 300s --quiet --out {}",
+            out.display()
+        ))
+        .env("GPUBENCH_FAULT", fault)
+        .output();
+        let took = t.elapsed();
+        assert_eq!(o.status.code(), Some(1), "{fault}: {}", stderr(&o));
+        // 10 s of silence, 5 s for the run to end by itself, the launcher's
+        // 10 s grace: far below the timeout, whatever the host's load.
+        assert!(took < Duration::from_secs(200), "{fault}: took {took:?}");
+        let rows = read_csv(&out);
+        assert_eq!(rows.len(), 1, "{fault}");
+        assert_eq!(rows[0]["status"], "failed");
+        let e = &rows[0]["error"];
+        assert!(e.starts_with(says) && e.contains("(node 0") && e.contains("no heartbeat since "), "{fault}: {e}");
+        let err = stderr(&o);
+        assert_eq!(err.trim_end().lines().count(), 1, "{fault}: {err}");
+        assert!(err.starts_with(&format!("error: {says}")), "{fault}: {err}");
+    }
 }
 
 #[test]

@@ -128,16 +128,23 @@ pub(crate) fn looks_lost(msg: &str) -> bool {
     .any(|p| msg.contains(p))
 }
 
+/// When beats last went through (this rank's, on this clock and the wall's) and, on rank 0, each rank's
+/// last count and when it last changed.
+struct Beats {
+    mine: (Instant, SystemTime),
+    seen: Vec<(i64, Instant, SystemTime)>,
+}
+
 struct Shared {
+    beats: Mutex<Beats>,
     verdict: Mutex<Option<String>>,
     stop: AtomicBool,
 }
 
-/// The heartbeat and the watch of one rank, on a thread of their own until dropped.
+/// The heartbeat and the watch of one rank, on threads of their own until dropped.
 pub(crate) struct Liveness {
     shared: Arc<Shared>,
     lost_after: Duration,
-    handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Liveness {
@@ -151,12 +158,21 @@ impl Liveness {
     ) -> Result<Liveness> {
         let lost_after = lost_after(dist_timeout);
         let client = Store::client(&env.master_addr, env.master_port, env.rank, env.world_size, lost_after)?;
-        let shared = Arc::new(Shared { verdict: Mutex::new(None), stop: AtomicBool::new(false) });
-        let (sh, rank, world) = (Arc::clone(&shared), env.rank, env.world_size);
-        let handle = std::thread::Builder::new()
-            .name("gpubench-liveness".into())
-            .spawn(move || watch(&client, &sh, rank, world, &places, lost_after, on_lost))?;
-        Ok(Liveness { shared, lost_after, handle: Some(handle) })
+        let now = (Instant::now(), SystemTime::now());
+        let shared = Arc::new(Shared {
+            beats: Mutex::new(Beats { mine: now, seen: vec![(-1, now.0, now.1); env.world_size] }),
+            verdict: Mutex::new(None),
+            stop: AtomicBool::new(false),
+        });
+        let (sh, rank) = (Arc::clone(&shared), env.rank);
+        // The beat's store operations can block far past their timeout on a cut link (a reply that never
+        // comes): they get a thread of their own, and the watch never waits on them.
+        std::thread::Builder::new().name("gpubench-beat".into()).spawn(move || beat(&client, &sh, rank))?;
+        let sh = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("gpubench-watch".into())
+            .spawn(move || watch(&sh, rank, &places, lost_after, on_lost))?;
+        Ok(Liveness { shared, lost_after })
     }
 
     /// The verdict, if there is one by now.
@@ -185,67 +201,76 @@ impl Liveness {
 
 impl Drop for Liveness {
     fn drop(&mut self) {
+        // Both threads see it within a beat; one blocked in the store is left to the process's end.
         self.shared.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            // The thread sleeps in short slices, but a store operation may block for up to `lost_after`:
-            // leave it rather than hold up the end of a run that is over.
-            if h.is_finished() {
-                let _ = h.join();
+    }
+}
+
+/// Sleeps `d` in short slices; false once stopped.
+fn nap(sh: &Shared, d: Duration) -> bool {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        if sh.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !sh.stop.load(Ordering::Relaxed)
+}
+
+fn beat(client: &Store, sh: &Shared, rank: usize) {
+    let mine = format!("gpubench/alive/{rank}");
+    loop {
+        if client.add(&mine, 1).is_ok() {
+            sh.beats.lock().expect("liveness lock").mine = (Instant::now(), SystemTime::now());
+        }
+        if rank == 0 {
+            // Rank 0 hosts the store: reading the others' counters never crosses the network.
+            let world = sh.beats.lock().expect("liveness lock").seen.len();
+            for r in 1..world {
+                if let Ok(n) = client.add(&format!("gpubench/alive/{r}"), 0) {
+                    let s = &mut sh.beats.lock().expect("liveness lock").seen[r];
+                    if n != s.0 {
+                        *s = (n, Instant::now(), SystemTime::now());
+                    }
+                }
             }
+        }
+        if !nap(sh, BEAT) {
+            return;
         }
     }
 }
 
-fn watch(
-    client: &Store,
-    sh: &Shared,
-    rank: usize,
-    world: usize,
-    places: &[Place],
-    lost_after: Duration,
-    on_lost: Box<dyn FnOnce(&str) + Send>,
-) {
-    let mine = format!("gpubench/alive/{rank}");
-    // Rank 0: each other rank's last count and when (on this clock, and the wall's) it last changed.
-    let mut seen: Vec<(i64, Instant, SystemTime)> = vec![(-1, Instant::now(), SystemTime::now()); world];
-    let mut last_ok = (Instant::now(), SystemTime::now());
-    let mut on_lost = Some(on_lost);
+fn watch(sh: &Shared, rank: usize, places: &[Place], lost_after: Duration, on_lost: Box<dyn FnOnce(&str) + Send>) {
     let mut verdict_at: Option<Instant> = None;
-    while !sh.stop.load(Ordering::Relaxed) {
-        if client.add(&mine, 1).is_ok() {
-            last_ok = (Instant::now(), SystemTime::now());
-        }
+    let mut on_lost = Some(on_lost);
+    while nap(sh, Duration::from_millis(200)) {
         if verdict_at.is_none() {
+            let b = sh.beats.lock().expect("liveness lock");
             let lost: Vec<(usize, Instant, SystemTime)> = if rank == 0 {
-                for (r, s) in seen.iter_mut().enumerate().skip(1) {
-                    if let Ok(n) = client.add(&format!("gpubench/alive/{r}"), 0) {
-                        if n != s.0 {
-                            *s = (n, Instant::now(), SystemTime::now());
-                        }
-                    }
-                }
-                (1..world).filter(|&r| seen[r].1.elapsed() >= lost_after).map(|r| (r, seen[r].1, seen[r].2)).collect()
-            } else if last_ok.0.elapsed() >= lost_after {
+                (1..b.seen.len())
+                    .filter(|&r| b.seen[r].1.elapsed() >= lost_after)
+                    .map(|r| (r, b.seen[r].1, b.seen[r].2))
+                    .collect()
+            } else if b.mine.0.elapsed() >= lost_after {
                 // This rank's beats no longer reach the store: its host, rank 0's, is lost to it.
-                vec![(0, last_ok.0, last_ok.1)]
+                vec![(0, b.mine.0, b.mine.1)]
             } else {
                 vec![]
             };
+            drop(b);
             if let Some(&(_, since_i, since)) = lost.iter().min_by_key(|l| l.1) {
                 let ranks: Vec<usize> = lost.iter().map(|l| l.0).collect();
-                let v = describe(places, &ranks, since, since_i.elapsed());
-                *sh.verdict.lock().expect("liveness lock") = Some(v);
+                *sh.verdict.lock().expect("liveness lock") = Some(describe(places, &ranks, since, since_i.elapsed()));
                 verdict_at = Some(Instant::now());
             }
         }
         if verdict_at.is_some_and(|t| t.elapsed() >= END_GRACE) {
-            if let (Some(f), Some(v)) = (on_lost.take(), sh.verdict.lock().expect("liveness lock").clone()) {
+            let v = sh.verdict.lock().expect("liveness lock").clone();
+            if let (Some(f), Some(v)) = (on_lost.take(), v) {
                 f(&v);
             }
-        }
-        let until = Instant::now() + BEAT;
-        while Instant::now() < until && !sh.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
