@@ -558,8 +558,7 @@ impl InferConfig {
     /// CUDA they matter too: `--preprocess cpu` decodes and resizes on them
     /// (G3: gpubench's workers had every core and PyTorch's one each).
     pub(crate) fn threads_per_worker(&self) -> usize {
-        let total = self.threads.unwrap_or_else(crate::device::cpu_cores);
-        (total / self.devices.len()).max(1)
+        crate::device::threads_per_worker(self.devices.kind, self.threads, self.devices.len())
     }
 
     /// The training configuration whose model this server runs: model

@@ -159,11 +159,12 @@ fn free_cores_now() -> usize {
 /// The host side of a measured process.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct HostOpts {
-    /// Intra-op threads on the CPU for the whole process, shared among its
-    /// replicas or serving workers (a ddp rank is a process of its own).
-    /// `auto`: the cores other processes leave free, measured over 300 ms
-    /// when the run starts (for a shared host). Default: every core, which
-    /// a quiet machine's benchmark wants.
+    /// Intra-op threads for the whole process, shared among its replicas or
+    /// serving workers; for ddp, a node's, shared among its ranks. `auto`:
+    /// the cores other processes leave free, measured over 300 ms when the
+    /// run starts (for a shared host). Default: every core on the CPU, which
+    /// a quiet machine's benchmark wants; on a GPU, where host threads only
+    /// stage batches, at most 4 per worker.
     #[arg(long, value_name = "N|auto", value_parser = parse_threads)]
     pub threads: Option<Threads>,
     /// How often to sample device telemetry (NVML) and the process.

@@ -37,6 +37,10 @@ fn local(cfg: &RunConfig) -> Result<i32> {
     let sinks = Sinks::new(cfg, None);
     if let Some(t) = cfg.threads {
         tch::set_num_threads(t as i32);
+    } else if cfg.devices.kind == crate::device::DeviceKind::Cuda {
+        // The host threads of a GPU run stage its batches: a few, not every
+        // core (`device::default_threads`, the rule serving follows too).
+        tch::set_num_threads(crate::device::default_threads(cfg.devices.kind, crate::device::cpu_cores(), 1) as i32);
     }
     if cfg.talks() {
         eprintln!("gpubench: {} on {}: {}", cfg.strategy.name(), cfg.devices.describe(), cfg.batch_phrase());

@@ -148,6 +148,34 @@ pub(crate) fn cpu_cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
+/// Intra-op threads per worker on a GPU host at most. There the host threads
+/// only stage batches (copies, conversions, resizes): more of them spin on
+/// those copies beside the GPU's work (the H200 serving run: 16 per worker,
+/// 924 % CPU, the GPU 21.6 % busy) and take cores from the load generator.
+pub(crate) const GPU_HOST_THREADS: usize = 4;
+
+/// The one rule for a run's intra-op threads per worker (a ddp rank, a
+/// serving worker, a single or dp process) when `--threads` does not say:
+/// on the CPU, where every worker computes, the `cores` shared evenly among
+/// `workers`; on a GPU the same share, at most [`GPU_HOST_THREADS`]. At
+/// least one.
+pub(crate) fn default_threads(kind: DeviceKind, cores: usize, workers: usize) -> usize {
+    let share = (cores / workers.max(1)).max(1);
+    match kind {
+        DeviceKind::Cpu => share,
+        DeviceKind::Cuda => share.min(GPU_HOST_THREADS),
+    }
+}
+
+/// Intra-op threads per worker: `--threads` (a total for the workers of this
+/// host, shared evenly, at least one each), else [`default_threads`].
+pub(crate) fn threads_per_worker(kind: DeviceKind, threads: Option<usize>, workers: usize) -> usize {
+    match threads {
+        Some(t) => (t / workers.max(1)).max(1),
+        None => default_threads(kind, cpu_cores(), workers),
+    }
+}
+
 /// The NVIDIA driver's version, from the kernel module, if one is loaded.
 pub(crate) fn driver_version() -> Option<String> {
     let t = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
@@ -166,6 +194,22 @@ pub(crate) fn hostname() -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::{default_threads, threads_per_worker, DeviceKind};
+
+    #[test]
+    fn gpu_hosts_get_a_few_staging_threads_and_cpu_hosts_every_core() {
+        // 16 cores, one worker: every core computes on the CPU; a GPU's
+        // host threads only stage batches.
+        assert_eq!(default_threads(DeviceKind::Cpu, 16, 1), 16);
+        assert_eq!(default_threads(DeviceKind::Cuda, 16, 1), 4);
+        // Eight workers on 16 cores: two each, either way; never none.
+        assert_eq!(default_threads(DeviceKind::Cuda, 16, 8), 2);
+        assert_eq!(default_threads(DeviceKind::Cpu, 2, 4), 1);
+        assert_eq!(default_threads(DeviceKind::Cuda, 1, 0), 1);
+        // --threads overrides, shared among the workers.
+        assert_eq!(threads_per_worker(DeviceKind::Cuda, Some(16), 1), 16);
+        assert_eq!(threads_per_worker(DeviceKind::Cpu, Some(6), 4), 1);
+    }
 
     #[test]
     fn bf16_is_slow_without_avx512_bf16_or_amx() {

@@ -196,8 +196,11 @@ fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, 
         (!matches!(cfg.scenario, Scenario::Offline | Scenario::SingleStream)).then(|| out.late as f64 / issued * 100.0);
     row.generator_late_pct = late_pct;
     let mut notes = vec![];
+    let mut interference = interference.to_vec();
     if late_pct.is_some_and(|p| p > 1.0) {
-        notes.push(format!(
+        // The generator could not keep its schedule: the host disturbed the
+        // measurement, as a busy core disturbs a training run.
+        interference.push(format!(
             "load generator fell behind: {:.1}% of requests issued over 1 ms late (latency still counts from the \
              schedule)",
             late_pct.unwrap_or(0.0)
@@ -235,6 +238,28 @@ fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, 
             let (s, msg) = failure(e);
             row.status = s;
             row.error = msg;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A generator that could not keep its schedule disturbed the run: the
+    /// row says so where a disturbed training run's does, not in its note.
+    #[test]
+    fn a_late_generator_is_named_as_interference() {
+        let a = ["--cpu", "1", "--model", "tinycnn", "--scenario", "streams", "--streams", "4", "--fps", "10"];
+        let cfg = crate::cli::infer::parse_infer(&a).unwrap();
+        let f = records::ServeFigures { requests: 100, completed: 100, ..Default::default() };
+        for (late, named) in [(0, false), (5, true)] {
+            let out = ServeOutcome { records: vec![], late, error: None, window: None, interference: vec![] };
+            let mut row = base_row(&cfg.model_config());
+            fill(&mut row, &cfg, &out, &f, &[]);
+            assert_eq!(row.generator_late_pct, Some(late as f64), "{late}");
+            assert_eq!(row.interference.contains("load generator fell behind: 5.0%"), named, "{}", row.interference);
+            assert!(!row.note.contains("fell behind"), "{}", row.note);
         }
     }
 }

@@ -35,13 +35,9 @@ pub(crate) fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
     let fault = Fault::from_env(env.rank)?;
     // The outputs were checked with the role (`cli::run::job`).
     let sinks = Sinks::new(cfg, Some(env.rank));
-    if cfg.devices.kind == DeviceKind::Cpu {
-        // Split the cores among this node's ranks so they do not oversubscribe.
-        let total = cfg.threads.unwrap_or_else(crate::device::cpu_cores);
-        tch::set_num_threads((total / env.ranks_on_node()).max(1) as i32);
-    } else if let Some(t) = cfg.threads {
-        tch::set_num_threads(t as i32);
-    }
+    // This node's ranks share its cores (`device::default_threads`): all of
+    // them on the CPU; on a GPU, a few each for staging batches.
+    tch::set_num_threads(crate::device::threads_per_worker(cfg.devices.kind, cfg.threads, env.ranks_on_node()) as i32);
     if cfg.devices.kind == DeviceKind::Cuda {
         // The rank's GPU is current on this thread from the start (the
         // shim sets it again for NCCL), whatever backend it uses.
