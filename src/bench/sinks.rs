@@ -13,23 +13,6 @@ use crate::metrics::sampler::DeviceSample;
 use crate::results::csv::Row;
 use crate::results::{long, Status};
 
-/// Whether this process has appended its run's row. A ddp rank's liveness
-/// watcher may end the process with a `failed` row of its own while the run
-/// is blocked: both append under this lock, so a run gets one row, and the
-/// watcher ends the process while holding it.
-static ROW_WRITTEN: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
-
-/// Runs `append` under the row lock unless this process's row is written;
-/// returns the lock (the caller may end the process holding it).
-pub(crate) fn append_once(append: impl FnOnce() -> Result<()>) -> Result<std::sync::MutexGuard<'static, bool>> {
-    let mut done = ROW_WRITTEN.lock().unwrap_or_else(|p| p.into_inner());
-    if !*done {
-        append()?;
-        *done = true;
-    }
-    Ok(done)
-}
-
 /// A finished run, ready to be written.
 pub(crate) struct Outcome<'a> {
     pub row: &'a Row,
@@ -45,6 +28,11 @@ pub(crate) struct Sinks {
     telemetry: Option<PathBuf>,
     format: crate::config::Format,
     quiet: bool,
+    /// Whether this run's row is appended. A ddp rank's liveness watcher
+    /// may end the process with a `failed` row of its own while the run is
+    /// blocked: both append through [`Sinks::append_once`] on clones of
+    /// these sinks, so the run gets one row.
+    written: std::sync::Arc<std::sync::Mutex<bool>>,
 }
 
 impl Sinks {
@@ -55,7 +43,18 @@ impl Sinks {
             Some(r) if r > 0 => t.with_extension(format!("rank{r}.csv")),
             _ => t.clone(),
         });
-        Sinks { out: cfg.out.clone(), telemetry, format: cfg.format, quiet: cfg.quiet }
+        Sinks { out: cfg.out.clone(), telemetry, format: cfg.format, quiet: cfg.quiet, written: Default::default() }
+    }
+
+    /// Runs `append` under the row lock unless this run's row is written;
+    /// returns the lock (the watcher ends the process holding it).
+    pub(crate) fn append_once(&self, append: impl FnOnce() -> Result<()>) -> Result<std::sync::MutexGuard<'_, bool>> {
+        let mut done = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        if !*done {
+            append()?;
+            *done = true;
+        }
+        Ok(done)
     }
 
     /// Checks every file the run will write, before any work is done.
@@ -81,7 +80,7 @@ impl Sinks {
     /// human summary; returns the exit code (0 when the run is ok).
     pub(crate) fn write(&self, o: &Outcome) -> Result<i32> {
         if let Some(out) = &self.out {
-            drop(append_once(|| crate::results::append_run(out, o.row, o.devs))?);
+            drop(self.append_once(|| crate::results::append_run(out, o.row, o.devs))?);
         }
         if self.format == crate::config::Format::Csv {
             print!("{}", crate::results::csv::rows_text(std::slice::from_ref(o.row)));

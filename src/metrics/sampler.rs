@@ -300,14 +300,14 @@ mod tests {
         assert!(v[0].timestamp.ends_with('Z'));
     }
 
-    /// A counter that rises at exactly 100 W of wall time.
-    struct Watts100(Instant);
-    impl DeviceSource for Watts100 {
+    /// A counter whose joules the test sets.
+    struct Counter(Arc<Mutex<f64>>);
+    impl DeviceSource for Counter {
         fn sample(&mut self) -> Vec<DeviceSample> {
             self.energy()
         }
         fn energy(&mut self) -> Vec<DeviceSample> {
-            let j = 100.0 * self.0.elapsed().as_secs_f64();
+            let j = *self.0.lock().unwrap();
             vec![DeviceSample { device: "cuda:0".into(), energy_j: Some(j), ..Default::default() }]
         }
     }
@@ -315,13 +315,17 @@ mod tests {
     #[test]
     fn energy_is_read_at_the_windows_bounds_not_only_every_interval() {
         // The thread reads once, at its start; a window that opens later and
-        // lasts less than the interval has no reading of its own inside.
-        let s = Sampler::start(Box::new(Watts100(Instant::now())), Duration::from_secs(30));
+        // lasts less than the interval has no reading of its own inside. The
+        // counter reads 3 J when it opens and 11 J when it closes.
+        let joules = Arc::new(Mutex::new(0.0));
+        let s = Sampler::start(Box::new(Counter(Arc::clone(&joules))), Duration::from_secs(30));
         let marks = s.energy_marks();
         std::thread::sleep(Duration::from_millis(20));
+        *joules.lock().unwrap() = 3.0;
         let a = Instant::now();
         marks.mark(a);
-        std::thread::sleep(Duration::from_millis(80));
+        std::thread::sleep(Duration::from_millis(50));
+        *joules.lock().unwrap() = 11.0;
         let b = Instant::now();
         marks.mark(b);
         let (t0, t1) = (s.clock(a), s.clock(b));
@@ -329,9 +333,9 @@ mod tests {
         assert!(v.windows(2).all(|w| w[0].t <= w[1].t), "time order");
         let mut m = crate::metrics::devices::DeviceMetrics { device: "cuda:0".into(), ..Default::default() };
         crate::metrics::devices::apply_samples(&mut m, &v, t0, t1);
+        // The readings are filed at the bounds themselves: 8 J over the window.
         let w = m.energy_w.expect("two readings inside the window");
-        // Each reading lags its bound by the time a lock and a read take.
-        assert!((w - 100.0).abs() < 10.0, "{w} W");
+        assert!((w - 8.0 / (t1 - t0)).abs() < 1e-9, "{w} W over {} s", t1 - t0);
     }
 
     #[test]

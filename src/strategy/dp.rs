@@ -61,8 +61,9 @@ pub struct DataParallel {
     replicas: Vec<Replica>,
     opt: super::optim::Optimizer,
     global_batch: i64,
-    /// Intra-op threads per replica thread, so that N replicas do not
-    /// oversubscribe the cores (on a GPU, a few each: they stage batches).
+    /// Intra-op threads per replica thread on the CPU, so that N replicas do
+    /// not oversubscribe the cores; None on CUDA, where a replica thread only
+    /// launches kernels (and the step need not set it every time).
     threads_per_replica: Option<i32>,
     non_blocking: bool,
     /// CUDA replicas on distinct devices: replicate and reduce in coalesced
@@ -121,10 +122,10 @@ impl DataParallel {
             replicas.push(Replica { vs, model, params, vars, device });
         }
         let opt = build_optimizer(cfg, &replicas[0].vs)?;
-        // Each replica thread's intra-op threads (OpenMP's are per calling
-        // thread): the process's share, by the one rule (`device::default_threads`).
-        let threads_per_replica =
-            Some(crate::device::threads_per_worker(devices.kind, cfg.threads, devices.len()) as i32);
+        // Each replica thread's intra-op threads on the CPU (OpenMP's are per
+        // calling thread): the process's share, by the one rule.
+        let threads_per_replica = (devices.kind == DeviceKind::Cpu)
+            .then(|| crate::device::threads_per_worker(devices.kind, cfg.threads, devices.len()) as i32);
         let non_blocking = devices.kind == DeviceKind::Cuda;
         let distinct = (1..devices.len()).all(|i| !devices.ordinals[..i].contains(&devices.ordinals[i]));
         let coalesced =

@@ -199,10 +199,9 @@ pub(crate) fn wait_all(mut workers: Vec<(usize, Watched)>, mut grace: Duration) 
 }
 
 /// Whether a rank's last line says its collective lost a peer (Gloo's reset
-/// or closed connection, NCCL's remote error) rather than why it failed.
+/// or closed connection, NCCL's remote error: `liveness::looks_lost`) rather
+/// than why it failed; a liveness verdict names the loss itself.
 fn lost_a_peer(e: &Ended) -> bool {
-    let last = e.tail.last().map(String::as_str).unwrap_or_default();
-    ["Connection reset by peer", "Connection closed by peer", "remote process exited", "ncclRemoteError"]
-        .iter()
-        .any(|p| last.contains(p))
+    let last = e.tail.last().map(|l| l.trim_start_matches("error: ")).unwrap_or_default();
+    super::liveness::looks_lost(last) && !super::liveness::is_verdict(last)
 }

@@ -123,16 +123,18 @@ pub(crate) fn looks_lost(msg: &str) -> bool {
         "timed out",
         "Socket Timeout",
         "remote process exited",
+        "ncclRemoteError",
     ]
     .iter()
     .any(|p| msg.contains(p))
 }
 
 /// When beats last went through (this rank's, on this clock and the wall's) and, on rank 0, each rank's
-/// last count and when it last changed.
+/// last count and when it last changed, and whether it has left its result (done: it may end and fall silent).
 struct Beats {
     mine: (Instant, SystemTime),
     seen: Vec<(i64, Instant, SystemTime)>,
+    done: Vec<bool>,
 }
 
 struct Shared {
@@ -160,7 +162,11 @@ impl Liveness {
         let client = Store::client(&env.master_addr, env.master_port, env.rank, env.world_size, lost_after)?;
         let now = (Instant::now(), SystemTime::now());
         let shared = Arc::new(Shared {
-            beats: Mutex::new(Beats { mine: now, seen: vec![(-1, now.0, now.1); env.world_size] }),
+            beats: Mutex::new(Beats {
+                mine: now,
+                seen: vec![(-1, now.0, now.1); env.world_size],
+                done: vec![false; env.world_size],
+            }),
             verdict: Mutex::new(None),
             stop: AtomicBool::new(false),
         });
@@ -228,6 +234,9 @@ fn beat(client: &Store, sh: &Shared, rank: usize) {
             // Rank 0 hosts the store: reading the others' counters never crosses the network.
             let world = sh.beats.lock().expect("liveness lock").seen.len();
             for r in 1..world {
+                if client.contains(&super::worker::result_key(r)).unwrap_or(false) {
+                    sh.beats.lock().expect("liveness lock").done[r] = true;
+                }
                 if let Ok(n) = client.add(&format!("gpubench/alive/{r}"), 0) {
                     let s = &mut sh.beats.lock().expect("liveness lock").seen[r];
                     if n != s.0 {
@@ -250,7 +259,7 @@ fn watch(sh: &Shared, rank: usize, places: &[Place], lost_after: Duration, on_lo
             let b = sh.beats.lock().expect("liveness lock");
             let lost: Vec<(usize, Instant, SystemTime)> = if rank == 0 {
                 (1..b.seen.len())
-                    .filter(|&r| b.seen[r].1.elapsed() >= lost_after)
+                    .filter(|&r| !b.done[r] && b.seen[r].1.elapsed() >= lost_after)
                     .map(|r| (r, b.seen[r].1, b.seen[r].2))
                     .collect()
             } else if b.mine.0.elapsed() >= lost_after {

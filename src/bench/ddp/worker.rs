@@ -61,7 +61,7 @@ pub(crate) fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
         String::from_utf8_lossy(&store.get("gpubench/run_id")?).into_owned()
     };
     let places = super::liveness::exchange(&store, env).context("rendezvous: where each rank runs")?;
-    let liveness = Liveness::start(env, places.clone(), timeout, end_lost(cfg, env))?;
+    let liveness = Liveness::start(env, places.clone(), timeout, end_lost(cfg, env, sinks.clone()))?;
     let mut rank = Rank { env: env.clone(), store, pg: Some(pg), run_id, fault, places, liveness };
     let res = session::run(cfg, &mut rank, &start, &sinks);
     // A rank that failed because its peer's host went away says which.
@@ -80,11 +80,11 @@ pub(crate) fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
 /// say it as this process's last line (our launcher names the loss from it),
 /// append the `failed` row where no launcher of ours will (rank 0 for a lost
 /// peer; a node's first rank for a lost store host), and end the process.
-fn end_lost(cfg: &RunConfig, env: &DistEnv) -> Box<dyn FnOnce(&str) + Send> {
+fn end_lost(cfg: &RunConfig, env: &DistEnv, sinks: Sinks) -> Box<dyn FnOnce(&str) + Send> {
     let cfg = cfg.clone();
     let writes = !env.ours && (env.rank == 0 || env.local_rank == 0);
     Box::new(move |verdict: &str| {
-        let held = crate::bench::sinks::append_once(|| match (&cfg.out, writes) {
+        let held = sinks.append_once(|| match (&cfg.out, writes) {
             (Some(out), true) => {
                 let mut row = crate::bench::row::base_row(&cfg);
                 row.status = Status::Failed;
@@ -101,6 +101,12 @@ fn end_lost(cfg: &RunConfig, env: &DistEnv) -> Box<dyn FnOnce(&str) + Send> {
         // beside it, so the process ends here, the row lock still held.
         unsafe { libc::_exit(1) }
     })
+}
+
+/// Where rank `rank` leaves its measurements for rank 0 in the store; a rank
+/// that has left them is done, and no longer watched for loss.
+pub(crate) fn result_key(rank: usize) -> String {
+    format!("gpubench/result/{rank}")
 }
 
 /// A ddp rank, as the session template's part.
@@ -209,7 +215,7 @@ impl Session for Rank {
             interference: m.interference,
             energy_w: devices_energy,
         };
-        self.store.set(&format!("gpubench/result/{}", self.env.rank), &serde_json::to_vec(&report)?)?;
+        self.store.set(&result_key(self.env.rank), &serde_json::to_vec(&report)?)?;
         if self.env.rank != 0 {
             // Rank 0 hosts the store: it stays up until every rank has reported.
             return Ok(Gather::NoRow { code: if status == Status::Ok { 0 } else { 1 } });
@@ -219,7 +225,7 @@ impl Session for Rank {
         let mut reports = vec![report];
         let mut missing = vec![];
         for r in 1..self.env.world_size {
-            let key = format!("gpubench/result/{r}");
+            let key = result_key(r);
             let bytes = if status == Status::Ok {
                 Some(self.store.get(&key).with_context(|| format!("waiting for rank {r}'s result"))?)
             } else {
