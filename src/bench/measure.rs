@@ -381,9 +381,12 @@ pub fn measure(
                     pb.set_position(n as u64);
                     n as u64 >= k
                 }
+                // Judged at the step's end, the window's end: a clock read
+                // after the bookkeeping above could stop a window shorter
+                // than --duration.
                 Length::Time(d) => {
-                    pb.set_position(t_run.elapsed().as_millis().min(d.as_millis()) as u64);
-                    t_run.elapsed() >= d
+                    pb.set_position((t1 - t_run).as_millis().min(d.as_millis()) as u64);
+                    t1 - t_run >= d
                 }
                 Length::Auto => {
                     pb.set_position(t_run.elapsed().as_millis().min(cfg.max_duration.as_millis()) as u64);
