@@ -60,6 +60,7 @@ extern "C" {
         momentum: f64,
         weight_decay: f64,
         first_step: c_int,
+        found_inf: *mut std::ffi::c_void,
     ) -> *mut c_char;
     fn gb_adamw_step(
         imp: c_int,
@@ -74,6 +75,7 @@ extern "C" {
         weight_decay: f64,
         eps: f64,
         step: i64,
+        found_inf: *mut std::ffi::c_void,
     ) -> *mut c_char;
     fn gb_zero_grads(params: *const *mut std::ffi::c_void, n: usize) -> *mut c_char;
     fn gb_cpu_memory_install() -> *mut c_char;
@@ -411,6 +413,9 @@ pub(crate) fn amp_unscale(grads: &[tch::Tensor], found_inf: &tch::Tensor, inv_sc
 
 /// One SGD step over every parameter in multi-tensor kernels (`fused`: one
 /// `_fused_sgd_`, else `_foreach_*`); `bufs` are the momentum buffers.
+/// `skip_if` (fused only): a one-element flag on the device; the step
+/// changes nothing where it is non-zero (fp16's skipped step, no host sync).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn sgd_step(
     fused: bool,
     params: &[tch::Tensor],
@@ -419,6 +424,7 @@ pub(crate) fn sgd_step(
     momentum: f64,
     weight_decay: f64,
     first_step: bool,
+    skip_if: Option<&tch::Tensor>,
 ) -> Result<()> {
     if params.len() != bufs.len() {
         return Err(anyhow!("sgd_step: {} parameters but {} momentum buffers", params.len(), bufs.len()));
@@ -426,7 +432,10 @@ pub(crate) fn sgd_step(
     let p: Vec<*mut std::ffi::c_void> = params.iter().map(|t| t.as_ptr() as *mut _).collect();
     let b: Vec<*mut std::ffi::c_void> = bufs.iter().map(|t| t.as_ptr() as *mut _).collect();
     let imp = if fused { 2 } else { 1 };
-    check(unsafe { gb_sgd_step(imp, p.as_ptr(), b.as_ptr(), p.len(), lr, momentum, weight_decay, first_step as c_int) })
+    let inf = skip_if.map_or(std::ptr::null_mut(), |t| t.as_ptr() as *mut std::ffi::c_void);
+    check(unsafe {
+        gb_sgd_step(imp, p.as_ptr(), b.as_ptr(), p.len(), lr, momentum, weight_decay, first_step as c_int, inf)
+    })
         .map_err(|e| e.context(if fused { "fused SGD step" } else { "foreach SGD step" }))
 }
 
@@ -449,8 +458,14 @@ pub(crate) struct AdamWHyper {
 }
 
 /// One AdamW step over every parameter in multi-tensor kernels (`fused`:
-/// one `_fused_adamw_`, else `_foreach_*`).
-pub(crate) fn adamw_step(fused: bool, params: &[tch::Tensor], s: &AdamWState, h: &AdamWHyper) -> Result<()> {
+/// one `_fused_adamw_`, else `_foreach_*`); `skip_if` as for `sgd_step`.
+pub(crate) fn adamw_step(
+    fused: bool,
+    params: &[tch::Tensor],
+    s: &AdamWState,
+    h: &AdamWHyper,
+    skip_if: Option<&tch::Tensor>,
+) -> Result<()> {
     let n = params.len();
     if [s.exp_avg.len(), s.exp_avg_sq.len(), s.steps.len()].iter().any(|&k| k != n) {
         return Err(anyhow!("adamw_step: {n} parameters but state for another count"));
@@ -472,6 +487,7 @@ pub(crate) fn adamw_step(fused: bool, params: &[tch::Tensor], s: &AdamWState, h:
             h.weight_decay,
             h.eps,
             s.step,
+            skip_if.map_or(std::ptr::null_mut(), |t| t.as_ptr() as *mut std::ffi::c_void),
         )
     })
     .map_err(|e| e.context(if fused { "fused AdamW step" } else { "foreach AdamW step" }))
@@ -608,5 +624,163 @@ mod tests {
     #[test]
     fn libtorch_version_is_pinned() {
         assert!(libtorch_version().starts_with("2.11.0"), "{}", libtorch_version());
+    }
+}
+
+#[repr(C)]
+struct GbGraph {
+    _private: [u8; 0],
+}
+#[repr(C)]
+struct GbStream {
+    _private: [u8; 0],
+}
+#[repr(C)]
+struct GbEvent {
+    _private: [u8; 0],
+}
+
+extern "C" {
+    fn gb_graph_new(device: c_int, out: *mut *mut GbGraph) -> *mut c_char;
+    fn gb_graph_free(g: *mut GbGraph);
+    fn gb_graph_capture_begin(g: *mut GbGraph, share: *const GbGraph) -> *mut c_char;
+    fn gb_graph_capture_end(g: *mut GbGraph) -> *mut c_char;
+    fn gb_graph_replay(g: *mut GbGraph) -> *mut c_char;
+    fn gb_stream_new(device: c_int, out: *mut *mut GbStream) -> *mut c_char;
+    fn gb_stream_free(s: *mut GbStream);
+    fn gb_stream_make_current(s: *mut GbStream, before: *mut *mut GbStream) -> *mut c_char;
+    fn gb_event_record(s: *mut GbStream, device: c_int, out: *mut *mut GbEvent) -> *mut c_char;
+    fn gb_event_block(e: *mut GbEvent, s: *mut GbStream, device: c_int) -> *mut c_char;
+    fn gb_event_synchronize(e: *mut GbEvent) -> *mut c_char;
+    fn gb_event_free(e: *mut GbEvent);
+}
+
+/// A CUDA graph (`at::cuda::CUDAGraph`): the work of one closure on one
+/// device, captured once and replayed. The tensors the closure read and
+/// made are the graph's static inputs and outputs: a replay reads the
+/// inputs' memory as it is then and overwrites the outputs in place.
+pub(crate) struct CudaGraph {
+    raw: *mut GbGraph,
+    captured: bool,
+}
+
+// SAFETY: the graph is used by one thread at a time (it is moved, never shared).
+unsafe impl Send for CudaGraph {}
+
+impl CudaGraph {
+    pub(crate) fn new(device: usize) -> Result<CudaGraph> {
+        let mut raw = std::ptr::null_mut();
+        check(unsafe { gb_graph_new(device as c_int, &mut raw) })?;
+        Ok(CudaGraph { raw, captured: false })
+    }
+
+    /// Captures what `f` queues on this thread (on a side stream made
+    /// current meanwhile; nothing runs). With `share`, memory comes from that
+    /// graph's private pool. The thread's stream is restored even when `f`
+    /// fails or panics; the capture's error then comes with `f`'s.
+    pub(crate) fn capture<T>(&mut self, share: Option<&CudaGraph>, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let share = share.map_or(std::ptr::null(), |g| g.raw as *const GbGraph);
+        check(unsafe { gb_graph_capture_begin(self.raw, share) }).map_err(|e| e.context("starting a CUDA graph capture"))?;
+        let out = crate::error::guarded(f);
+        let ended = check(unsafe { gb_graph_capture_end(self.raw) });
+        match (out, ended) {
+            (Ok(v), Ok(())) => {
+                self.captured = true;
+                Ok(v)
+            }
+            (Ok(_), Err(e)) => Err(e.context("ending the CUDA graph capture")),
+            (Err(e), Ok(())) => Err(e.context("inside the CUDA graph capture")),
+            (Err(e), Err(end)) => Err(e.context(format!("inside the CUDA graph capture (which then failed: {end})"))),
+        }
+    }
+
+    /// Launches the captured work on the thread's current stream.
+    pub(crate) fn replay(&self) -> Result<()> {
+        if !self.captured {
+            return Err(anyhow!("CUDA graph replayed before it was captured"));
+        }
+        check(unsafe { gb_graph_replay(self.raw) })
+    }
+}
+
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        unsafe { gb_graph_free(self.raw) }
+    }
+}
+
+/// A CUDA stream from libtorch's pool, for work beside the default stream.
+pub(crate) struct CudaStream {
+    raw: *mut GbStream,
+    device: usize,
+}
+
+// SAFETY: a stream handle is a value (a device and a cudaStream_t); libtorch's
+// streams may be used from any thread.
+unsafe impl Send for CudaStream {}
+
+impl CudaStream {
+    pub(crate) fn new(device: usize) -> Result<CudaStream> {
+        let mut raw = std::ptr::null_mut();
+        check(unsafe { gb_stream_new(device as c_int, &mut raw) })?;
+        Ok(CudaStream { raw, device })
+    }
+
+    /// Runs `f` with this stream current on the thread (its ops queue here),
+    /// then makes the previous stream current again.
+    pub(crate) fn run<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let mut before = std::ptr::null_mut();
+        check(unsafe { gb_stream_make_current(self.raw, &mut before) })?;
+        let before = CudaStream { raw: before, device: self.device };
+        let out = crate::error::guarded(f);
+        check(unsafe { gb_stream_make_current(before.raw, std::ptr::null_mut()) })?;
+        out
+    }
+
+    /// An event recorded now on this stream.
+    pub(crate) fn record(&self) -> Result<CudaEvent> {
+        let mut raw = std::ptr::null_mut();
+        check(unsafe { gb_event_record(self.raw, self.device as c_int, &mut raw) })?;
+        Ok(CudaEvent { raw })
+    }
+}
+
+impl Drop for CudaStream {
+    fn drop(&mut self) {
+        unsafe { gb_stream_free(self.raw) }
+    }
+}
+
+/// A point in a stream's work.
+pub(crate) struct CudaEvent {
+    raw: *mut GbEvent,
+}
+
+// SAFETY: as CudaStream's.
+unsafe impl Send for CudaEvent {}
+
+impl CudaEvent {
+    /// An event recorded now on `device`'s current stream.
+    pub(crate) fn on_current(device: usize) -> Result<CudaEvent> {
+        let mut raw = std::ptr::null_mut();
+        check(unsafe { gb_event_record(std::ptr::null_mut(), device as c_int, &mut raw) })?;
+        Ok(CudaEvent { raw })
+    }
+
+    /// Work queued later on `device`'s current stream waits for this event
+    /// (the host does not).
+    pub(crate) fn block_current(&self, device: usize) -> Result<()> {
+        check(unsafe { gb_event_block(self.raw, std::ptr::null_mut(), device as c_int) })
+    }
+
+    /// Waits on the host until the work before the event is done.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        check(unsafe { gb_event_synchronize(self.raw) })
+    }
+}
+
+impl Drop for CudaEvent {
+    fn drop(&mut self) {
+        unsafe { gb_event_free(self.raw) }
     }
 }

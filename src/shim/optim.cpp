@@ -47,8 +47,11 @@ extern "C" {
 // (one). params and bufs: n tensors each, bufs zero-filled by the caller in
 // the parameters' shapes; the gradients are the parameters' own. A
 // parameter without a gradient is skipped, as torch.optim does.
+// found_inf (may be null; fused only): a one-element float tensor on the
+// parameters' device; where it is non-zero the kernel leaves everything as
+// it was, so fp16's skipped step needs no host sync (`--cuda-graphs`).
 char* gb_sgd_step(int impl, void* const* params, void* const* bufs, size_t n, double lr, double momentum,
-                  double weight_decay, int first_step) {
+                  double weight_decay, int first_step, void* found_inf) {
   GB_TRY
   if ((params == nullptr || bufs == nullptr) && n > 0) throw std::invalid_argument("gb_sgd_step: null argument");
   at::NoGradGuard no_grad;
@@ -56,12 +59,15 @@ char* gb_sgd_step(int impl, void* const* params, void* const* bufs, size_t n, do
   auto &ps = w.params, &gs = w.grads, &bs = w.state[0];
   if (ps.empty()) return nullptr;
   const bool first = first_step != 0;
+  std::optional<at::Tensor> inf;
+  if (found_inf != nullptr) inf = *static_cast<const at::Tensor*>(found_inf);
   if (impl == 2) {
     at::_fused_sgd_(ps, gs, bs, weight_decay, momentum, lr, /*dampening=*/0.0, /*nesterov=*/false,
-                    /*maximize=*/false, first);
+                    /*maximize=*/false, first, std::nullopt, inf);
     return nullptr;
   }
   if (impl != 1) throw std::invalid_argument("gb_sgd_step: impl is 1 (foreach) or 2 (fused)");
+  if (inf) throw std::invalid_argument("gb_sgd_step: a device-side skip (found_inf) needs the fused kernel");
   std::vector<at::Tensor> d = weight_decay != 0.0 ? at::_foreach_add(gs, ps, weight_decay) : gs;
   if (momentum != 0.0) {
     if (first) {
@@ -83,10 +89,12 @@ char* gb_sgd_step(int impl, void* const* params, void* const* bufs, size_t n, do
 // impl 1: _foreach_* ops, t = `step` (already counted for this step);
 // impl 2: _fused_adamw_, which counts each parameter's `steps` scalar
 // (float, on the parameter's device) itself after the caller's increment, as
-// torch.optim does. A parameter without a gradient is skipped.
+// torch.optim does. A parameter without a gradient is skipped. found_inf:
+// as for gb_sgd_step (fused only); a skipped step's counts are taken back,
+// as torch.optim's fused AdamW does.
 char* gb_adamw_step(int impl, void* const* params, void* const* exp_avgs, void* const* exp_avg_sqs,
                     void* const* steps, size_t n, double lr, double beta1, double beta2, double weight_decay,
-                    double eps, int64_t step) {
+                    double eps, int64_t step, void* found_inf) {
   GB_TRY
   if ((params == nullptr || exp_avgs == nullptr || exp_avg_sqs == nullptr || steps == nullptr) && n > 0)
     throw std::invalid_argument("gb_adamw_step: null argument");
@@ -94,10 +102,14 @@ char* gb_adamw_step(int impl, void* const* params, void* const* exp_avgs, void* 
   auto w = with_grads(params, n, {exp_avgs, exp_avg_sqs, steps});
   auto &ps = w.params, &gs = w.grads, &ms = w.state[0], &vs = w.state[1], &ts = w.state[2];
   if (ps.empty()) return nullptr;
+  std::optional<at::Tensor> inf;
+  if (found_inf != nullptr) inf = *static_cast<const at::Tensor*>(found_inf);
+  if (inf && impl != 2) throw std::invalid_argument("gb_adamw_step: a device-side skip (found_inf) needs the fused kernel");
   at::_foreach_add_(ts, 1.0);
   if (impl == 2) {
     at::_fused_adamw_(ps, gs, ms, vs, std::vector<at::Tensor>{}, ts, lr, beta1, beta2, weight_decay, eps,
-                      /*amsgrad=*/false, /*maximize=*/false, std::nullopt, std::nullopt);
+                      /*amsgrad=*/false, /*maximize=*/false, std::nullopt, inf);
+    if (inf) at::_foreach_sub_(ts, inf->reshape({}));
     return nullptr;
   }
   if (impl != 1) throw std::invalid_argument("gb_adamw_step: impl is 1 (foreach) or 2 (fused)");

@@ -105,13 +105,30 @@ impl Optimizer {
 
     /// One update from the parameters' gradients.
     pub fn step(&mut self) -> Result<()> {
+        self.step_unless(None)
+    }
+
+    /// Whether the step is one fused kernel, the one implementation that
+    /// takes a device-side skip flag (`step_unless`).
+    pub(crate) fn is_fused(&self) -> bool {
+        matches!(self, Optimizer::Sgd { fused: true, .. } | Optimizer::AdamW { fused: true, .. })
+    }
+
+    /// One update, which changes nothing where `skip_if` (a one-element
+    /// flag on the device, fp16's non-finite gradients) is non-zero: the
+    /// decision stays on the device, so the step can be captured in a CUDA
+    /// graph. Fused implementations only.
+    pub(crate) fn step_unless(&mut self, skip_if: Option<&Tensor>) -> Result<()> {
+        if skip_if.is_some() && !self.is_fused() {
+            return Err(anyhow::anyhow!("a step skipped on the device needs --optimizer-impl fused"));
+        }
         match self {
             Optimizer::Loop(o, _) => crate::error::guarded(|| {
                 o.step();
                 Ok(())
             }),
             Optimizer::Sgd { fused, params, bufs, lr, momentum, weight_decay, first_step } => {
-                crate::ffi::sgd_step(*fused, params, bufs, *lr, *momentum, *weight_decay, *first_step)?;
+                crate::ffi::sgd_step(*fused, params, bufs, *lr, *momentum, *weight_decay, *first_step, skip_if)?;
                 *first_step = false;
                 Ok(())
             }
@@ -120,7 +137,7 @@ impl Optimizer {
                 let state = crate::ffi::AdamWState { exp_avg, exp_avg_sq, steps, step: *step };
                 let hyper =
                     crate::ffi::AdamWHyper { lr: *lr, betas: ADAMW_BETAS, weight_decay: *weight_decay, eps: ADAMW_EPS };
-                crate::ffi::adamw_step(*fused, params, &state, &hyper)
+                crate::ffi::adamw_step(*fused, params, &state, &hyper, skip_if)
             }
         }
     }
