@@ -307,6 +307,9 @@ pub struct RunConfig {
     pub profile: Option<ProfileSpec>,
     /// `--nvtx`: gpubench's ranges also as NVTX ranges, for Nsight Systems.
     pub nvtx: bool,
+    /// `--cuda-graphs on`: the step captured once, then replayed
+    /// (`strategy::graphed`).
+    pub cuda_graphs: bool,
     /// The options that change what is measured and have no column of their
     /// own, where they differ from run's defaults (the row's `variant`).
     pub variant: String,
@@ -365,6 +368,7 @@ impl RunConfig {
             ddp: DdpConfig::default(),
             profile: None,
             nvtx: false,
+            cuda_graphs: false,
             variant: String::new(),
         }
     }
@@ -536,6 +540,12 @@ pub struct InferConfig {
     pub precision: Precision,
     pub channels_last: bool,
     pub cudnn_benchmark: bool,
+    /// `--cuda-graphs on`: each batch-size bucket's forward captured once,
+    /// then replayed (`serve::graphs`).
+    pub cuda_graphs: bool,
+    /// `--overlap on` (the default): on a GPU, the next batch's input is
+    /// staged on a stream of its own while the current batch computes.
+    pub overlap: bool,
     pub seed: u64,
     /// Intra-op threads per worker on the CPU (the cores shared among them when not given).
     pub threads: Option<usize>,

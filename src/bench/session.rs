@@ -220,10 +220,14 @@ pub(crate) struct LocalRun;
 
 impl Session for LocalRun {
     fn build(&mut self, cfg: &RunConfig) -> Result<Box<dyn Strategy>> {
-        Ok(match cfg.strategy {
+        let s: Box<dyn Strategy> = match cfg.strategy {
             StrategyKind::Single => Box::new(Single::new(cfg)?),
             StrategyKind::Dp => Box::new(DataParallel::new(cfg)?),
             StrategyKind::Ddp => unreachable!("ddp runs one process per device (bench::ddp)"),
+        };
+        Ok(match cfg.cuda_graphs {
+            true => Box::new(crate::strategy::graphed::Graphed::new(s)?),
+            false => s,
         })
     }
 

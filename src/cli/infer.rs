@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 
-use super::opts::{DataOpt, DeviceOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts};
+use super::opts::{CudaGraphs, DataOpt, DeviceOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts};
 use super::parse::{parse_duration, parse_fraction};
 use super::{Configure, Job};
 use crate::config::{CapacitySearch, Format, Impl, InferConfig, Precision, Preprocess, Scenario, ServeStrategy};
@@ -55,6 +55,16 @@ pub(crate) struct InferArgs {
     /// Camera frame size, WIDTHxHEIGHT (uint8 RGB).
     #[arg(long, default_value = "1280x720", value_name = "WxH")]
     pub frame_size: String,
+    #[command(flatten)]
+    pub cuda_graphs: CudaGraphs,
+    /// On a GPU, stage the next batch (frames copied to pinned memory, then
+    /// to the GPU and resized there, on a stream of its own) while the
+    /// current one computes: on (the default) or off, the serial path, for
+    /// comparison. The CPU computes on the host that stages, so there it
+    /// changes nothing. Replicas and processes; dp serving stays serial.
+    #[arg(long, value_name = "on|off", num_args = 0..=1, default_value = "on", default_missing_value = "on",
+          action = clap::ArgAction::Set, value_parser = super::parse::parse_on_off)]
+    pub overlap: bool,
     /// Where frames are resized and normalised.
     #[arg(long, value_enum, default_value_t = Preprocess::Device)]
     pub preprocess: Preprocess,
@@ -237,6 +247,20 @@ impl InferArgs {
         if devices.kind == DeviceKind::Cpu && m.precision == Precision::Tf32 {
             return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
         }
+        if *a.cuda_graphs {
+            if devices.kind == DeviceKind::Cpu {
+                return Err(usage(
+                    "--cuda-graphs captures CUDA work, and this server is on the CPU; drop --cuda-graphs (or serve on \
+                     a GPU)",
+                ));
+            }
+            if a.serving == ServeStrategy::Dp {
+                return Err(usage(
+                    "--cuda-graphs captures a forward on one GPU; dp serving runs a thread per replica, which one \
+                     capture cannot hold: use --serving replicas or processes",
+                ));
+            }
+        }
         if let Some(n) = a.devices.cpu {
             // PyTorch's server runs its workers as processes whatever the serving.
             let workers = match a.serving == ServeStrategy::Processes || implementation == Impl::Pytorch {
@@ -271,6 +295,8 @@ impl InferArgs {
             precision: m.precision,
             channels_last: m.channels_last,
             cudnn_benchmark: m.cudnn_benchmark,
+            cuda_graphs: *a.cuda_graphs,
+            overlap: a.overlap,
             seed: *m.seed,
             threads: a.host.threads.map(|t| t.resolve()),
             label: a.output.label.label.clone(),

@@ -76,6 +76,19 @@ pub(crate) struct ModelOpts {
 }
 
 option! {
+    /// CUDA graphs: on captures the work once after warm-up and replays it
+    /// (run: the whole training step, single and dp on one GPU; infer: the
+    /// forward of each batch-size bucket), so the host launches one graph
+    /// where it launched hundreds of kernels. CUDA only; refused where it
+    /// cannot work, never a silent fall-back.
+    CudaGraphs {
+        #[arg(long, value_name = "on|off", num_args = 0..=1, default_value = "off", default_missing_value = "on",
+              action = clap::ArgAction::Set, value_parser = super::parse::parse_on_off)]
+        cuda_graphs: bool
+    }
+}
+
+option! {
     /// Square input size in pixels: the model's input (frames and decoded
     /// images are resized to it).
     ImageSize { #[arg(long, default_value_t = 224, value_name = "PX")] image_size: i64 }

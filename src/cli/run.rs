@@ -10,7 +10,7 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 
-use super::opts::{BatchSize, DataOpt, DeviceOpts, DistOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts, ReducerOpts, StepOpts, WorkersOpt};
+use super::opts::{BatchSize, CudaGraphs, DataOpt, DeviceOpts, DistOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts, ReducerOpts, StepOpts, WorkersOpt};
 use super::parse::parse_duration;
 use super::{Configure, Job};
 use crate::bench::ddp::env::DistEnv;
@@ -98,6 +98,8 @@ pub struct RunArgs {
     /// Deterministic algorithms (plus the seed) for reproducible losses.
     #[arg(long)]
     pub deterministic: bool,
+    #[command(flatten)]
+    pub(crate) cuda_graphs: CudaGraphs,
     /// Time each step's phases (data wait, forward, backward, optimizer). Adds
     /// a device sync after every phase, which perturbs the step time.
     #[arg(long)]
@@ -198,6 +200,7 @@ fn variant(a: &RunArgs) -> String {
         word(r.no_broadcast_buffers, "no-broadcast-buffers".into());
     }
     word(a.checkpoint, "checkpoint".into());
+    word(*a.cuda_graphs, "cuda-graphs".into());
     word(a.breakdown, "breakdown".into());
     word(a.profile.is_some(), "profile".into());
     word(a.nvtx, "nvtx".into());
@@ -411,6 +414,40 @@ fn rank_gpu(local_rank: usize, count: usize) -> Result<Option<usize>> {
     }
 }
 
+/// Why `--cuda-graphs on` cannot work for this run, if it cannot: one line
+/// each, before any work (the capture itself is `strategy::graphed`).
+fn cuda_graphs_refusal(a: &RunArgs, devices: &Devices, warmup: &Length) -> Option<String> {
+    let why = if devices.kind == DeviceKind::Cpu {
+        "--cuda-graphs captures CUDA work, and this run is on the CPU; drop --cuda-graphs (or run on a GPU)".into()
+    } else if a.strategy == StrategyKind::Ddp {
+        "--cuda-graphs is not offered for ddp: capturing the c10d Reducer's autograd hooks and NCCL calls from \
+         gpubench's C++ path is unverified; use it with --strategy single, or dp on one GPU"
+            .into()
+    } else if a.strategy == StrategyKind::Dp && devices.len() > 1 {
+        format!(
+            "--cuda-graphs captures a step on one GPU; dp over {} GPUs runs a thread per replica, which one capture \
+             cannot hold: give dp one GPU, or use --strategy single",
+            devices.len()
+        )
+    } else if a.grad_accum > 1 {
+        "--cuda-graphs captures one micro-batch per step; drop --grad-accum".into()
+    } else if a.checkpoint {
+        "--cuda-graphs does not capture --checkpoint's recomputed stages; drop one of them".into()
+    } else if a.breakdown {
+        "--breakdown synchronizes the device between phases, and a graph replays the step as one launch; drop one \
+         of them"
+            .into()
+    } else if a.optimizer_impl.resolve() != OptimizerImpl::Fused {
+        "--cuda-graphs needs --optimizer-impl fused (the default): the other steps decide fp16's skip or count          AdamW's steps on the host"
+            .into()
+    } else if *warmup == Length::Steps(0) {
+        "--cuda-graphs captures the step during warm-up; give --warmup 1 or more".into()
+    } else {
+        return None;
+    };
+    Some(why)
+}
+
 /// --nnodes / --node-rank / --master-addr / --master-port agree (ddp and allreduce).
 pub(crate) fn check_nodes(nnodes: usize, node_rank: usize, addr: Option<&str>, port: Option<u16>) -> Result<()> {
     if nnodes == 0 || node_rank >= nnodes {
@@ -517,6 +554,11 @@ impl RunArgs {
         let cpu = devices.kind == DeviceKind::Cpu;
         if cpu && m.precision == Precision::Tf32 {
             return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
+        }
+        if *a.cuda_graphs {
+            if let Some(why) = cuda_graphs_refusal(&a, &devices, &warmup) {
+                return Err(usage(why));
+            }
         }
         let sample_interval = parse_duration("--sample-interval", &a.host.sample_interval)?;
         let ddp = a.strategy == StrategyKind::Ddp;
@@ -656,6 +698,7 @@ impl RunArgs {
             },
             profile,
             nvtx: a.nvtx,
+            cuda_graphs: *a.cuda_graphs,
             variant,
         })
     }
@@ -688,6 +731,42 @@ mod tests {
         assert_eq!((a.global_batch(), a.micro_global_batch(), a.grad_accum), (512, 128, 4));
         assert!((a.lr - 0.2).abs() < 1e-12, "{}", a.lr);
         assert!((c.lr - 0.05).abs() < 1e-12 && !c.variant.contains("adamw"), "{} {}", c.lr, c.variant);
+    }
+
+    /// `--cuda-graphs on` is refused, with one line naming why, wherever the
+    /// step cannot be captured; where it can, the row's variant names it.
+    /// (CUDA devices are named, not used: the checks need no GPU.)
+    #[test]
+    fn cuda_graphs_are_refused_where_a_step_cannot_be_captured() {
+        let cfg = |a: &str, devices: Devices| {
+            let argv: Vec<String> = a.split_whitespace().map(String::from).collect();
+            parse_run_args(&argv).unwrap().into_config(Placement::Local(devices))
+        };
+        let gpu = || Devices::cuda(vec![0]);
+        let refused = |a: &str, devices: Devices, says: &str| {
+            let e = cfg(a, devices).unwrap_err();
+            assert_eq!(crate::error::exit_code(&e), 2, "{a}: {e}");
+            let m = e.to_string();
+            assert!(m.contains(says) && !m.contains('\n'), "{a}: {m}");
+        };
+        refused("--cpu 1 --cuda-graphs", Devices::cpu(1), "on the CPU");
+        refused("--strategy ddp --cuda-graphs on", gpu(), "not offered for ddp");
+        refused("--strategy dp --cuda-graphs", Devices::cuda(vec![0, 1]), "dp over 2 GPUs");
+        refused("--cuda-graphs --grad-accum 2", gpu(), "--grad-accum");
+        refused("--cuda-graphs --checkpoint", gpu(), "--checkpoint");
+        refused("--cuda-graphs --breakdown", gpu(), "--breakdown");
+        refused("--cuda-graphs --optimizer-impl foreach", gpu(), "--optimizer-impl fused");
+        refused("--cuda-graphs --optimizer-impl loop", gpu(), "--optimizer-impl fused");
+        refused("--cuda-graphs --warmup 0", gpu(), "--warmup 1");
+        for ok in ["--cuda-graphs", "--cuda-graphs on --precision fp16", "--strategy dp --cuda-graphs"] {
+            let c = cfg(ok, gpu()).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            assert!(c.cuda_graphs && c.variant.split(' ').any(|w| w == "cuda-graphs"), "{ok}: {}", c.variant);
+        }
+        let off = cfg("--cuda-graphs off", gpu()).unwrap();
+        assert!(!off.cuda_graphs && !off.variant.contains("cuda-graphs"), "{}", off.variant);
+        // The flag's grammar is cudnn-benchmark's.
+        let e = parse_run_args(&["--cuda-graphs", "maybe"]).unwrap_err();
+        assert!(e.to_string().contains("neither on nor off"), "{e}");
     }
 
     #[test]

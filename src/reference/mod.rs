@@ -146,6 +146,7 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         (cfg.cudnn_benchmark, "--cudnn-benchmark"),
         (cfg.deterministic, "--deterministic"),
         (cfg.checkpoint, "--checkpoint"),
+        (cfg.cuda_graphs, "--cuda-graphs"),
     ] {
         if on {
             v.push(flag.into());

@@ -303,8 +303,14 @@ def make_step(model, opt, args, device):
     args.scaler = scaler
 
     # No autocast object at all without mixed precision: torch < 2 refuses
-    # one with another dtype than bf16 on the CPU, even disabled.
-    region = (lambda: torch.autocast(device.type, dtype=amp)) if amp is not None else contextlib.nullcontext
+    # one with another dtype than bf16 on the CPU, even disabled. Under CUDA
+    # graphs the cast cache is off, as torch.cuda.graph's notes ask.
+    cache = not args.cuda_graphs
+    region = (
+        (lambda: torch.autocast(device.type, dtype=amp, cache_enabled=cache))
+        if amp is not None
+        else contextlib.nullcontext
+    )
 
     def step(micro):
         """One optimizer step over its micro-batches (one without
@@ -331,7 +337,46 @@ def make_step(model, opt, args, device):
             scaler.update()
         return losses[0] if k == 1 else torch.stack(losses).mean()
 
-    return step
+    return graphed(step, opt, device) if args.cuda_graphs else step
+
+
+EAGER_STEPS = 3
+
+
+def graphed(step, opt, device):
+    """--cuda-graphs, as gpubench's strategy::graphed: EAGER_STEPS eager steps
+    on a side stream (cuDNN's tuning, the momentum buffers and GradScaler's
+    state made outside the capture), gradients dropped, the whole step
+    (forward, loss, backward, GradScaler's unscale, the fused optimizer and
+    the scale update, none of which syncs with fused=True) captured once on a
+    copy of the first batch, then each step's batch copied into the static
+    tensors and the graph replayed. The loss returned is a copy."""
+    state = {}
+
+    def run(micro):
+        if len(micro) != 1:
+            raise SystemExit("error: --cuda-graphs captures one micro-batch per step")
+        (x, y) = micro[0]
+        if not state:
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                for _ in range(EAGER_STEPS):
+                    step(micro)
+            torch.cuda.current_stream(device).wait_stream(side)
+            sx, sy = x.clone(), y.clone()
+            opt.zero_grad(set_to_none=True)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, capture_error_mode="thread_local"):
+                loss = step([(sx, sy)])
+            state.update(g=g, x=sx, y=sy, loss=loss)
+        if x.data_ptr() != state["x"].data_ptr():
+            state["x"].copy_(x)
+            state["y"].copy_(y)
+        state["g"].replay()
+        return state["loss"].clone()
+
+    return run
 
 
 def skipped_steps(scaler, m):
@@ -537,6 +582,7 @@ def parse_args(argv=None):
     p.add_argument("--precision", choices=["fp32", "tf32", "fp16", "bf16"], default="fp32")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--cudnn-benchmark", action="store_true")
+    p.add_argument("--cuda-graphs", action="store_true", help="capture the step once, replay it (CUDA, single/dp)")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--init", default=None, help="safetensors file from gpubench run --save-init")
     p.add_argument("--backend", choices=["gloo", "nccl"], default=None)

@@ -146,9 +146,9 @@ columns! {
           libtorch's per-parameter loop, as every row before --optimizer-impl did), the bare word adamw \
           (--optimizer adamw; weight-decay then against AdamW's default 0.05, momentum unused), checkpoint \
           (--checkpoint), seed, threads and workers (as asked), ddp's bucket-cap-mb, gradient-as-bucket-view, find-unused-parameters and \
-          no-broadcast-buffers, breakdown, profile, nvtx, init-from (the file's name). Rows that differ in it \
-          are different configurations in report, compare, check and a sweep's --resume; empty for serving, \
-          all-reduce and published rows.";
+          no-broadcast-buffers, breakdown, profile, nvtx, cuda-graphs (--cuda-graphs on, for serving rows \
+          too), init-from (the file's name). Rows that differ in it are different configurations in report, \
+          compare, check and a sweep's --resume; otherwise empty for serving, all-reduce and published rows.";
     // results
     throughput_img_s: Option<f64>, unit "img/s", since 2,
         "Global images per second over the timed steps: global_batch × steps ÷ the sum of step times.";

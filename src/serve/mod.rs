@@ -8,6 +8,7 @@
 //! - `processes`: one server process per device;
 //! - `pytorch`: the same server in PyTorch Python (threads, processes);
 //! - `records`: every request's fate, and the row's figures from them.
+pub(crate) mod graphs;
 pub mod processes;
 pub mod pytorch;
 pub mod records;
@@ -71,6 +72,11 @@ pub fn measure(cfg: &InferConfig) -> Measured {
     let figures =
         records::figures(&out.records, cfg.duration.as_secs_f64(), cfg.scenario != Scenario::Offline, backlog);
     fill(&mut row, cfg, &out, &figures, &interference);
+    if cfg.cuda_graphs {
+        // A lever that changes what is measured: rows with and without it
+        // are different configurations (report, check, a sweep's --resume).
+        row.variant = "cuda-graphs".into();
+    }
     if let Some(a) = about {
         row.libtorch_version = a.torch_version;
         row.device_name = a.device_name;
@@ -95,6 +101,24 @@ pub fn measure(cfg: &InferConfig) -> Measured {
         &Default::default(),
     );
     Measured { row, devs }
+}
+
+/// What the server did with its input and its forward, where it is not
+/// the serial eager path: both servers (gpubench's and PyTorch's) do the
+/// same, so the side-by-side compares equal work.
+pub(crate) fn serving_path(cfg: &InferConfig) -> Vec<String> {
+    let mut notes = vec![];
+    if cfg.devices.kind == DeviceKind::Cuda && cfg.strategy != ServeStrategy::Dp {
+        notes.push(match cfg.overlap {
+            true => "input overlapped: the next batch staged on its own stream while one computes".to_string(),
+            false => "input serial (--overlap off)".to_string(),
+        });
+    }
+    if cfg.cuda_graphs {
+        let b = graphs::buckets(cfg.max_batch);
+        notes.push(format!("CUDA graphs: one per batch bucket {b:?}"));
+    }
+    notes
 }
 
 /// Input over this many forward passes, and a row says it is input-bound.
@@ -218,6 +242,7 @@ fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, 
             ));
         }
     }
+    notes.extend(serving_path(cfg));
     if cfg.strategy == ServeStrategy::Dp {
         notes.push(format!("master {}", cfg.devices.describe().split(',').next().unwrap_or_default()));
     }

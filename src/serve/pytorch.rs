@@ -87,6 +87,8 @@ fn run_script(cfg: &InferConfig, arrivals: Schedule, out: &mut ServeOutcome) -> 
         "precision": cfg.precision.name(),
         "channels_last": cfg.channels_last,
         "cudnn_benchmark": cfg.cudnn_benchmark,
+        "cuda_graphs": cfg.cuda_graphs,
+        "overlap": cfg.overlap,
         "max_batch": cfg.max_batch,
         "max_wait_s": cfg.max_wait.as_secs_f64(),
         "drop_older_than_s": cfg.drop_older_than.map(|d| d.as_secs_f64()),

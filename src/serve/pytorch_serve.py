@@ -22,6 +22,12 @@ gpubench's Rust server exactly:
   size in one reused frame buffer and resized there (CUDA's bilinear takes no
   uint8); then ImageNet normalization in place; clock reads closed / copied /
   computed / done, each after a device synchronize;
+- "overlap" (--overlap on, the default; CUDA only): two sets of buffers, the
+  next batch staged in one on a stream of its own while the model reads the
+  other, a completer thread per worker timing and recording each batch;
+- "cuda_graphs" (--cuda-graphs on): after warm-up, the forward is captured
+  once per batch-size bucket (torch.cuda.CUDAGraph) and replayed, a batch in
+  the smallest bucket that holds it, as gpubench's server does;
 - "offline": an endless backlog (sched 0) taken max_batch at a time;
   "single-stream": one request at a time on the first device.
 
@@ -174,61 +180,197 @@ class Worker:
         self.std = torch.tensor(STD, device=pre).mul(255.0).view(1, 3, 1, 1)
         b, h, w, size = job["max_batch"], job["frame_h"], job["frame_w"], self.size
         fmt = torch.channels_last if self.channels_last else torch.contiguous_format
-        self.inputs = torch.empty((b, 3, size, size), device=pre).contiguous(memory_format=fmt)
-        self.to_device = None
-        if self.cuda and not self.on_device:
-            self.inputs = self.inputs.pin_memory()
-            self.to_device = torch.empty_like(self.inputs, device=self.dev)
-        if self.cuda and self.on_device:
-            self.pinned = torch.empty((b, h, w, 3), dtype=torch.uint8, pin_memory=True)
-            self.raw = torch.empty((b, h, w, 3), dtype=torch.uint8, device=self.dev)
-            self.full = torch.empty((1, 3, h, w), device=self.dev)
+        # As gpubench's server: on a GPU (--overlap on, the default) two sets of
+        # buffers, the next batch staged in one on a stream of its own while
+        # the model reads the other.
+        self.overlap = self.cuda and job.get("overlap", False)
+        self.slots = []
+        for _ in range(2 if self.overlap else 1):
+            slot = types.SimpleNamespace(to_device=None)
+            slot.inputs = torch.empty((b, 3, size, size), device=pre).contiguous(memory_format=fmt)
+            if self.cuda and not self.on_device:
+                slot.inputs = slot.inputs.pin_memory()
+                slot.to_device = torch.empty_like(slot.inputs, device=self.dev)
+            if self.cuda and self.on_device:
+                slot.pinned = torch.empty((b, h, w, 3), dtype=torch.uint8, pin_memory=True)
+                slot.raw = torch.empty((b, h, w, 3), dtype=torch.uint8, device=self.dev)
+                slot.full = torch.empty((1, 3, h, w), device=self.dev)
+            self.slots.append(slot)
+        self.copy_stream = torch.cuda.Stream(self.dev) if self.overlap else None
+        self.pipe = None
         self.small = torch.empty((1, 3, size, size), dtype=torch.uint8)
         self.resize = (h, w) != (size, size)
         amp = AMP_DTYPES.get(job["precision"])
-        self.amp = (lambda: torch.autocast(self.dev.type, dtype=amp)) if amp is not None else contextlib.nullcontext
+        # Under CUDA graphs the cast cache is off, as torch.cuda.graph's notes ask.
+        cache = not job.get("cuda_graphs", False)
+        self.amp = (
+            (lambda: torch.autocast(self.dev.type, dtype=amp, cache_enabled=cache))
+            if amp is not None
+            else contextlib.nullcontext
+        )
+        # --cuda-graphs: (bucket, graph, static output), smallest bucket first,
+        # every bucket reading the buffer the model is fed from.
+        self.graphs = []
+        first = self.slots[0]
+        self.static = first.to_device if first.to_device is not None else first.inputs
 
-    def prepare(self, ids):
-        """The batch of `ids`, resized and normalized frame by frame into the buffers."""
-        n, size = len(self.frames), (self.size, self.size)
+    def capture(self, max_batch):
+        """As gpubench's server (serve::graphs): one graph per bucket (powers of
+        two below --max-batch, and --max-batch), largest first, each after one
+        eager forward at its shape, all in one memory pool."""
+        buckets, b = [], 1
+        while b < max_batch:
+            buckets.append(b)
+            b *= 2
+        buckets.append(max_batch)
+        made, pool = [], None
+        for b in reversed(buckets):
+            x = self.static[:b]
+            with self.amp():
+                self.model(x)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool, capture_error_mode="thread_local"):
+                with self.amp():
+                    out = self.model(x)
+            pool = pool if pool is not None else g.pool()
+            made.append((b, g, out))
+        self.graphs = list(reversed(made))
+
+    def forward(self, x):
+        if not self.graphs:
+            with self.amp():
+                return self.model(x)
+        n = x.shape[0]
+        for b, g, out in self.graphs:
+            if b >= n:
+                break
+        else:
+            raise RuntimeError(f"a batch of {n} is larger than the largest graph")
+        if x.data_ptr() != self.static.data_ptr():
+            self.static[:n].copy_(x)
+        g.replay()
+        return out[:n]
+
+    def prepare(self, ids, k=0):
+        """The batch of `ids`, resized and normalized frame by frame into slot k's buffers."""
+        n, size, b = len(self.frames), (self.size, self.size), self.slots[k]
         if self.cuda and self.on_device:
             for i, r in enumerate(ids):
-                self.pinned[i].copy_(self.frames[r % n])
-            raw = self.raw[: len(ids)]
-            raw.copy_(self.pinned[: len(ids)])
+                b.pinned[i].copy_(self.frames[r % n])
+            raw = b.raw[: len(ids)]
+            raw.copy_(b.pinned[: len(ids)])
             for i in range(len(ids)):
                 frame = raw[i : i + 1].permute(0, 3, 1, 2)
                 if self.resize:
-                    self.full.copy_(frame)
-                    torch.ops.aten.upsample_bilinear2d.out(self.full, size, False, out=self.inputs[i : i + 1])
+                    b.full.copy_(frame)
+                    torch.ops.aten.upsample_bilinear2d.out(b.full, size, False, out=b.inputs[i : i + 1])
                 else:
-                    self.inputs[i : i + 1].copy_(frame)
+                    b.inputs[i : i + 1].copy_(frame)
         else:
             for i, r in enumerate(ids):
                 frame = self.frames[r % n].permute(2, 0, 1).unsqueeze(0)
                 if self.resize:
                     torch.ops.aten.upsample_bilinear2d.out(frame, size, False, out=self.small)
                     frame = self.small
-                self.inputs[i : i + 1].copy_(frame)
-        x = self.inputs[: len(ids)].sub_(self.mean).div_(self.std)
-        if self.to_device is not None:
-            d = self.to_device[: len(ids)]
+                b.inputs[i : i + 1].copy_(frame)
+        x = b.inputs[: len(ids)].sub_(self.mean).div_(self.std)
+        if b.to_device is not None:
+            d = b.to_device[: len(ids)]
             d.copy_(x, non_blocking=True)
             return d
         return x
+
+    def launch(self, ids, k):
+        """Under overlap: stages `ids` in slot k on the copy stream and queues
+        the forward after it (an event orders them); returns the events
+        (input ready, forward done) and the predictions, still on the GPU."""
+        with torch.cuda.stream(self.copy_stream):
+            x = self.prepare(ids, k)
+            ready = torch.cuda.Event()
+            ready.record(self.copy_stream)
+        torch.cuda.current_stream(self.dev).wait_event(ready)
+        classes = self.forward(x).argmax(1)
+        done = torch.cuda.Event()
+        done.record()
+        return ready, done, classes
 
     def run(self, ids, clock):
         """Serves one batch; returns the clock at copied, computed, done."""
         x = self.prepare(ids)
         self.sync()
         copied = clock()
-        with self.amp():
-            logits = self.model(x)
+        logits = self.forward(x)
         self.sync()
         computed = clock()
         logits.argmax(1).cpu()
         self.sync()
         return copied, computed, clock()
+
+
+class Pipe:
+    """Under overlap, as gpubench's server: the worker stages and launches a
+    batch in a free slot and hands it here; this thread waits for its input
+    (copied) and its forward (computed), reads the predictions (done),
+    records every request and frees the slot. At most two batches are in
+    flight; after an error the rest are recorded as dropped."""
+
+    def __init__(self, server, w):
+        self.server, self.w = server, w
+        self.free, self.pending = queue.Queue(), queue.Queue()
+        for k in range(len(w.slots)):
+            self.free.put(k)
+        self.error = None
+        self.thread = threading.Thread(target=self.complete, daemon=True)
+        self.thread.start()
+
+    def submit(self, batch, closed):
+        k = self.free.get()
+        if k is None:
+            self.drop(batch)
+            raise RuntimeError(f"the completer stopped: {self.error}")
+        try:
+            launched = self.w.launch([i for i, _, _ in batch], k)
+        except BaseException:
+            self.drop(batch)
+            raise
+        self.pending.put((batch, k, closed, launched))
+
+    def drop(self, batch):
+        for i, sched, taken in batch:
+            self.server.records.append((i, self.w.k, sched, taken, None))
+
+    def complete(self):
+        torch.cuda.set_device(self.w.dev)
+        now = self.server.now
+        while True:
+            item = self.pending.get()
+            if item is None:
+                return
+            batch, k, closed, (ready, done, classes) = item
+            if self.error is not None:
+                self.drop(batch)
+                continue
+            try:
+                ready.synchronize()
+                copied = now()
+                done.synchronize()
+                computed = now()
+                classes.cpu()
+                served = (closed, copied, computed, now(), len(batch))
+            except BaseException as e:
+                self.error = one_line(e)
+                self.drop(batch)
+                self.free.put(None)
+                continue
+            for i, sched, taken in batch:
+                self.server.records.append((i, self.w.k, sched, taken, served))
+            self.free.put(k)
+
+    def close(self):
+        self.pending.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise RuntimeError(self.error)
 
 
 class Server:
@@ -302,6 +444,10 @@ class Server:
                     if self.abort.is_set():
                         return
                     w.run(range(b), time.perf_counter)
+                if self.job.get("cuda_graphs"):
+                    w.capture(self.job["max_batch"])
+                    for b in (self.job["max_batch"], 1):
+                        w.run(range(b), time.perf_counter)
                 self.ready.release()
                 self.go.wait()
                 if self.abort.is_set():
@@ -312,12 +458,17 @@ class Server:
                         os._exit(3)
                     raise RuntimeError(f"test hook: worker {k} fails as asked")
                 scenario = self.job["scenario"]
-                if scenario == "arrivals":
-                    self.serve_arrivals(w)
-                elif scenario == "offline":
-                    self.serve_offline(w)
-                else:
-                    self.serve_single(w)
+                w.pipe = Pipe(self, w) if w.overlap else None
+                try:
+                    if scenario == "arrivals":
+                        self.serve_arrivals(w)
+                    elif scenario == "offline":
+                        self.serve_offline(w)
+                    else:
+                        self.serve_single(w)
+                finally:
+                    if w.pipe is not None:
+                        w.pipe.close()
         except BaseException as e:
             traceback.print_exc()
             with self.lock:
@@ -337,6 +488,8 @@ class Server:
             self.gen_done.set()
 
     def serve(self, w, batch, closed=None):
+        if w.pipe is not None:
+            return w.pipe.submit(batch, self.now() if closed is None else closed)
         if closed is None:
             w.sync()
             closed = self.now()

@@ -183,8 +183,12 @@ impl Shared {
 }
 
 /// What serves a batch: a replica on one device, or DataParallel over all.
-trait Forward {
+pub(super) trait Forward {
     fn forward(&mut self, x: &Tensor) -> Result<Tensor>;
+    /// After warm-up: `--cuda-graphs`' capture (`serve::graphs`); nothing otherwise.
+    fn capture(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 struct Replica {
@@ -247,10 +251,17 @@ struct Worker<'a> {
     /// The devices to synchronise before a clock read (all of them for dp).
     sync: crate::device::Devices,
     model: Box<dyn Forward>,
-    buffers: Buffers,
+    /// The input buffers: one set, or two under overlap (the next batch is
+    /// staged in one while the model reads the other).
+    buffers: Vec<Buffers>,
     mean: Tensor,
     std: Tensor,
     records: Vec<Record>,
+    /// Input overlapped with compute (`overlap`): the copy stream (None on
+    /// the CPU, where only tests ask for it) and the pipeline while it runs.
+    overlap: Option<Overlap>,
+    /// Tests: each served request's logits.
+    predictions: Option<Vec<(u64, Vec<f32>)>>,
 }
 
 /// A worker's input buffers, made once: a batch costs copies into them and
@@ -316,7 +327,13 @@ impl<'a> Worker<'a> {
         let t = cfg.threads_per_worker();
         tch::set_num_threads(if dp { t * cfg.devices.len() } else { t } as i32);
         let mcfg = cfg.model_config();
-        let model: Box<dyn Forward> = if let Some(ms) = test_service_ms() {
+        let sleeper = test_service_ms();
+        // What overlap needs: a GPU to compute while the host stages, and one
+        // device per worker (dp's forward copies between devices itself).
+        let overlap = cfg.overlap && device.is_cuda() && !dp && sleeper.is_none();
+        let buffers =
+            (0..if overlap { 2 } else { 1 }).map(|_| Buffers::new(cfg, device)).collect::<Result<Vec<_>>>()?;
+        let mut model: Box<dyn Forward> = if let Some(ms) = sleeper {
             Box::new(Sleeper { per_batch: Duration::from_secs_f64(ms / 1e3), classes: cfg.num_classes, device })
         } else if dp {
             Box::new(DataParallel::new(&mcfg)?)
@@ -324,12 +341,16 @@ impl<'a> Worker<'a> {
             let (vs, model) = build_model(&mcfg, device);
             Box::new(Replica { _vs: vs, model, device, precision: cfg.precision })
         };
+        if let (true, Device::Cuda(o)) = (cfg.cuda_graphs, device) {
+            // The graphs read the buffer the model is fed from.
+            let input = buffers[0].on_device.as_ref().unwrap_or(&buffers[0].inputs).shallow_clone();
+            model = Box::new(super::graphs::Graphed::new(model, o, input));
+        }
         let sync = if dp {
             cfg.devices.clone()
         } else {
             crate::device::Devices { kind: cfg.devices.kind, ordinals: vec![cfg.devices.ordinals[index as usize]] }
         };
-        let buffers = Buffers::new(cfg, device)?;
         let stats = |v: [f32; 3]| Tensor::from_slice(&v.map(|x| x * 255.0)).view([1, 3, 1, 1]);
         let on = if cfg.preprocess == Preprocess::Device { device } else { Device::Cpu };
         Ok(Worker {
@@ -342,6 +363,11 @@ impl<'a> Worker<'a> {
             mean: stats([0.485, 0.456, 0.406]).f_to_device(on)?,
             std: stats([0.229, 0.224, 0.225]).f_to_device(on)?,
             records: vec![],
+            overlap: match (overlap, device) {
+                (true, Device::Cuda(o)) => Some(Overlap::new(Some(o))?),
+                _ => None,
+            },
+            predictions: None,
         })
     }
 
@@ -354,8 +380,13 @@ impl<'a> Worker<'a> {
     /// frame into the worker's buffers: (x/255 - mean)/std computed as
     /// (x - 255 mean)/(255 std), in place, one pass fewer.
     fn input(&self, ids: &[u64]) -> Result<Tensor> {
+        self.input_in(0, ids)
+    }
+
+    /// `input` into the buffers of slot `k`.
+    fn input_in(&self, k: usize, ids: &[u64]) -> Result<Tensor> {
         let (s, n) = (self.cfg.image_size, ids.len() as i64);
-        let b = &self.buffers;
+        let b = &self.buffers[k];
         let frames = &self.frames.0;
         let frame = |id: u64| &frames[(id % frames.len() as u64) as usize];
         let resize = self.cfg.frame_h != s || self.cfg.frame_w != s;
@@ -416,9 +447,7 @@ impl<'a> Worker<'a> {
         let computed = Instant::now();
         let classes = logits.f_argmax(1, false)?.f_to_device(Device::Cpu)?;
         let done = Instant::now();
-        if classes.size() != [ids.len() as i64] {
-            return Err(anyhow!("a batch of {} gave {:?} predictions", ids.len(), classes.size()));
-        }
+        check_predictions(&classes, &logits, ids, &mut self.predictions)?;
         Ok(Served {
             closed: secs(closed),
             copied: secs(copied),
@@ -442,10 +471,19 @@ impl<'a> Worker<'a> {
             self.serve(&big, t)?;
             self.serve(&[0], t)?;
         }
+        if self.cfg.cuda_graphs {
+            self.model.capture()?;
+            // A replay of the largest and the smallest bucket before the load.
+            self.serve(&big, t)?;
+            self.serve(&[0], t)?;
+        }
         Ok(())
     }
 
     fn record(&mut self, batch: &[Pending], taken: &[f64], t0: Instant) -> Result<()> {
+        if self.overlap.as_ref().is_some_and(|o| o.pipe.is_some()) {
+            return self.submit(batch, taken);
+        }
         let ids: Vec<u64> = batch.iter().map(|p| p.id).collect();
         let result = self.serve(&ids, t0);
         let served = result.as_ref().ok().copied();
@@ -453,6 +491,116 @@ impl<'a> Worker<'a> {
             self.records.push(Record { id: p.id, worker: self.index, sched: p.sched, taken: tk, served });
         }
         result.map(|_| ())
+    }
+
+    /// Serves the load of `cfg.scenario`: serially, or with the next batch's
+    /// input staged while the current one computes (`overlap`).
+    fn serve_load(&mut self, sh: &Shared, t0: Instant) -> Result<()> {
+        let run = |w: &mut Self| match w.cfg.scenario {
+            Scenario::Offline | Scenario::SingleStream => w.serve_backlog(sh, t0),
+            _ => w.serve_queue(sh, t0),
+        };
+        match self.overlap.is_some() {
+            true => self.pipelined(t0, run),
+            false => run(self),
+        }
+    }
+
+    /// Runs `body` with the pipeline to a completer thread up: every batch
+    /// `record` gets is submitted to it; its records join this worker's.
+    fn pipelined(&mut self, t0: Instant, body: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        let (to_done, pending) = std::sync::mpsc::sync_channel::<InFlight>(SLOTS);
+        let (free_tx, free) = std::sync::mpsc::channel::<usize>();
+        for k in 0..SLOTS {
+            let _ = free_tx.send(k);
+        }
+        let keep = self.predictions.is_some();
+        let device = self.overlap.as_ref().and_then(|o| o.device);
+        let index = self.index;
+        std::thread::scope(|s| {
+            let completer = s.spawn(move || complete(pending, free_tx, t0, index, keep, device));
+            if let Some(o) = self.overlap.as_mut() {
+                o.pipe = Some(Pipe { to_done, free });
+            }
+            let served = body(self);
+            // Dropping the sender ends the completer once it has drained.
+            if let Some(o) = self.overlap.as_mut() {
+                o.pipe = None;
+            }
+            let done = completer.join().unwrap_or_else(|_| Completed {
+                error: Some(anyhow!("the serving completer thread panicked")),
+                ..Default::default()
+            });
+            self.records.extend(done.records);
+            if let Some(p) = self.predictions.as_mut() {
+                p.extend(done.predictions);
+            }
+            match (served, done.error) {
+                (Err(e), _) | (Ok(()), Some(e)) => Err(e),
+                (Ok(()), None) => Ok(()),
+            }
+        })
+    }
+
+    /// Under overlap: stages `batch` in a free slot on the copy stream,
+    /// queues its forward after the staging (an event orders them), and
+    /// hands it to the completer, which waits for it, reads the predictions
+    /// and records it. The host is free to take and stage the next batch
+    /// meanwhile; at most `SLOTS` batches are in flight.
+    fn submit(&mut self, batch: &[Pending], taken: &[f64]) -> Result<()> {
+        let ids: Vec<u64> = batch.iter().map(|p| p.id).collect();
+        let launched = (|| -> Result<InFlight> {
+            let o = self.overlap.as_ref().expect("submit runs under overlap");
+            let pipe = o.pipe.as_ref().expect("the pipeline is running");
+            // A free slot: its previous batch is done (the completer says so).
+            let k = pipe.free.recv().map_err(|_| anyhow!("the serving completer stopped"))?;
+            let closed = Instant::now();
+            let (x, input_ready) = match (&o.stream, o.device) {
+                (Some(stream), Some(d)) => {
+                    let x = stream.run(|| self.input_in(k, &ids))?;
+                    let ready = stream.record()?;
+                    ready.block_current(d)?;
+                    (x, Some(ready))
+                }
+                _ => (self.input_in(k, &ids)?, None),
+            };
+            let logits = self.model.forward(&x)?;
+            let classes = logits.f_argmax(1, false)?;
+            // The logits are the graph's output under --cuda-graphs, which the
+            // next replay overwrites: tests, which keep them, take a copy.
+            let logits = match self.predictions.is_some() {
+                true => {
+                    let mut c = logits.f_empty_like()?;
+                    c.f_copy_(&logits)?;
+                    c
+                }
+                false => Tensor::new(),
+            };
+            let done = o.device.map(crate::ffi::CudaEvent::on_current).transpose()?;
+            Ok(InFlight {
+                ids: ids.clone(),
+                sched: batch.iter().map(|p| p.sched).collect(),
+                taken: taken.to_vec(),
+                slot: k,
+                closed,
+                input_ready,
+                done,
+                classes,
+                logits,
+            })
+        })();
+        let sent = launched.and_then(|f| {
+            let pipe = self.overlap.as_ref().and_then(|o| o.pipe.as_ref()).expect("the pipeline is running");
+            pipe.to_done.send(f).map_err(|_| anyhow!("the serving completer stopped"))
+        });
+        if let Err(e) = sent {
+            // Taken but never served: recorded as dropped, never lost.
+            for (p, &tk) in batch.iter().zip(taken) {
+                self.records.push(Record { id: p.id, worker: self.index, sched: p.sched, taken: tk, served: None });
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Serves the shared queue until the generator is done and the queue is
@@ -514,6 +662,142 @@ impl<'a> Worker<'a> {
     }
 }
 
+/// Batches in flight under overlap: one computing, one staged beside it.
+const SLOTS: usize = 2;
+
+/// Input overlapped with compute: a stream of its own for the staging
+/// copies and kernels, and the pipeline to the completer while a load runs.
+struct Overlap {
+    stream: Option<crate::ffi::CudaStream>,
+    device: Option<usize>,
+    pipe: Option<Pipe>,
+}
+
+impl Overlap {
+    /// On CUDA device `device`; None: on the CPU (tests), where staging
+    /// and compute take turns on the one thread and nothing overlaps.
+    fn new(device: Option<usize>) -> Result<Overlap> {
+        let stream = device.map(crate::ffi::CudaStream::new).transpose()?;
+        Ok(Overlap { stream, device, pipe: None })
+    }
+}
+
+struct Pipe {
+    to_done: std::sync::mpsc::SyncSender<InFlight>,
+    /// Slots whose batch is done.
+    free: std::sync::mpsc::Receiver<usize>,
+}
+
+/// A batch launched under overlap, on its way to the completer.
+struct InFlight {
+    ids: Vec<u64>,
+    sched: Vec<f64>,
+    taken: Vec<f64>,
+    slot: usize,
+    closed: Instant,
+    /// Recorded on the copy stream after the staging; the forward waited for it.
+    input_ready: Option<crate::ffi::CudaEvent>,
+    /// Recorded after the forward and the argmax.
+    done: Option<crate::ffi::CudaEvent>,
+    /// On the device until the completer reads them.
+    classes: Tensor,
+    /// Kept for tests only (undefined otherwise).
+    logits: Tensor,
+}
+
+#[derive(Default)]
+struct Completed {
+    records: Vec<Record>,
+    predictions: Vec<(u64, Vec<f32>)>,
+    error: Option<anyhow::Error>,
+}
+
+/// The completer: for each batch in order, waits for its input (`copied`:
+/// when the host saw it ready, no earlier than the previous batch's end)
+/// and its forward (`computed`), reads its predictions (`done`), records
+/// every request and frees its slot. After an error the batches still in
+/// flight are recorded as dropped.
+fn complete(
+    pending: std::sync::mpsc::Receiver<InFlight>,
+    free: std::sync::mpsc::Sender<usize>,
+    t0: Instant,
+    worker: u32,
+    keep: bool,
+    device: Option<usize>,
+) -> Completed {
+    if let Some(d) = device {
+        let _ = crate::ffi::cuda_set_device(d);
+    }
+    let secs = |t: Instant| (t - t0).as_secs_f64();
+    let mut out = Completed::default();
+    let mut kept = keep.then(Vec::new);
+    // Dropped at the first error: the worker waiting for a slot then stops.
+    let mut free = Some(free);
+    for f in pending {
+        let served = match out.error {
+            Some(_) => None,
+            None => {
+                let r = (|| -> Result<Served> {
+                    if let Some(e) = &f.input_ready {
+                        e.synchronize()?;
+                    }
+                    let copied = Instant::now();
+                    if let Some(e) = &f.done {
+                        e.synchronize()?;
+                    }
+                    let computed = Instant::now();
+                    let classes = f.classes.f_to_device(Device::Cpu)?;
+                    let done = Instant::now();
+                    check_predictions(&classes, &f.logits, &f.ids, &mut kept)?;
+                    Ok(Served {
+                        closed: secs(f.closed),
+                        copied: secs(copied),
+                        computed: secs(computed),
+                        done: secs(done),
+                        batch: f.ids.len() as u32,
+                    })
+                })();
+                match r {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        out.error = Some(e);
+                        free = None;
+                        None
+                    }
+                }
+            }
+        };
+        for i in 0..f.ids.len() {
+            out.records.push(Record { id: f.ids[i], worker, sched: f.sched[i], taken: f.taken[i], served });
+        }
+        if let Some(free) = &free {
+            let _ = free.send(f.slot);
+        }
+    }
+    out.predictions = kept.unwrap_or_default();
+    out
+}
+
+/// A batch gave one prediction per request (and, for tests, keeps each
+/// request's logits).
+fn check_predictions(
+    classes: &Tensor,
+    logits: &Tensor,
+    ids: &[u64],
+    keep: &mut Option<Vec<(u64, Vec<f32>)>>,
+) -> Result<()> {
+    if classes.size() != [ids.len() as i64] {
+        return Err(anyhow!("a batch of {} gave {:?} predictions", ids.len(), classes.size()));
+    }
+    if let Some(k) = keep {
+        let l = logits.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?;
+        for (i, &id) in ids.iter().enumerate() {
+            k.push((id, Vec::<f32>::try_from(l.f_get(i as i64)?)?));
+        }
+    }
+    Ok(())
+}
+
 /// How long workers keep serving the queue after the window: as long
 /// again as the window (at least 1 s), so that an overloaded server shows
 /// its queue as latency, not as drops; what is still queued then is dropped.
@@ -569,10 +853,7 @@ pub(crate) fn serve(
                         }
                     };
                     let Some(&t0) = sh.t0.get() else { return vec![] };
-                    let res = crate::error::guarded(|| match cfg.scenario {
-                        Scenario::Offline | Scenario::SingleStream => w.serve_backlog(sh, t0),
-                        _ => w.serve_queue(sh, t0),
-                    });
+                    let res = crate::error::guarded(|| w.serve_load(sh, t0));
                     if let Err(e) = res {
                         errors.lock().expect("lock").push(e);
                         sh.stop.store(true, Ordering::Relaxed);
@@ -733,6 +1014,53 @@ mod tests {
             let again = w.input(&ids).unwrap();
             assert!(one.equal(&again.narrow(0, 1, 1)), "frame 0 alone and in a batch");
         }
+    }
+
+    /// The overlapped path (two slots, the completer thread) predicts what
+    /// the serial path predicts for every request, and records each once.
+    /// On the CPU nothing overlaps, but the slots, the ordering and the
+    /// hand-over are the ones a GPU runs.
+    #[test]
+    fn overlapped_batches_predict_what_serial_batches_predict() {
+        let mut a = vec!["--cpu", "1", "--model", "tinycnn", "--image-size", "32", "--frame-size", "48x40"];
+        a.extend(["--max-batch", "4", "--num-classes", "10", "--seed", "3"]);
+        let cfg = crate::cli::infer::parse_infer(&a).unwrap();
+        let frames = Frames::load(&cfg).unwrap();
+        let worker = |overlap: bool| {
+            let mine = Frames(frames.0.iter().map(Tensor::shallow_clone).collect());
+            let mut w = Worker::new(0, &cfg, mine).unwrap();
+            if overlap {
+                w.buffers.push(Buffers::new(&cfg, Device::Cpu).unwrap());
+                w.overlap = Some(Overlap::new(None).unwrap());
+            }
+            w.predictions = Some(vec![]);
+            w
+        };
+        let batches: Vec<Vec<u64>> = vec![vec![3, 0, 1], vec![5], vec![2, 4, 6, 7], vec![1, 2], vec![7, 6, 5, 4]];
+        let t0 = Instant::now();
+        let feed = |w: &mut Worker| -> Result<()> {
+            for b in &batches {
+                let p: Vec<Pending> = b.iter().map(|&id| Pending { id, sched: 0.0 }).collect();
+                w.record(&p, &vec![0.0; p.len()], t0)?;
+            }
+            Ok(())
+        };
+        let mut serial = worker(false);
+        feed(&mut serial).unwrap();
+        let mut piped = worker(true);
+        piped.pipelined(t0, feed).unwrap();
+        let sorted = |w: &Worker| {
+            let mut p = w.predictions.clone().unwrap();
+            p.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.partial_cmp(&b.1).unwrap()));
+            p
+        };
+        let (want, got) = (sorted(&serial), sorted(&piped));
+        assert_eq!(want.len(), 14);
+        assert_eq!(got, want);
+        // The comparison can fail: the frames' logits differ.
+        assert!(want.iter().any(|p| p.1 != want[0].1), "{want:?}");
+        assert_eq!(piped.records.len(), 14);
+        assert!(piped.records.iter().all(|r| r.served.is_some_and(|s| s.done >= s.computed && s.computed >= s.copied)));
     }
 
     #[test]

@@ -410,7 +410,7 @@ impl Strategy for DataParallel {
         }
         self.work = timed.then_some(work);
         if self.amp.should_step(&self.replicas[0].params)? {
-            self.opt.step()?;
+            self.opt.step_unless(self.amp.skip_flag().as_ref())?;
         }
         clock.mark(Phase::Optimizer);
         step_loss(losses)
@@ -418,6 +418,10 @@ impl Strategy for DataParallel {
 
     fn skipped_steps(&self) -> u64 {
         self.amp.skipped_steps()
+    }
+
+    fn make_capturable(&mut self) -> Result<()> {
+        super::graphed::capturable(&mut self.amp, &self.opt, self.devices.len())
     }
 
     fn devices(&self) -> &Devices {

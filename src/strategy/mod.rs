@@ -5,6 +5,7 @@
 pub(crate) mod checkpoint;
 pub mod ddp;
 pub mod dp;
+pub(crate) mod graphed;
 pub mod optim;
 pub mod precision;
 pub mod single;
@@ -52,6 +53,14 @@ pub trait Strategy {
     /// others waiting in an all-reduce). Called outside the timed region.
     fn agree(&mut self, loss: &Tensor, stop: bool) -> Result<(f64, bool)> {
         Ok((loss.f_double_value(&[])?, stop))
+    }
+    /// `--cuda-graphs`: from here on the step must queue device work only,
+    /// with no host sync in it (fp16's skip decided on the device, the fused
+    /// optimizer), so that `graphed::Graphed` can capture it. Called after
+    /// eager steps have made every piece of state. Err names why this
+    /// strategy's step cannot be captured.
+    fn make_capturable(&mut self) -> Result<()> {
+        Err(anyhow::anyhow!("this strategy's step cannot be captured in a CUDA graph"))
     }
     /// fp16 steps skipped for non-finite gradients (loss scaling).
     fn skipped_steps(&self) -> u64 {

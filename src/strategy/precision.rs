@@ -75,11 +75,14 @@ pub(crate) struct LossScaler {
     pub growth_factor: f64,
     pub backoff_factor: f64,
     pub growth_interval: i64,
-    /// Steps skipped for non-finite gradients.
+    /// Steps skipped for non-finite gradients (counted on the host).
     pub skipped: u64,
     /// The scale, the run of good steps and this step's flag, made on the
     /// device of the first loss (with `init_scale`).
     state: Option<ScaleState>,
+    /// Device-side mode (`capturable`): the skipped steps, counted on the
+    /// device, since the host never reads the flag.
+    on_device: Option<Tensor>,
 }
 
 #[derive(Debug)]
@@ -98,6 +101,7 @@ impl Default for LossScaler {
             growth_interval: 2000,
             skipped: 0,
             state: None,
+            on_device: None,
         }
     }
 }
@@ -130,6 +134,43 @@ impl LossScaler {
         let inv = st.scale.f_to_kind(Kind::Double)?.f_reciprocal()?.f_to_kind(Kind::Float)?;
         tch::no_grad(|| crate::ffi::amp_unscale(&grads, &st.found_inf, &inv))?;
         Ok(st.found_inf.f_double_value(&[0])? == 0.0)
+    }
+
+    /// Switches to the device-side mode a CUDA graph needs: from here on no
+    /// call reads the flag on the host; the optimizer skips the update on
+    /// the device (`skip_flag`) and the skipped steps are counted there.
+    /// The state must exist already (a step ran), or the capture would
+    /// make it anew at every replay.
+    pub(crate) fn make_capturable(&mut self) -> Result<()> {
+        let st = self.state.as_ref().ok_or_else(|| anyhow::anyhow!("the loss scaler has no state before its first step"))?;
+        if self.on_device.is_none() {
+            self.on_device = Some(Tensor::f_zeros([1], (Kind::Float, st.found_inf.device()))?);
+        }
+        Ok(())
+    }
+
+    /// The device-side mode's step: unscale, back off or grow, count a skip;
+    /// no host sync. Whether to step is `skip_flag`'s, on the device.
+    fn step_on_device(&mut self, params: &[Tensor]) -> Result<()> {
+        let grads: Vec<Tensor> = params.iter().map(|p| p.grad()).filter(|g| g.defined()).collect();
+        let (g, b, n) = (self.growth_factor, self.backoff_factor, self.growth_interval);
+        let (Some(st), Some(count)) = (self.state.as_ref(), self.on_device.as_ref()) else {
+            return Err(anyhow::anyhow!("the loss scaler's device-side mode was not set up"));
+        };
+        let _ = st.found_inf.shallow_clone().f_zero_()?;
+        if !grads.is_empty() {
+            let inv = st.scale.f_to_kind(Kind::Double)?.f_reciprocal()?.f_to_kind(Kind::Float)?;
+            tch::no_grad(|| crate::ffi::amp_unscale(&grads, &st.found_inf, &inv))?;
+        }
+        crate::ffi::amp_update_scale(&st.scale, &st.growth_tracker, &st.found_inf, g, b, n)?;
+        let _ = count.shallow_clone().f_add_(&st.found_inf)?;
+        Ok(())
+    }
+
+    /// Steps skipped, the host's count and the device's.
+    pub(crate) fn skipped_steps(&self) -> u64 {
+        let dev = self.on_device.as_ref().and_then(|t| t.f_double_value(&[0]).ok()).unwrap_or(0.0);
+        self.skipped + dev as u64
     }
 
     /// After a step: backs off (a non-finite step, counted as skipped) or
@@ -176,9 +217,15 @@ impl Amp {
     }
 
     /// After backward (and any gradient reduction): unscales and decides
-    /// whether the optimizer may step.
+    /// whether the optimizer may step. In the device-side mode (a CUDA
+    /// graph) it is always yes on the host: pass `skip_flag` to the
+    /// optimizer, which skips on the device.
     pub(crate) fn should_step(&mut self, params: &[Tensor]) -> Result<bool> {
         match &mut self.scaler {
+            Some(s) if s.on_device.is_some() => {
+                s.step_on_device(params)?;
+                Ok(true)
+            }
             Some(s) => {
                 let finite = s.unscale(params)?;
                 s.update(finite)?;
@@ -189,7 +236,21 @@ impl Amp {
     }
 
     pub(crate) fn skipped_steps(&self) -> u64 {
-        self.scaler.as_ref().map_or(0, |s| s.skipped)
+        self.scaler.as_ref().map_or(0, LossScaler::skipped_steps)
+    }
+
+    /// `--cuda-graphs`: no host sync from here on (`LossScaler::make_capturable`).
+    pub(crate) fn make_capturable(&mut self) -> Result<()> {
+        match &mut self.scaler {
+            Some(s) => s.make_capturable(),
+            None => Ok(()),
+        }
+    }
+
+    /// The flag the optimizer skips its update on, in the device-side mode.
+    pub(crate) fn skip_flag(&self) -> Option<Tensor> {
+        let s = self.scaler.as_ref().filter(|s| s.on_device.is_some())?;
+        s.state.as_ref().map(|st| st.found_inf.shallow_clone())
     }
 }
 

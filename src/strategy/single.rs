@@ -63,7 +63,7 @@ impl Strategy for Single {
             losses.push(loss.f_detach()?);
         }
         if self.amp.should_step(&self.params)? {
-            self.opt.step()?;
+            self.opt.step_unless(self.amp.skip_flag().as_ref())?;
         }
         clock.mark(Phase::Optimizer);
         step_loss(losses)
@@ -71,6 +71,10 @@ impl Strategy for Single {
 
     fn skipped_steps(&self) -> u64 {
         self.amp.skipped_steps()
+    }
+
+    fn make_capturable(&mut self) -> Result<()> {
+        super::graphed::capturable(&mut self.amp, &self.opt, self.devices.len())
     }
 
     fn devices(&self) -> &Devices {

@@ -115,3 +115,64 @@ fn ddp_two_ranks_over_nccl() {
     assert_eq!((v["row"]["status"].as_str(), v["row"]["n_devices"].as_u64()), (Some("ok"), Some(2)));
     assert!(v["row"]["ddp_backward_comm_ms"].as_f64().unwrap() > 0.0);
 }
+
+/// `--cuda-graphs` replays the captured step on each new batch: with the
+/// learning rate at zero (tinycnn has no BatchNorm, so nothing else
+/// changes) a graphed run's losses are the eager run's, batch for batch;
+/// and training graphs match PyTorch's own graphed step (the same recipe:
+/// three eager steps, the capture, replays), in fp32 and in fp16, whose
+/// skip is decided on the device.
+#[test]
+fn cuda_graphs_replay_every_batch_and_match_pytorchs_graphs() {
+    if !gpus(1, "cuda_graphs_replay_every_batch_and_match_pytorchs_graphs") {
+        return;
+    }
+    let base = "run --format json --gpus 0 --model tinycnn --image-size 32 --batch-size 16 --steps 6 --warmup 1 \
+                --deterministic --lr 0";
+    let (eager, graphed) = (json(base), json(&format!("{base} --cuda-graphs")));
+    assert!(graphed["row"]["variant"].as_str().unwrap().contains("cuda-graphs"), "{}", graphed["row"]);
+    let (e, g) = (losses(&eager), losses(&graphed));
+    assert!(e.iter().any(|l| *l != e[0]), "the batches differ: {e:?}");
+    for (a, b) in g.iter().zip(&e) {
+        assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "graphed {g:?} vs eager {e:?}");
+    }
+    for p in ["fp32", "fp16"] {
+        let cfg = format!(
+            "run --format json --gpus 0 --model tinycnn --image-size 32 --batch-size 16 --steps 5 --warmup 1 \
+             --precision {p} --deterministic --seed 2 --lr 0.05 --cuda-graphs"
+        );
+        let (ours, theirs) = (json(&cfg), json(&format!("{cfg} --impl pytorch")));
+        assert_eq!(ours["row"]["status"], "ok", "{}", ours["row"]);
+        for (a, b) in losses(&ours).iter().zip(losses(&theirs)) {
+            assert!((a - b).abs() <= 1e-3 * b.abs().max(1.0), "{p}: {:?} vs {:?}", losses(&ours), losses(&theirs));
+        }
+    }
+}
+
+/// Serving with graphs and with input overlap (the default) answers every
+/// request, in both servers, and each row says what its server did.
+#[test]
+fn serving_with_graphs_and_overlap_answers_every_request() {
+    if !gpus(1, "serving_with_graphs_and_overlap_answers_every_request") {
+        return;
+    }
+    let base = "infer --format json --gpus 0 --model resnet18 --image-size 64 --frame-size 320x240 --max-batch 6 \
+                --duration 2s --warmup-batches 1";
+    for extra in [
+        "",
+        "--overlap off",
+        "--cuda-graphs",
+        "--cuda-graphs --impl pytorch",
+        "--cuda-graphs --scenario streams --streams 16 --fps 20",
+        "--cuda-graphs --impl pytorch --scenario streams --streams 16 --fps 20",
+    ] {
+        let r = json(&format!("{base} {extra}"));
+        assert_eq!(r["status"], "ok", "{extra}: {r}");
+        let (req, done, dropped) =
+            (r["requests"].as_u64().unwrap(), r["completed"].as_u64().unwrap(), r["dropped"].as_u64().unwrap());
+        assert!(done > 0 && req == done + dropped, "{extra}: {r}");
+        let note = r["note"].as_str().unwrap();
+        assert_eq!(note.contains("CUDA graphs"), extra.contains("--cuda-graphs"), "{extra}: {note}");
+        assert_eq!(note.contains("input overlapped"), !extra.contains("--overlap off"), "{extra}: {note}");
+    }
+}

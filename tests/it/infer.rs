@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::common::{assert_usage_error, gpubench, num, read_csv};
+use crate::common::{assert_usage_error, gpubench, num, read_csv, stderr};
 
 const SMALL: &str = "infer --model tinycnn --image-size 32 --num-classes 10 --frame-size 64x48 --warmup-batches 1";
 
@@ -123,6 +123,14 @@ fn bad_serving_input_is_one_line_and_exit_2() {
     );
     assert_usage_error(&format!("{s} --frame-size 12by3"), "--frame-size");
     assert_usage_error(&format!("{s} --impl pytorch --serving dp"), "dp serving");
+    assert_usage_error(&format!("{s} --cuda-graphs"), "this server is on the CPU");
+    assert_usage_error(&format!("{s} --impl pytorch --cuda-graphs on"), "this server is on the CPU");
+    // On a GPU machine (assumed: the checks need no GPU), dp serving's threads are refused.
+    let o = gpubench("validate --assume-gpus 2 infer --gpus 0,1 --serving dp --cuda-graphs").output();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("dp serving runs a thread per replica"), "{}", stderr(&o));
+    let o = gpubench("validate --assume-gpus 2 infer --gpus 0,1 --cuda-graphs").output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // Loads too large to schedule, refused before any work (one aborted on a 4 GB allocation).
     assert_usage_error(&format!("{s} --scenario server --rate 1e9 --duration 10s"), "--rate 1000000000");
     assert_usage_error(&format!("{s} --scenario streams --streams 100000 --fps 5"), "lower the load or the duration");
