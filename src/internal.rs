@@ -122,11 +122,15 @@ pub enum Hook {
     /// `GPUBENCH_TEST_CPUINFO=FILE`: read the CPU's flags from FILE instead
     /// of /proc/cpuinfo, so a test sees a CPU without fast bf16 kernels.
     CpuInfo,
+    /// `GPUBENCH_TEST_PREDICTIONS=DIR`: each of gpubench's serving workers
+    /// writes DIR/worker-K.txt, one line per served request: its id and its
+    /// logits; so a test holds one serving path's outputs to another's.
+    Predictions,
 }
 
 impl Hook {
     #[cfg(test)]
-    pub(crate) const ALL: [Hook; 8] = [
+    pub(crate) const ALL: [Hook; 9] = [
         Hook::Fault,
         Hook::ServiceMs,
         Hook::InferCrash,
@@ -135,6 +139,7 @@ impl Hook {
         Hook::SweepChild,
         Hook::SlowRank,
         Hook::CpuInfo,
+        Hook::Predictions,
     ];
 
     /// The environment variable.
@@ -148,6 +153,7 @@ impl Hook {
             Hook::SweepChild => "GPUBENCH_SWEEP_CHILD",
             Hook::SlowRank => "GPUBENCH_TEST_SLOW_RANK",
             Hook::CpuInfo => "GPUBENCH_TEST_CPUINFO",
+            Hook::Predictions => "GPUBENCH_TEST_PREDICTIONS",
         }
     }
 

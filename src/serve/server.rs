@@ -367,7 +367,7 @@ impl<'a> Worker<'a> {
                 (true, Device::Cuda(o)) => Some(Overlap::new(Some(o))?),
                 _ => None,
             },
-            predictions: None,
+            predictions: crate::internal::Hook::Predictions.is_set().then(Vec::new),
         })
     }
 
@@ -778,6 +778,23 @@ fn complete(
     out
 }
 
+/// The test hook `Hook::Predictions`: worker `k`'s served requests, one
+/// line each, its id then its logits.
+fn write_predictions(dir: &std::path::Path, k: u32, p: &[(u64, Vec<f32>)]) {
+    use std::fmt::Write;
+    let mut text = String::new();
+    for (id, l) in p {
+        let _ = write!(text, "{id}");
+        for v in l {
+            let _ = write!(text, " {v}");
+        }
+        text.push('\n');
+    }
+    if let Err(e) = std::fs::write(dir.join(format!("worker-{k}.txt")), text) {
+        eprintln!("gpubench: test hook {}: {e}", crate::internal::Hook::Predictions.var());
+    }
+}
+
 /// A batch gave one prediction per request (and, for tests, keeps each
 /// request's logits).
 fn check_predictions(
@@ -840,6 +857,9 @@ pub(crate) fn serve(
                     let built = crate::error::guarded(|| {
                         let mut w = Worker::new(i, cfg, mine)?;
                         w.warm_up()?;
+                        if let Some(p) = w.predictions.as_mut() {
+                            p.clear();
+                        }
                         Ok(w)
                     });
                     warm.wait();
@@ -858,6 +878,9 @@ pub(crate) fn serve(
                         errors.lock().expect("lock").push(e);
                         sh.stop.store(true, Ordering::Relaxed);
                         sh.cv.notify_all();
+                    }
+                    if let (Some(p), Some(dir)) = (&w.predictions, crate::internal::Hook::Predictions.get()) {
+                        write_predictions(std::path::Path::new(&dir), i, p);
                     }
                     w.records
                 })

@@ -157,14 +157,13 @@ fn serving_with_graphs_and_overlap_answers_every_request() {
         return;
     }
     let base = "infer --format json --gpus 0 --model resnet18 --image-size 64 --frame-size 320x240 --max-batch 6 \
-                --duration 2s --warmup-batches 1";
+                --duration 1s --warmup-batches 1";
+    // (--overlap off: overlap_and_graphs_give_the_serial_paths_logits.)
     for extra in [
         "",
-        "--overlap off",
         "--cuda-graphs",
         "--cuda-graphs --impl pytorch",
         "--cuda-graphs --scenario streams --streams 16 --fps 20",
-        "--cuda-graphs --impl pytorch --scenario streams --streams 16 --fps 20",
     ] {
         let r = json(&format!("{base} {extra}"));
         assert_eq!(r["status"], "ok", "{extra}: {r}");
@@ -174,5 +173,41 @@ fn serving_with_graphs_and_overlap_answers_every_request() {
         let note = r["note"].as_str().unwrap();
         assert_eq!(note.contains("CUDA graphs"), extra.contains("--cuda-graphs"), "{extra}: {note}");
         assert_eq!(note.contains("input overlapped"), !extra.contains("--overlap off"), "{extra}: {note}");
+    }
+}
+
+/// The overlapped input path and the graphs serve what the serial eager
+/// path serves: each request's logits (offline: the same requests in the
+/// same batches in every run; `GPUBENCH_TEST_PREDICTIONS` writes them).
+#[test]
+fn overlap_and_graphs_give_the_serial_paths_logits() {
+    if !gpus(1, "overlap_and_graphs_give_the_serial_paths_logits") {
+        return;
+    }
+    let base = "infer --format json --gpus 0 --model resnet18 --num-classes 10 --image-size 64 --frame-size 320x240 \
+                --max-batch 6 --duration 1s --warmup-batches 1";
+    let logits = |extra: &str| -> std::collections::HashMap<u64, Vec<f64>> {
+        let dir = tempfile::tempdir().unwrap();
+        let o = gpubench(&format!("{base} {extra}")).env("GPUBENCH_TEST_PREDICTIONS", dir.path()).output();
+        assert_eq!(o.status.code(), Some(0), "{extra}: {}", stderr(&o));
+        let text = std::fs::read_to_string(dir.path().join("worker-0.txt")).unwrap();
+        text.lines()
+            .map(|l| {
+                let mut w = l.split(' ');
+                let id = w.next().unwrap().parse().unwrap();
+                (id, w.map(|v| v.parse().unwrap()).collect())
+            })
+            .collect()
+    };
+    let serial = logits("--overlap off");
+    for extra in ["--overlap on", "--cuda-graphs"] {
+        let got = logits(extra);
+        let common: Vec<u64> = got.keys().filter(|id| serial.contains_key(id)).copied().collect();
+        assert!(common.len() >= 12, "{extra}: only {} requests in common", common.len());
+        for id in common {
+            for (a, b) in got[&id].iter().zip(&serial[&id]) {
+                assert!((a - b).abs() <= 1e-3 * b.abs().max(1.0), "{extra}: request {id}: {:?} vs {:?}", got[&id], serial[&id]);
+            }
+        }
     }
 }
