@@ -436,7 +436,7 @@ pub(crate) fn sgd_step(
     check(unsafe {
         gb_sgd_step(imp, p.as_ptr(), b.as_ptr(), p.len(), lr, momentum, weight_decay, first_step as c_int, inf)
     })
-        .map_err(|e| e.context(if fused { "fused SGD step" } else { "foreach SGD step" }))
+    .map_err(|e| e.context(if fused { "fused SGD step" } else { "foreach SGD step" }))
 }
 
 /// AdamW's state for `adamw_step`: both moments, each parameter's step
@@ -570,63 +570,6 @@ pub(crate) fn format_nccl_version(v: u64) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn version_formats() {
-        assert_eq!(format_cuda_version(13000), "13.0");
-        assert_eq!(format_cuda_version(12060), "12.6");
-        assert_eq!(format_cuda_version(0), "n/a");
-        assert_eq!(format_cudnn_version(91900), "9.19.0");
-        assert_eq!(format_cudnn_version(8907), "8.9.7");
-        assert_eq!(format_nccl_version((2 << 32) | (28 << 16) | 9), "2.28.9");
-    }
-
-    #[test]
-    fn kernels_from_the_gencode_flags() {
-        let k = Kernels::parse(
-            "  - NVCC architecture flags: -gencode;arch=compute_75,code=sm_75;-gencode;arch=compute_80,code=sm_80;\
-             -gencode;arch=compute_90,code=sm_90;-gencode;arch=compute_120,code=compute_120",
-        );
-        assert_eq!(k.sm, [(7, 5), (8, 0), (9, 0)]);
-        assert_eq!(k.ptx, [(12, 0)]);
-        assert!(k.run_on((8, 6)), "an 8.0 cubin runs on 8.6");
-        assert!(k.run_on((9, 0)) && k.run_on((12, 1)), "PTX 12.0 is compiled for 12.1");
-        assert!(!k.run_on((7, 0)), "no V100 kernels");
-        assert!(!k.run_on((10, 0)), "no cubin for 10.x, and PTX 12.0 is newer");
-        assert_eq!(k.describe(), "7.5, 8.0, 9.0 (+PTX 12.0)");
-    }
-
-    #[test]
-    fn this_libtorch_reports_its_kernels() {
-        if !built_with_cuda() {
-            eprintln!("skipped: built without the CUDA shim");
-            return;
-        }
-        // Every torch 2.11.0 CUDA build runs on 9.0 (Hopper) and none on 3.7 (K80).
-        let k = libtorch_kernels();
-        assert!(k.run_on((9, 0)) && !k.run_on((3, 7)), "{k:?}");
-        assert_eq!(cuda_build().shim_cudart / 1000, cuda_versions().cudart / 1000);
-    }
-
-    #[test]
-    fn channels_last_in_place() {
-        use tch::{Device, Kind, Tensor};
-        let t = Tensor::ones([2, 3, 4, 4], (Kind::Float, Device::Cpu));
-        assert!(!is_channels_last(&t));
-        to_channels_last(&t).unwrap();
-        assert!(is_channels_last(&t));
-        assert_eq!(t.size(), vec![2, 3, 4, 4]);
-    }
-
-    #[test]
-    fn libtorch_version_is_pinned() {
-        assert!(libtorch_version().starts_with("2.11.0"), "{}", libtorch_version());
-    }
-}
-
 #[repr(C)]
 struct GbGraph {
     _private: [u8; 0],
@@ -680,7 +623,8 @@ impl CudaGraph {
     /// fails or panics; the capture's error then comes with `f`'s.
     pub(crate) fn capture<T>(&mut self, share: Option<&CudaGraph>, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let share = share.map_or(std::ptr::null(), |g| g.raw as *const GbGraph);
-        check(unsafe { gb_graph_capture_begin(self.raw, share) }).map_err(|e| e.context("starting a CUDA graph capture"))?;
+        check(unsafe { gb_graph_capture_begin(self.raw, share) })
+            .map_err(|e| e.context("starting a CUDA graph capture"))?;
         let out = crate::error::guarded(f);
         let ended = check(unsafe { gb_graph_capture_end(self.raw) });
         match (out, ended) {
@@ -782,5 +726,62 @@ impl CudaEvent {
 impl Drop for CudaEvent {
     fn drop(&mut self) {
         unsafe { gb_event_free(self.raw) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_formats() {
+        assert_eq!(format_cuda_version(13000), "13.0");
+        assert_eq!(format_cuda_version(12060), "12.6");
+        assert_eq!(format_cuda_version(0), "n/a");
+        assert_eq!(format_cudnn_version(91900), "9.19.0");
+        assert_eq!(format_cudnn_version(8907), "8.9.7");
+        assert_eq!(format_nccl_version((2 << 32) | (28 << 16) | 9), "2.28.9");
+    }
+
+    #[test]
+    fn kernels_from_the_gencode_flags() {
+        let k = Kernels::parse(
+            "  - NVCC architecture flags: -gencode;arch=compute_75,code=sm_75;-gencode;arch=compute_80,code=sm_80;\
+             -gencode;arch=compute_90,code=sm_90;-gencode;arch=compute_120,code=compute_120",
+        );
+        assert_eq!(k.sm, [(7, 5), (8, 0), (9, 0)]);
+        assert_eq!(k.ptx, [(12, 0)]);
+        assert!(k.run_on((8, 6)), "an 8.0 cubin runs on 8.6");
+        assert!(k.run_on((9, 0)) && k.run_on((12, 1)), "PTX 12.0 is compiled for 12.1");
+        assert!(!k.run_on((7, 0)), "no V100 kernels");
+        assert!(!k.run_on((10, 0)), "no cubin for 10.x, and PTX 12.0 is newer");
+        assert_eq!(k.describe(), "7.5, 8.0, 9.0 (+PTX 12.0)");
+    }
+
+    #[test]
+    fn this_libtorch_reports_its_kernels() {
+        if !built_with_cuda() {
+            eprintln!("skipped: built without the CUDA shim");
+            return;
+        }
+        // Every torch 2.11.0 CUDA build runs on 9.0 (Hopper) and none on 3.7 (K80).
+        let k = libtorch_kernels();
+        assert!(k.run_on((9, 0)) && !k.run_on((3, 7)), "{k:?}");
+        assert_eq!(cuda_build().shim_cudart / 1000, cuda_versions().cudart / 1000);
+    }
+
+    #[test]
+    fn channels_last_in_place() {
+        use tch::{Device, Kind, Tensor};
+        let t = Tensor::ones([2, 3, 4, 4], (Kind::Float, Device::Cpu));
+        assert!(!is_channels_last(&t));
+        to_channels_last(&t).unwrap();
+        assert!(is_channels_last(&t));
+        assert_eq!(t.size(), vec![2, 3, 4, 4]);
+    }
+
+    #[test]
+    fn libtorch_version_is_pinned() {
+        assert!(libtorch_version().starts_with("2.11.0"), "{}", libtorch_version());
     }
 }

@@ -3,10 +3,14 @@
 //! from 1 to `--max-batch`; a graph has one shape, so a batch runs in the
 //! smallest bucket that holds it (powers of two, and `--max-batch` itself),
 //! the rows past it holding whatever the buffer held (their outputs are
-//! never read). Every bucket reads the worker's own input buffer, the one
-//! preprocessing writes into, so a batch costs no copy more than eagerly.
-//! The buckets share one memory pool: they are replayed one at a time, and
-//! each batch's predictions are read before the next replay.
+//! never read). Serially, every bucket reads the worker's own input buffer,
+//! the one preprocessing writes into, so a batch costs no copy more than
+//! eagerly. Under input overlap the graphs read a buffer of their own, and
+//! each batch is copied in on the compute stream: the next batch is staged
+//! into a slot while the current one may still be copying out of the other,
+//! so neither slot can be the graphs' input. The buckets share one memory
+//! pool: they are replayed one at a time, and each batch's predictions are
+//! read before the next replay.
 use anyhow::{anyhow, Result};
 use tch::Tensor;
 
@@ -38,9 +42,12 @@ pub(super) struct Graphed {
 }
 
 impl Graphed {
-    pub(super) fn new(inner: Box<dyn Forward>, device: usize, input: Tensor) -> Graphed {
+    /// Graphs that read `input` (the worker's buffer), or with `own` a
+    /// buffer of their own in `input`'s shape and layout (under overlap).
+    pub(super) fn new(inner: Box<dyn Forward>, device: usize, input: Tensor, own: bool) -> Result<Graphed> {
         let buckets = buckets(input.size()[0]);
-        Graphed { inner, device, input, buckets, graphs: vec![] }
+        let input = if own { input.f_empty_like()? } else { input };
+        Ok(Graphed { inner, device, input, buckets, graphs: vec![] })
     }
 }
 

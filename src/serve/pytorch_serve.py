@@ -213,6 +213,10 @@ class Worker:
         self.graphs = []
         first = self.slots[0]
         self.static = first.to_device if first.to_device is not None else first.inputs
+        if self.overlap:
+            # The next batch is staged into a slot while the current one may
+            # still be copying out of the other: the graphs read their own buffer.
+            self.static = torch.empty_like(self.static)
 
     def capture(self, max_batch):
         """As gpubench's server (serve::graphs): one graph per bucket (powers of
@@ -241,11 +245,10 @@ class Worker:
             with self.amp():
                 return self.model(x)
         n = x.shape[0]
-        for b, g, out in self.graphs:
-            if b >= n:
-                break
-        else:
+        fits = [(g, out) for b, g, out in self.graphs if b >= n]
+        if not fits:
             raise RuntimeError(f"a batch of {n} is larger than the largest graph")
+        g, out = fits[0]
         if x.data_ptr() != self.static.data_ptr():
             self.static[:n].copy_(x)
         g.replay()

@@ -344,7 +344,7 @@ impl<'a> Worker<'a> {
         if let (true, Device::Cuda(o)) = (cfg.cuda_graphs, device) {
             // The graphs read the buffer the model is fed from.
             let input = buffers[0].on_device.as_ref().unwrap_or(&buffers[0].inputs).shallow_clone();
-            model = Box::new(super::graphs::Graphed::new(model, o, input));
+            model = Box::new(super::graphs::Graphed::new(model, o, input, overlap)?);
         }
         let sync = if dp {
             cfg.devices.clone()

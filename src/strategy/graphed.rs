@@ -5,7 +5,7 @@
 //! launches, not the GPU, set the pace: small batches per GPU.
 //!
 //! The recipe (research-wave4.md section 3, PyTorch's notes/cuda.rst):
-//! - `EAGER_STEPS` eager steps first, so that cuDNN's autotuning, the
+//! - `EAGER_STEPS` eager steps first, on a side stream, so that cuDNN's autotuning, the
 //!   optimizer's momentum buffers and the loss scaler's state all exist
 //!   before the capture (none of them may be made inside it);
 //! - the strategy then drops every host sync from its step
@@ -82,9 +82,18 @@ impl Graphed {
 
     /// The eager steps, then the capture of one step on `batch`'s copy.
     fn capture(&mut self, batch: &Batch) -> Result<Captured> {
-        for _ in 0..EAGER_STEPS {
-            let _ = self.inner.step(batch)?;
-        }
+        // On a side stream, as PyTorch's recipe warms up, fenced by device
+        // syncs on both sides (the batch was made on the default stream).
+        let side = crate::ffi::CudaStream::new(self.device)?;
+        tch::Cuda::synchronize(self.device as i64);
+        let inner = &mut self.inner;
+        side.run(|| {
+            for _ in 0..EAGER_STEPS {
+                let _ = inner.step(batch)?;
+            }
+            Ok(())
+        })?;
+        tch::Cuda::synchronize(self.device as i64);
         self.inner.make_capturable()?;
         let images = fresh_copy(&batch.images)?;
         let labels = fresh_copy(&batch.labels)?;

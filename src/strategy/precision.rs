@@ -142,7 +142,8 @@ impl LossScaler {
     /// The state must exist already (a step ran), or the capture would
     /// make it anew at every replay.
     pub(crate) fn make_capturable(&mut self) -> Result<()> {
-        let st = self.state.as_ref().ok_or_else(|| anyhow::anyhow!("the loss scaler has no state before its first step"))?;
+        let st =
+            self.state.as_ref().ok_or_else(|| anyhow::anyhow!("the loss scaler has no state before its first step"))?;
         if self.on_device.is_none() {
             self.on_device = Some(Tensor::f_zeros([1], (Kind::Float, st.found_inf.device()))?);
         }

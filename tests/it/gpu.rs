@@ -159,12 +159,9 @@ fn serving_with_graphs_and_overlap_answers_every_request() {
     let base = "infer --format json --gpus 0 --model resnet18 --image-size 64 --frame-size 320x240 --max-batch 6 \
                 --duration 1s --warmup-batches 1";
     // (--overlap off: overlap_and_graphs_give_the_serial_paths_logits.)
-    for extra in [
-        "",
-        "--cuda-graphs",
-        "--cuda-graphs --impl pytorch",
-        "--cuda-graphs --scenario streams --streams 16 --fps 20",
-    ] {
+    for extra in
+        ["", "--cuda-graphs", "--cuda-graphs --impl pytorch", "--cuda-graphs --scenario streams --streams 16 --fps 20"]
+    {
         let r = json(&format!("{base} {extra}"));
         assert_eq!(r["status"], "ok", "{extra}: {r}");
         let (req, done, dropped) =
@@ -206,7 +203,12 @@ fn overlap_and_graphs_give_the_serial_paths_logits() {
         assert!(common.len() >= 12, "{extra}: only {} requests in common", common.len());
         for id in common {
             for (a, b) in got[&id].iter().zip(&serial[&id]) {
-                assert!((a - b).abs() <= 1e-3 * b.abs().max(1.0), "{extra}: request {id}: {:?} vs {:?}", got[&id], serial[&id]);
+                assert!(
+                    (a - b).abs() <= 1e-3 * b.abs().max(1.0),
+                    "{extra}: request {id}: {:?} vs {:?}",
+                    got[&id],
+                    serial[&id]
+                );
             }
         }
     }
