@@ -100,6 +100,8 @@ fn run_script(cfg: &InferConfig, arrivals: Schedule, out: &mut ServeOutcome) -> 
         "records": rec.display().to_string(),
         // Test hook (crate::internal::Hook::ServeCrash): this worker dies once serving.
         "test_crash_worker": crate::internal::Hook::ServeCrash.get().and_then(|v| v.parse::<u32>().ok()),
+        // Test hook (crate::internal::Hook::Predictions): each worker writes its requests' logits there.
+        "predictions_dir": crate::internal::Hook::Predictions.get(),
     });
     let job_path = write("job.json", &job.to_string())?;
     let mut cmd = Command::new(&py.path);

@@ -198,6 +198,8 @@ class Worker:
             self.slots.append(slot)
         self.copy_stream = torch.cuda.Stream(self.dev) if self.overlap else None
         self.pipe = None
+        # Test hook (job "predictions_dir"): each served request's id and logits.
+        self.predictions = [] if job.get("predictions_dir") else None
         self.small = torch.empty((1, 3, size, size), dtype=torch.uint8)
         self.resize = (h, w) != (size, size)
         amp = AMP_DTYPES.get(job["precision"])
@@ -292,10 +294,13 @@ class Worker:
             ready = torch.cuda.Event()
             ready.record(self.copy_stream)
         torch.cuda.current_stream(self.dev).wait_event(ready)
-        classes = self.forward(x).argmax(1)
+        logits = self.forward(x)
+        classes = logits.argmax(1)
+        # A graph's output is overwritten by the next replay: the hook keeps a copy.
+        kept = logits.clone() if self.predictions is not None else None
         done = torch.cuda.Event()
         done.record()
-        return ready, done, classes
+        return ready, done, classes, kept
 
     def run(self, ids, clock):
         """Serves one batch; returns the clock at copied, computed, done."""
@@ -307,7 +312,18 @@ class Worker:
         computed = clock()
         logits.argmax(1).cpu()
         self.sync()
-        return copied, computed, clock()
+        done = clock()
+        self.keep(ids, logits)
+        return copied, computed, done
+
+    def keep(self, ids, logits):
+        if self.predictions is not None:
+            self.predictions.extend(zip(ids, logits.float().cpu().tolist()))
+
+    def write_predictions(self, folder):
+        with open(os.path.join(folder, f"worker-{self.k}.txt"), "w") as f:
+            for i, row in self.predictions:
+                f.write(" ".join([str(i)] + [repr(v) for v in row]) + "\n")
 
 
 class Pipe:
@@ -349,7 +365,7 @@ class Pipe:
             item = self.pending.get()
             if item is None:
                 return
-            batch, k, closed, (ready, done, classes) = item
+            batch, k, closed, (ready, done, classes, kept) = item
             if self.error is not None:
                 self.drop(batch)
                 continue
@@ -360,6 +376,8 @@ class Pipe:
                 computed = now()
                 classes.cpu()
                 served = (closed, copied, computed, now(), len(batch))
+                if kept is not None:
+                    self.w.keep([i for i, _, _ in batch], kept)
             except BaseException as e:
                 self.error = one_line(e)
                 self.drop(batch)
@@ -451,6 +469,8 @@ class Server:
                     w.capture(self.job["max_batch"])
                     for b in (self.job["max_batch"], 1):
                         w.run(range(b), time.perf_counter)
+                if w.predictions is not None:
+                    w.predictions.clear()
                 self.ready.release()
                 self.go.wait()
                 if self.abort.is_set():
@@ -472,6 +492,8 @@ class Server:
                 finally:
                     if w.pipe is not None:
                         w.pipe.close()
+                    if w.predictions is not None:
+                        w.write_predictions(self.job["predictions_dir"])
         except BaseException as e:
             traceback.print_exc()
             with self.lock:

@@ -174,8 +174,9 @@ fn serving_with_graphs_and_overlap_answers_every_request() {
 }
 
 /// The overlapped input path and the graphs serve what the serial eager
-/// path serves: each request's logits (offline: the same requests in the
-/// same batches in every run; `GPUBENCH_TEST_PREDICTIONS` writes them).
+/// path serves, in both servers: each request's logits (offline: the same
+/// requests in the same batches in every run; `GPUBENCH_TEST_PREDICTIONS`
+/// writes them).
 #[test]
 fn overlap_and_graphs_give_the_serial_paths_logits() {
     if !gpus(1, "overlap_and_graphs_give_the_serial_paths_logits") {
@@ -196,19 +197,20 @@ fn overlap_and_graphs_give_the_serial_paths_logits() {
             })
             .collect()
     };
-    let serial = logits("--overlap off");
-    for extra in ["--overlap on", "--cuda-graphs"] {
-        let got = logits(extra);
-        let common: Vec<u64> = got.keys().filter(|id| serial.contains_key(id)).copied().collect();
-        assert!(common.len() >= 12, "{extra}: only {} requests in common", common.len());
-        for id in common {
-            for (a, b) in got[&id].iter().zip(&serial[&id]) {
-                assert!(
-                    (a - b).abs() <= 1e-3 * b.abs().max(1.0),
-                    "{extra}: request {id}: {:?} vs {:?}",
-                    got[&id],
-                    serial[&id]
-                );
+    // gpubench's server, then PyTorch's (graphs on top of its overlap: one
+    // run fewer in the smoke window), each against its own serial path.
+    for (imp, extras) in [("gpubench", &["--overlap on", "--cuda-graphs"][..]), ("pytorch", &["--cuda-graphs"][..])] {
+        let serial = logits(&format!("--impl {imp} --overlap off"));
+        for extra in extras {
+            let extra = format!("--impl {imp} {extra}");
+            let got = logits(&extra);
+            let common: Vec<u64> = got.keys().filter(|id| serial.contains_key(id)).copied().collect();
+            assert!(common.len() >= 12, "{extra}: only {} requests in common", common.len());
+            for id in common {
+                for (a, b) in got[&id].iter().zip(&serial[&id]) {
+                    let close = (a - b).abs() <= 1e-3 * b.abs().max(1.0);
+                    assert!(close, "{extra}: request {id}: {:?} vs {:?}", got[&id], serial[&id]);
+                }
             }
         }
     }

@@ -257,19 +257,21 @@ fn killing_the_parent_of_processes_ends_its_workers_and_the_next_start_removes_i
 /// per served request, its id and its logits, warm-up left out.
 #[test]
 fn the_predictions_hook_writes_each_served_requests_logits() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = gpubench(
-        "infer --cpu 1 --model tinycnn --image-size 32 --frame-size 48x40 --num-classes 7 --max-batch 3 \
-         --duration 1s --warmup-batches 1 --format json",
-    )
-    .env("GPUBENCH_TEST_PREDICTIONS", dir.path())
-    .output();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let row: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let text = std::fs::read_to_string(dir.path().join("worker-0.txt")).unwrap();
-    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(' ').collect()).collect();
-    assert_eq!(lines.len() as u64, row["completed"].as_u64().unwrap(), "{row}");
-    assert!(lines.iter().all(|l| l.len() == 8 && l[1..].iter().all(|v| v.parse::<f32>().is_ok())));
-    // Offline takes ids in order from 0, batch after batch: warm-up is not among them.
-    assert_eq!(lines[0][0], "0");
+    for imp in ["gpubench", "pytorch"] {
+        let dir = tempfile::tempdir().unwrap();
+        let o = gpubench(&format!(
+            "infer --cpu 1 --model tinycnn --image-size 32 --frame-size 48x40 --num-classes 7 --max-batch 3 \
+             --duration 1s --warmup-batches 1 --format json --impl {imp}"
+        ))
+        .env("GPUBENCH_TEST_PREDICTIONS", dir.path())
+        .output();
+        assert_eq!(o.status.code(), Some(0), "{imp}: {}", stderr(&o));
+        let row: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("worker-0.txt")).unwrap();
+        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(' ').collect()).collect();
+        assert_eq!(lines.len() as u64, row["completed"].as_u64().unwrap(), "{imp}: {row}");
+        assert!(lines.iter().all(|l| l.len() == 8 && l[1..].iter().all(|v| v.parse::<f32>().is_ok())), "{imp}");
+        // Offline takes ids in order from 0, batch after batch: warm-up is not among them.
+        assert_eq!(lines[0][0], "0", "{imp}");
+    }
 }
