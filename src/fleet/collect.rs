@@ -82,11 +82,42 @@ fn stand_in(dir: &Path, e: &Entry, job: Option<&str>, status: Status, what: &str
     }
 }
 
-/// Reads every cell of the emitted sweep in `dir`.
+/// What a merge goes through, cell by cell in manifest order: each row
+/// (stand-ins included), each per-device line, each note.
+pub trait Merge {
+    fn row(&mut self, r: Row) -> Result<()>;
+    fn device_line(&mut self, line: &str) -> Result<()>;
+    fn note(&mut self, note: String);
+}
+
+/// Reads every cell of the emitted sweep in `dir` into memory (tests, and
+/// callers that want the rows; `collect` itself streams through `merge`).
 pub fn collect(dir: &Path) -> Result<Collected> {
+    let mut c = Collected::default();
+    merge(dir, &mut c)?;
+    Ok(c)
+}
+
+impl Merge for Collected {
+    fn row(&mut self, r: Row) -> Result<()> {
+        self.rows.push(r);
+        Ok(())
+    }
+    fn device_line(&mut self, line: &str) -> Result<()> {
+        self.device_lines.push(line.to_string());
+        Ok(())
+    }
+    fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+}
+
+/// Hands every cell of the emitted sweep in `dir` to `to`, one cell's rows
+/// at a time: a fleet's results are never held whole (1,000 cells of 200
+/// rows each: `scripts/bench-scale`).
+pub fn merge(dir: &Path, to: &mut dyn Merge) -> Result<()> {
     let entries = manifest::read(dir)?;
     let jobs = jobs(dir);
-    let mut c = Collected::default();
     let header = long::devices_header();
     for e in &entries {
         let path = manifest::cell_path(dir, e.index);
@@ -94,33 +125,42 @@ pub fn collect(dir: &Path) -> Result<Collected> {
         let rows = match path.exists().then(|| results_csv::read_rows(&path)).transpose() {
             Ok(rows) => rows.unwrap_or_default(),
             Err(why) => {
-                c.rows.push(unreadable_row(dir, e, job, &why));
+                to.row(unreadable_row(dir, e, job, &why))?;
                 continue;
             }
         };
         if rows.is_empty() {
-            c.rows.push(missing_row(dir, e, job));
+            to.row(missing_row(dir, e, job))?;
             continue;
         }
-        c.rows.extend(rows);
+        for r in rows {
+            to.row(r)?;
+        }
         let devices = long::devices_path(&path);
         if let Ok(text) = std::fs::read_to_string(&devices) {
             let mut lines = text.lines();
             if lines.next() == Some(header.as_str()) {
-                c.device_lines.extend(lines.map(str::to_string));
+                for l in lines {
+                    to.device_line(l)?;
+                }
             } else {
-                c.notes.push(format!("{}: another gpubench's per-device columns, left out", devices.display()));
+                to.note(format!("{}: another gpubench's per-device columns, left out", devices.display()));
             }
         }
     }
-    Ok(c)
+    Ok(())
+}
+
+/// A row as `collect` writes it: in this gpubench's schema.
+pub fn record(r: Row) -> String {
+    Row { schema_version: results_csv::SCHEMA_VERSION, ..r }.to_record()
 }
 
 /// The results file's text and its per-device file's.
 pub fn render(c: &Collected) -> (String, String) {
     let mut rows = Row::header() + "\n";
     for r in &c.rows {
-        rows += &Row { schema_version: results_csv::SCHEMA_VERSION, ..r.clone() }.to_record();
+        rows += &record(r.clone());
     }
     let mut devs = long::devices_header() + "\n";
     for l in &c.device_lines {

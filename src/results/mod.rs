@@ -47,6 +47,51 @@ pub(crate) fn keep_beside(path: &Path) -> Result<Option<std::path::PathBuf>> {
     Ok(Some(kept))
 }
 
+/// A file written through a file beside it and put in place by `finish`'s
+/// rename, so a reader never sees half of it; dropped unfinished, the file
+/// beside it is removed and `path` is untouched. For text too large to
+/// hold whole (`collect` of a fleet's cells).
+pub(crate) struct Whole {
+    path: std::path::PathBuf,
+    tmp: std::path::PathBuf,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+impl Whole {
+    pub(crate) fn create(path: &Path) -> Result<Whole> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        let file = std::fs::File::create(&tmp).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
+        Ok(Whole { path: path.to_path_buf(), tmp, file: Some(std::io::BufWriter::with_capacity(1 << 20, file)) })
+    }
+
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
+        let f = self.file.as_mut().expect("open until finish");
+        f.write_all(bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.tmp.display()))
+    }
+
+    /// Flushes, syncs and renames it into place.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        use std::io::Write;
+        let mut f = self.file.take().expect("open until finish");
+        let res = (|| -> std::io::Result<()> {
+            f.flush()?;
+            f.get_ref().sync_all()?;
+            std::fs::rename(&self.tmp, &self.path)
+        })();
+        anyhow::Context::with_context(res, || format!("cannot write {}", self.path.display()))
+    }
+}
+
+impl Drop for Whole {
+    fn drop(&mut self) {
+        if self.file.is_some() || self.tmp.exists() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
 /// Writes `text` to `path` through a file beside it and a rename, so a
 /// reader never sees half of it; true when it replaced a file.
 pub fn write_whole(path: &Path, text: &[u8]) -> Result<bool> {
@@ -189,6 +234,27 @@ impl<'de> serde::Deserialize<'de> for Implementation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file streamed through `Whole` appears whole at `finish` or not at
+    /// all: an unfinished one leaves the old file as it was, and nothing beside it.
+    #[test]
+    fn a_whole_file_appears_at_finish_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.csv");
+        std::fs::write(&path, "old\n").unwrap();
+        let mut w = Whole::create(&path).unwrap();
+        w.write(b"new, half").unwrap();
+        drop(w);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old\n");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "a file left beside it");
+        let mut w = Whole::create(&path).unwrap();
+        w.write(b"new\n").unwrap();
+        w.write(b"whole\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old\n", "in place before finish");
+        w.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\nwhole\n");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 
     #[test]
     fn statuses_read_back_and_unknown_ones_are_failures() {
