@@ -61,6 +61,18 @@ struct gb_event {
 #endif
 };
 
+#ifdef GPUBENCH_CUDA
+namespace {
+// What capture_begin changed on this thread, put back: the autocast cache
+// and the current stream.
+void restore(gb_graph* g) {
+  at::autocast::set_autocast_cache_enabled(g->cache_was);
+  c10::cuda::setCurrentCUDAStream(*g->before);
+  g->before.reset();
+}
+}  // namespace
+#endif
+
 extern "C" {
 
 char* gb_graph_new(int device, gb_graph** out) {
@@ -105,9 +117,7 @@ char* gb_graph_capture_begin(gb_graph* g, const gb_graph* share) {
     if (share != nullptr) pool = const_cast<gb_graph*>(share)->graph.pool();
     g->graph.capture_begin(pool, cudaStreamCaptureModeThreadLocal);
   } catch (...) {
-    at::autocast::set_autocast_cache_enabled(g->cache_was);
-    c10::cuda::setCurrentCUDAStream(*g->before);
-    g->before.reset();
+    restore(g);
     throw;
   }
 #else
@@ -126,12 +136,8 @@ char* gb_graph_capture_end(gb_graph* g) {
   if (g == nullptr || !g->before) throw std::logic_error("CUDA graph: capture_end without capture_begin");
   struct Restore {
     gb_graph* g;
-    ~Restore() {
-      at::autocast::set_autocast_cache_enabled(g->cache_was);
-      c10::cuda::setCurrentCUDAStream(*g->before);
-      g->before.reset();
-    }
-  } restore{g};
+    ~Restore() { restore(g); }
+  } restoring{g};
   g->graph.capture_end();
   g->captured = true;
 #else
