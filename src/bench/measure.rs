@@ -365,7 +365,10 @@ pub fn measure(
             let t1 = Instant::now();
             m.master_work.extend(strat.master_work());
             probe.end();
-            m.mem.activations = probe.bytes();
+            // Under --cuda-graphs a step allocates nothing: its activations
+            // live in the graph's private pool, allocated once at the capture
+            // (peak_mem_alloc_mb holds them), so there is no per-step figure.
+            m.mem.activations = if cfg.cuda_graphs { None } else { probe.bytes() };
             let dt = (t1 - t0).as_secs_f64();
             m.step_secs.push(dt);
             strat.timed_step_done();

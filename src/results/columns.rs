@@ -211,7 +211,8 @@ columns! {
           temporaries. What was live includes the previous step's gradients, which the step drops at its \
           start and backward makes again, so they are not in it. CUDA: the caching allocator's allocated bytes. CPU: what libtorch itself allocates, \
           counted by a wrapper of its CPU allocator (not the resident set, which glibc distorts); dp's CPU \
-          replicas share one process, so it is all of theirs.";
+          replicas share one process, so it is all of theirs. Empty under --cuda-graphs: a replayed step \
+          allocates nothing, its activations living in the graph's pool (in peak_mem_alloc_mb).";
     dp_master_input_mb: Option<f64>, unit "MiB", since 4,
         "dp on 2+ devices, the master's extra memory by cause, computed from the tensors' sizes: the global \
           input batch beyond the master's own chunk (DataParallel's input lives on the master). The \
