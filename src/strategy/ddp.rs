@@ -192,9 +192,7 @@ impl Strategy for Ddp {
             clock.mark(if sync { Phase::Backward } else { Phase::Accumulated });
             losses.push(loss.f_detach()?);
         }
-        if self.amp.should_step(&self.params)? {
-            self.opt.step()?;
-        }
+        self.amp.step(&self.params, &mut self.opt)?;
         clock.mark(Phase::Optimizer);
         step_loss(losses)
     }

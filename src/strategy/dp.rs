@@ -409,9 +409,7 @@ impl Strategy for DataParallel {
             losses.push(loss.f_detach()?);
         }
         self.work = timed.then_some(work);
-        if self.amp.should_step(&self.replicas[0].params)? {
-            self.opt.step_unless(self.amp.skip_flag().as_ref())?;
-        }
+        self.amp.step(&self.replicas[0].params, &mut self.opt)?;
         clock.mark(Phase::Optimizer);
         step_loss(losses)
     }

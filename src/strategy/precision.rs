@@ -127,13 +127,31 @@ impl LossScaler {
     /// Unscales every defined gradient in place and says whether all of them
     /// are finite; the one host sync of the step.
     pub(crate) fn unscale(&mut self, params: &[Tensor]) -> Result<bool> {
+        if !self.unscale_on_device(params)? {
+            return Ok(true);
+        }
+        let st = self.state.as_ref().expect("made by unscale_on_device");
+        Ok(st.found_inf.f_double_value(&[0])? == 0.0)
+    }
+
+    /// Zeroes the flag and unscales every defined gradient in place, the
+    /// flag set where one is not finite; no host sync. False when no
+    /// parameter has a gradient (nothing done).
+    fn unscale_on_device(&mut self, params: &[Tensor]) -> Result<bool> {
         let grads: Vec<Tensor> = params.iter().map(|p| p.grad()).filter(|g| g.defined()).collect();
-        let Some(device) = grads.first().map(|g| g.device()) else { return Ok(true) };
+        let Some(device) = grads.first().map(|g| g.device()) else { return Ok(false) };
         let st = self.state(device)?;
         let _ = st.found_inf.f_zero_()?;
         let inv = st.scale.f_to_kind(Kind::Double)?.f_reciprocal()?.f_to_kind(Kind::Float)?;
         tch::no_grad(|| crate::ffi::amp_unscale(&grads, &st.found_inf, &inv))?;
-        Ok(st.found_inf.f_double_value(&[0])? == 0.0)
+        Ok(true)
+    }
+
+    /// Backs off or grows the scale by the flag (`_amp_update_scale_`), on the device.
+    fn update_scale(&self) -> Result<()> {
+        let Some(st) = self.state.as_ref() else { return Ok(()) };
+        let (g, b, n) = (self.growth_factor, self.backoff_factor, self.growth_interval);
+        crate::ffi::amp_update_scale(&st.scale, &st.growth_tracker, &st.found_inf, g, b, n)
     }
 
     /// Switches to the device-side mode a CUDA graph needs: from here on no
@@ -153,17 +171,11 @@ impl LossScaler {
     /// The device-side mode's step: unscale, back off or grow, count a skip;
     /// no host sync. Whether to step is `skip_flag`'s, on the device.
     fn step_on_device(&mut self, params: &[Tensor]) -> Result<()> {
-        let grads: Vec<Tensor> = params.iter().map(|p| p.grad()).filter(|g| g.defined()).collect();
-        let (g, b, n) = (self.growth_factor, self.backoff_factor, self.growth_interval);
+        self.unscale_on_device(params)?;
+        self.update_scale()?;
         let (Some(st), Some(count)) = (self.state.as_ref(), self.on_device.as_ref()) else {
             return Err(anyhow::anyhow!("the loss scaler's device-side mode was not set up"));
         };
-        let _ = st.found_inf.shallow_clone().f_zero_()?;
-        if !grads.is_empty() {
-            let inv = st.scale.f_to_kind(Kind::Double)?.f_reciprocal()?.f_to_kind(Kind::Float)?;
-            tch::no_grad(|| crate::ffi::amp_unscale(&grads, &st.found_inf, &inv))?;
-        }
-        crate::ffi::amp_update_scale(&st.scale, &st.growth_tracker, &st.found_inf, g, b, n)?;
         let _ = count.shallow_clone().f_add_(&st.found_inf)?;
         Ok(())
     }
@@ -179,14 +191,12 @@ impl LossScaler {
     pub(crate) fn update(&mut self, finite: bool) -> Result<()> {
         if !finite {
             self.skipped += 1;
+            if let Some(st) = self.state.as_mut() {
+                // `unscale` set the flag; tests set it through here.
+                let _ = st.found_inf.f_fill_(1.0)?;
+            }
         }
-        let (g, b, n) = (self.growth_factor, self.backoff_factor, self.growth_interval);
-        let Some(st) = self.state.as_mut() else { return Ok(()) };
-        if !finite {
-            // `unscale` set the flag; tests set it through here.
-            let _ = st.found_inf.f_fill_(1.0)?;
-        }
-        crate::ffi::amp_update_scale(&st.scale, &st.growth_tracker, &st.found_inf, g, b, n)
+        self.update_scale()
     }
 
     /// The current scale (a host read, for reports and tests).
@@ -217,10 +227,20 @@ impl Amp {
         }
     }
 
-    /// After backward (and any gradient reduction): unscales and decides
-    /// whether the optimizer may step. In the device-side mode (a CUDA
-    /// graph) it is always yes on the host: pass `skip_flag` to the
-    /// optimizer, which skips on the device.
+    /// After backward (and any gradient reduction), every strategy's last
+    /// act: unscales fp16's gradients and steps the optimizer unless one is
+    /// not finite; decided on the host (one sync), or in the device-side
+    /// mode by the fused optimizer on the device.
+    pub(crate) fn step(&mut self, params: &[Tensor], opt: &mut super::optim::Optimizer) -> Result<()> {
+        if self.should_step(params)? {
+            opt.step_unless(self.skip_flag().as_ref())?;
+        }
+        Ok(())
+    }
+
+    /// Unscales and decides whether the optimizer may step. In the
+    /// device-side mode it is always yes on the host: the optimizer takes
+    /// `skip_flag` and skips on the device.
     pub(crate) fn should_step(&mut self, params: &[Tensor]) -> Result<bool> {
         match &mut self.scaler {
             Some(s) if s.on_device.is_some() => {
@@ -249,7 +269,7 @@ impl Amp {
     }
 
     /// The flag the optimizer skips its update on, in the device-side mode.
-    pub(crate) fn skip_flag(&self) -> Option<Tensor> {
+    fn skip_flag(&self) -> Option<Tensor> {
         let s = self.scaler.as_ref().filter(|s| s.on_device.is_some())?;
         s.state.as_ref().map(|st| st.found_inf.shallow_clone())
     }

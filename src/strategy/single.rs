@@ -62,9 +62,7 @@ impl Strategy for Single {
             clock.mark(if i + 1 < k { Phase::Accumulated } else { Phase::Backward });
             losses.push(loss.f_detach()?);
         }
-        if self.amp.should_step(&self.params)? {
-            self.opt.step_unless(self.amp.skip_flag().as_ref())?;
-        }
+        self.amp.step(&self.params, &mut self.opt)?;
         clock.mark(Phase::Optimizer);
         step_loss(losses)
     }
