@@ -13,21 +13,6 @@ use super::manifest::{self, Entry};
 use crate::results::csv::{self as results_csv, Row};
 use crate::results::{long, Status};
 
-/// What the cells gave: every row in manifest order, the per-device lines,
-/// and notes (per-device files of another gpubench left out).
-#[derive(Debug, Default)]
-pub struct Collected {
-    pub rows: Vec<Row>,
-    pub device_lines: Vec<String>,
-    pub notes: Vec<String>,
-}
-
-impl Collected {
-    pub fn count(&self, s: Status) -> usize {
-        self.rows.iter().filter(|r| r.status == s).count()
-    }
-}
-
 /// `DIR/jobs.txt`, written by `--submit`: one `array job-id` line per array.
 pub fn jobs_path(dir: &Path) -> std::path::PathBuf {
     dir.join("jobs.txt")
@@ -90,28 +75,6 @@ pub trait Merge {
     fn note(&mut self, note: String);
 }
 
-/// Reads every cell of the emitted sweep in `dir` into memory (tests, and
-/// callers that want the rows; `collect` itself streams through `merge`).
-pub fn collect(dir: &Path) -> Result<Collected> {
-    let mut c = Collected::default();
-    merge(dir, &mut c)?;
-    Ok(c)
-}
-
-impl Merge for Collected {
-    fn row(&mut self, r: Row) -> Result<()> {
-        self.rows.push(r);
-        Ok(())
-    }
-    fn device_line(&mut self, line: &str) -> Result<()> {
-        self.device_lines.push(line.to_string());
-        Ok(())
-    }
-    fn note(&mut self, note: String) {
-        self.notes.push(note);
-    }
-}
-
 /// Hands every cell of the emitted sweep in `dir` to `to`, one cell's rows
 /// at a time: a fleet's results are never held whole (1,000 cells of 200
 /// rows each: `scripts/bench-scale`).
@@ -156,23 +119,53 @@ pub fn record(r: Row) -> String {
     Row { schema_version: results_csv::SCHEMA_VERSION, ..r }.to_record()
 }
 
-/// The results file's text and its per-device file's.
-pub fn render(c: &Collected) -> (String, String) {
-    let mut rows = Row::header() + "\n";
-    for r in &c.rows {
-        rows += &record(r.clone());
-    }
-    let mut devs = long::devices_header() + "\n";
-    for l in &c.device_lines {
-        devs += l;
-        devs.push('\n');
-    }
-    (rows, devs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the tests merge into: every row in manifest order, the
+    /// per-device lines and the notes, in memory.
+    #[derive(Debug, Default)]
+    struct Collected {
+        rows: Vec<Row>,
+        device_lines: Vec<String>,
+        notes: Vec<String>,
+    }
+
+    /// Every cell of the emitted sweep in `dir`, in memory.
+    fn collect(dir: &Path) -> Result<Collected> {
+        let mut c = Collected::default();
+        merge(dir, &mut c)?;
+        Ok(c)
+    }
+
+    impl Merge for Collected {
+        fn row(&mut self, r: Row) -> Result<()> {
+            self.rows.push(r);
+            Ok(())
+        }
+        fn device_line(&mut self, line: &str) -> Result<()> {
+            self.device_lines.push(line.to_string());
+            Ok(())
+        }
+        fn note(&mut self, note: String) {
+            self.notes.push(note);
+        }
+    }
+
+    /// The results file's text and its per-device file's, as `collect` writes them.
+    fn render(c: &Collected) -> (String, String) {
+        let mut rows = Row::header() + "\n";
+        for r in &c.rows {
+            rows += &record(r.clone());
+        }
+        let mut devs = long::devices_header() + "\n";
+        for l in &c.device_lines {
+            devs += l;
+            devs.push('\n');
+        }
+        (rows, devs)
+    }
 
     #[test]
     fn a_cell_without_a_file_is_a_missing_row_naming_its_task_and_job() {

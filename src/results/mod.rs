@@ -61,14 +61,14 @@ impl Whole {
     pub(crate) fn create(path: &Path) -> Result<Whole> {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-        let file = std::fs::File::create(&tmp).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
+        let file = std::fs::File::create(&tmp).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
         Ok(Whole { path: path.to_path_buf(), tmp, file: Some(std::io::BufWriter::with_capacity(1 << 20, file)) })
     }
 
     pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
         use std::io::Write;
         let f = self.file.as_mut().expect("open until finish");
-        f.write_all(bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.tmp.display()))
+        f.write_all(bytes).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.path.display()))
     }
 
     /// Flushes, syncs and renames it into place.
@@ -85,30 +85,20 @@ impl Whole {
 }
 
 impl Drop for Whole {
+    /// Unfinished (or a failed rename): the file beside it goes; after a
+    /// rename there is nothing there to remove.
     fn drop(&mut self) {
-        if self.file.is_some() || self.tmp.exists() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+        let _ = std::fs::remove_file(&self.tmp);
     }
 }
 
 /// Writes `text` to `path` through a file beside it and a rename, so a
 /// reader never sees half of it; true when it replaced a file.
 pub fn write_whole(path: &Path, text: &[u8]) -> Result<bool> {
-    use std::io::Write;
     let existed = path.exists();
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    anyhow::Context::with_context(res, || format!("cannot write {}", path.display()))?;
+    let mut w = Whole::create(path)?;
+    w.write(text)?;
+    w.finish()?;
     Ok(existed)
 }
 
