@@ -88,6 +88,8 @@ fn run_script(cfg: &InferConfig, arrivals: Schedule, out: &mut ServeOutcome) -> 
         "channels_last": cfg.channels_last,
         "cudnn_benchmark": cfg.cudnn_benchmark,
         "cuda_graphs": cfg.cuda_graphs,
+        // The batch buckets, from gpubench's one definition (serve::graphs).
+        "graph_buckets": super::graphs::buckets(cfg.max_batch),
         "overlap": cfg.overlap,
         "max_batch": cfg.max_batch,
         "max_wait_s": cfg.max_wait.as_secs_f64(),

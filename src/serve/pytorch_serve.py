@@ -220,15 +220,10 @@ class Worker:
             # still be copying out of the other: the graphs read their own buffer.
             self.static = torch.empty_like(self.static)
 
-    def capture(self, max_batch):
-        """As gpubench's server (serve::graphs): one graph per bucket (powers of
-        two below --max-batch, and --max-batch), largest first, each after one
-        eager forward at its shape, all in one memory pool."""
-        buckets, b = [], 1
-        while b < max_batch:
-            buckets.append(b)
-            b *= 2
-        buckets.append(max_batch)
+    def capture(self, buckets):
+        """As gpubench's server (serve::graphs): one graph per bucket (the job's
+        graph_buckets, gpubench's), largest first, each after one eager
+        forward at its shape, all in one memory pool."""
         made, pool = [], None
         for b in reversed(buckets):
             x = self.static[:b]
@@ -466,7 +461,7 @@ class Server:
                         return
                     w.run(range(b), time.perf_counter)
                 if self.job.get("cuda_graphs"):
-                    w.capture(self.job["max_batch"])
+                    w.capture(self.job["graph_buckets"])
                     for b in (self.job["max_batch"], 1):
                         w.run(range(b), time.perf_counter)
                 if w.predictions is not None:
