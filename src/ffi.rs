@@ -670,6 +670,11 @@ impl CudaStream {
         Ok(CudaStream { raw, device })
     }
 
+    /// The CUDA device it belongs to.
+    pub(crate) fn device(&self) -> usize {
+        self.device
+    }
+
     /// Runs `f` with this stream current on the thread (its ops queue here),
     /// then makes the previous stream current again.
     pub(crate) fn run<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {

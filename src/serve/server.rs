@@ -515,7 +515,7 @@ impl<'a> Worker<'a> {
             let _ = free_tx.send(k);
         }
         let keep = self.predictions.is_some();
-        let device = self.overlap.as_ref().and_then(|o| o.device);
+        let device = self.overlap.as_ref().and_then(Overlap::device);
         let index = self.index;
         std::thread::scope(|s| {
             let completer = s.spawn(move || complete(pending, free_tx, t0, index, keep, device));
@@ -555,14 +555,14 @@ impl<'a> Worker<'a> {
             // A free slot: its previous batch is done (the completer says so).
             let k = pipe.free.recv().map_err(|_| anyhow!("the serving completer stopped"))?;
             let closed = Instant::now();
-            let (x, input_ready) = match (&o.stream, o.device) {
-                (Some(stream), Some(d)) => {
+            let (x, input_ready) = match &o.stream {
+                Some(stream) => {
                     let x = stream.run(|| self.input_in(k, &ids))?;
                     let ready = stream.record()?;
-                    ready.block_current(d)?;
+                    ready.block_current(stream.device())?;
                     (x, Some(ready))
                 }
-                _ => (self.input_in(k, &ids)?, None),
+                None => (self.input_in(k, &ids)?, None),
             };
             let logits = self.model.forward(&x)?;
             let classes = logits.f_argmax(1, false)?;
@@ -576,7 +576,7 @@ impl<'a> Worker<'a> {
                 }
                 false => Tensor::new(),
             };
-            let done = o.device.map(crate::ffi::CudaEvent::on_current).transpose()?;
+            let done = o.device().map(crate::ffi::CudaEvent::on_current).transpose()?;
             Ok(InFlight {
                 ids: ids.clone(),
                 sched: batch.iter().map(|p| p.sched).collect(),
@@ -669,7 +669,6 @@ const SLOTS: usize = 2;
 /// copies and kernels, and the pipeline to the completer while a load runs.
 struct Overlap {
     stream: Option<crate::ffi::CudaStream>,
-    device: Option<usize>,
     pipe: Option<Pipe>,
 }
 
@@ -678,7 +677,12 @@ impl Overlap {
     /// and compute take turns on the one thread and nothing overlaps.
     fn new(device: Option<usize>) -> Result<Overlap> {
         let stream = device.map(crate::ffi::CudaStream::new).transpose()?;
-        Ok(Overlap { stream, device, pipe: None })
+        Ok(Overlap { stream, pipe: None })
+    }
+
+    /// The CUDA device it stages for; None on the CPU.
+    fn device(&self) -> Option<usize> {
+        self.stream.as_ref().map(crate::ffi::CudaStream::device)
     }
 }
 
