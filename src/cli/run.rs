@@ -438,7 +438,8 @@ fn cuda_graphs_refusal(a: &RunArgs, devices: &Devices, warmup: &Length) -> Optio
          of them"
             .into()
     } else if a.optimizer_impl.resolve() != OptimizerImpl::Fused {
-        "--cuda-graphs needs --optimizer-impl fused (the default): the other steps decide fp16's skip or count          AdamW's steps on the host"
+        "--cuda-graphs needs --optimizer-impl fused (the default): the other steps decide fp16's skip or count \
+         AdamW's steps on the host"
             .into()
     } else if *warmup == Length::Steps(0) {
         "--cuda-graphs captures the step during warm-up; give --warmup 1 or more".into()
@@ -747,7 +748,7 @@ mod tests {
             let e = cfg(a, devices).unwrap_err();
             assert_eq!(crate::error::exit_code(&e), 2, "{a}: {e}");
             let m = e.to_string();
-            assert!(m.contains(says) && !m.contains('\n'), "{a}: {m}");
+            assert!(m.contains(says) && !m.contains('\n') && !m.contains("  "), "{a}: {m}");
         };
         refused("--cpu 1 --cuda-graphs", Devices::cpu(1), "on the CPU");
         refused("--strategy ddp --cuda-graphs on", gpu(), "not offered for ddp");

@@ -128,7 +128,11 @@ fn bad_serving_input_is_one_line_and_exit_2() {
     // On a GPU machine (assumed: the checks need no GPU), dp serving's threads are refused.
     let o = gpubench("validate --assume-gpus 2 infer --gpus 0,1 --serving dp --cuda-graphs").output();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("dp serving runs a thread per replica"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("dp serving runs a thread per replica") && !stderr(&o).contains("  "),
+        "{}",
+        stderr(&o)
+    );
     let o = gpubench("validate --assume-gpus 2 infer --gpus 0,1 --cuda-graphs").output();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // Loads too large to schedule, refused before any work (one aborted on a 4 GB allocation).
