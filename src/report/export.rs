@@ -93,14 +93,24 @@ pub(crate) struct Table {
 impl Table {
     /// The table without its raw-only columns, as the human formats print it.
     pub(crate) fn human(&self) -> Table {
-        let keep: Vec<bool> = self.columns.iter().map(|c| c.human).collect();
-        let pick = |cells: &[Cell]| cells.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c.clone()).collect();
+        let pick = |cells: &[Cell]| self.human_cells(cells).cloned().collect();
         Table {
             title: self.title.clone(),
             columns: self.columns.iter().filter(|c| c.human).cloned().collect(),
             rows: self.rows.iter().map(|r| pick(r)).collect(),
             notes: self.notes.clone(),
         }
+    }
+
+    /// The columns the human formats print.
+    fn human_columns(&self) -> impl Iterator<Item = &Column> {
+        self.columns.iter().filter(|c| c.human)
+    }
+
+    /// A row's cells under `human_columns`, borrowed: a table of 200,000
+    /// rows is printed without a copy of it.
+    fn human_cells<'a>(&'a self, row: &'a [Cell]) -> impl Iterator<Item = &'a Cell> {
+        row.iter().zip(&self.columns).filter(|(_, c)| c.human).map(|(cell, _)| cell)
     }
 }
 
@@ -130,20 +140,28 @@ const MAX_CELL: usize = 60;
 
 /// A cell as a table line can hold it: control characters escaped (a
 /// newline in a label must not break the row) and cut at `MAX_CELL`.
-fn shown(s: &str) -> String {
+/// Borrowed when it needs neither, as almost every cell.
+fn shown(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) && s.char_indices().nth(MAX_CELL).is_none() {
+        return std::borrow::Cow::Borrowed(s);
+    }
     let escaped: String =
         s.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect();
-    match escaped.char_indices().nth(MAX_CELL) {
+    std::borrow::Cow::Owned(match escaped.char_indices().nth(MAX_CELL) {
         Some((at, _)) => format!("{}…", &escaped[..at]),
         None => escaped,
-    }
+    })
 }
 
-fn pad(s: &str, w: usize, align: Align) -> String {
-    let fill = " ".repeat(w.saturating_sub(width(s)));
-    match align {
-        Align::Left => format!("{s}{fill}"),
-        Align::Right => format!("{fill}{s}"),
+/// Appends `s` padded with spaces to `w` characters.
+fn pad(out: &mut String, s: &str, w: usize, align: Align) {
+    let fill = w.saturating_sub(width(s));
+    if align == Align::Right {
+        out.extend(std::iter::repeat_n(' ', fill));
+    }
+    out.push_str(s);
+    if align == Align::Left {
+        out.extend(std::iter::repeat_n(' ', fill));
     }
 }
 
@@ -153,31 +171,41 @@ pub(crate) struct TextExporter;
 
 impl Exporter for TextExporter {
     fn export(&self, t: &Table) -> Result<Vec<u8>> {
-        let t = &t.human();
-        let cells: Vec<Vec<String>> = t.rows.iter().map(|r| r.iter().map(|c| shown(c.display())).collect()).collect();
-        let mut widths: Vec<usize> = t.columns.iter().map(|c| width(&c.title)).collect();
-        for row in &cells {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(width(cell));
+        let columns: Vec<&Column> = t.human_columns().collect();
+        let mut widths: Vec<usize> = columns.iter().map(|c| width(&c.title)).collect();
+        for row in &t.rows {
+            for (w, cell) in widths.iter_mut().zip(t.human_cells(row)) {
+                *w = (*w).max(width(&shown(cell.display())));
             }
         }
-        let line = |cells: Vec<(&str, Align)>| -> String {
-            let parts: Vec<String> = cells.iter().zip(&widths).map(|((s, a), w)| pad(s, *w, *a)).collect();
-            parts.join("  ").trim_end().to_string()
-        };
         let mut out = String::new();
+        // Every line is at most this long: the output is allocated once.
+        let line_len = widths.iter().sum::<usize>() + 2 * widths.len() + 1;
+        out.reserve(
+            line_len * (t.rows.len() + 2) + t.title.len() + t.notes.iter().map(|n| n.len() + 1).sum::<usize>() + 3,
+        );
+        let line = |out: &mut String, cells: &mut dyn Iterator<Item = (&str, Align)>| {
+            let start = out.len();
+            for (i, ((s, a), w)) in cells.zip(&widths).enumerate() {
+                if i > 0 {
+                    out.push_str("  ");
+                }
+                pad(out, s, *w, a);
+            }
+            out.truncate(start + out[start..].trim_end().len());
+            out.push('\n');
+        };
         if !t.title.is_empty() {
             out.push_str(&t.title);
             out.push_str("\n\n");
         }
-        out.push_str(&line(t.columns.iter().map(|c| (c.title.as_str(), c.align)).collect()));
-        out.push('\n');
+        line(&mut out, &mut columns.iter().map(|c| (c.title.as_str(), c.align)));
         let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
         out.push_str(&rule.join("  "));
         out.push('\n');
-        for row in &cells {
-            out.push_str(&line(row.iter().zip(&t.columns).map(|(c, col)| (c.as_str(), col.align)).collect()));
-            out.push('\n');
+        for row in &t.rows {
+            let cells: Vec<std::borrow::Cow<str>> = t.human_cells(row).map(|c| shown(c.display())).collect();
+            line(&mut out, &mut cells.iter().zip(&columns).map(|(c, col)| (c.as_ref(), col.align)));
         }
         if !t.notes.is_empty() {
             out.push('\n');
@@ -199,16 +227,14 @@ pub(crate) struct MarkdownExporter;
 
 impl Exporter for MarkdownExporter {
     fn export(&self, t: &Table) -> Result<Vec<u8>> {
-        let t = &t.human();
         let mut out = String::new();
         if !t.title.is_empty() {
             out.push_str(&format!("**{}**\n\n", md_escape(&t.title)));
         }
-        let head: Vec<String> = t.columns.iter().map(|c| md_escape(&c.title)).collect();
+        let head: Vec<String> = t.human_columns().map(|c| md_escape(&c.title)).collect();
         out.push_str(&format!("| {} |\n", head.join(" | ")));
         let rule: Vec<&str> = t
-            .columns
-            .iter()
+            .human_columns()
             .map(|c| match c.align {
                 Align::Left => "---",
                 Align::Right => "--:",
@@ -216,7 +242,7 @@ impl Exporter for MarkdownExporter {
             .collect();
         out.push_str(&format!("|{}|\n", rule.join("|")));
         for row in &t.rows {
-            let cells: Vec<String> = row.iter().map(|c| md_escape(&shown(c.display()))).collect();
+            let cells: Vec<String> = t.human_cells(row).map(|c| md_escape(&shown(c.display()))).collect();
             out.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
         if !t.notes.is_empty() {
@@ -347,6 +373,21 @@ mod tests {
                     \n\
                     one note\n";
         assert_eq!(s(&TextExporter, &sample()), want);
+    }
+
+    #[test]
+    fn text_leaves_out_raw_columns_between_others_and_keeps_a_blank_row_its_own_line() {
+        let t = Table {
+            title: String::new(),
+            columns: vec![Column::text("a", "a"), Column::raw("x"), Column::num("b", "b")],
+            rows: vec![
+                vec![Cell::text("p"), Cell::num(9.0, "raw"), Cell::num(2.0, "2")],
+                vec![Cell::text(""), Cell::num(9.0, "raw"), Cell::empty("")],
+                vec![Cell::text("q"), Cell::num(9.0, "raw"), Cell::num(30.0, "30")],
+            ],
+            notes: vec![],
+        };
+        assert_eq!(s(&TextExporter, &t), "a   b\n-  --\np   2\n\nq  30\n");
     }
 
     #[test]
