@@ -4,6 +4,7 @@
 //! `predict` simulates DDP's buckets on them.
 use crate::config::{Backend, CommHook, CurveSource};
 use crate::metrics::stats::percentile;
+use crate::results::Fields;
 
 /// nccl-tests' bus-bandwidth factor for all-reduce.
 pub(crate) fn bus_factor(world: usize) -> f64 {

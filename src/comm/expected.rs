@@ -9,6 +9,8 @@ use crate::config::{Backend, CommHook, CurveSource, ModelKind};
 use crate::report::summary::Run;
 use crate::report::verdict::Expected;
 use crate::results::csv::Row;
+use crate::results::packed::Packed;
+use crate::results::Fields;
 
 /// What a ddp row's gradient all-reduce alone should cost, from an
 /// all-reduce curve among the files read (rows of `gpubench allreduce --out
@@ -17,33 +19,33 @@ use crate::results::csv::Row;
 /// model's parameters counted from its architecture, for ImageNet's 1000
 /// classes, gpubench's default) in the row's number of buckets, taken as
 /// equal, each all-reduced on its own.
-pub(crate) fn expected_allreduce(runs: &[Run]) -> impl Fn(&Row) -> Option<Expected> + '_ {
+pub(crate) fn expected_allreduce(runs: &[Run]) -> impl Fn(&Packed) -> Option<Expected> + '_ {
     // Each file's all-reduce rows, gathered once for every verdict.
     let mut files: Vec<(&Path, Vec<Row>)> = vec![];
     for r in runs.iter().filter(|r| r.row.is_allreduce()) {
         match files.iter_mut().find(|(f, _)| *f == &*r.file) {
-            Some((_, rows)) => rows.push(r.row.clone()),
-            None => files.push((&r.file, vec![r.row.clone()])),
+            Some((_, rows)) => rows.push(r.row.unpack()),
+            None => files.push((&r.file, vec![r.row.unpack()])),
         }
     }
     move |row| {
-        if row.strategy != "ddp" {
+        if row.strategy() != "ddp" {
             return None;
         }
-        let backend = Backend::ALL.into_iter().find(|b| b.name() == row.backend)?;
+        let backend = Backend::ALL.into_iter().find(|b| b.name() == row.backend())?;
         // Rows from before the column have no hook: the Reducer's own fp32.
-        let hook = match row.comm_hook.as_str() {
+        let hook = match row.comm_hook() {
             "" => CommHook::None,
             h => CommHook::ALL.into_iter().find(|k| k.name() == h)?,
         };
-        let buckets = row.ddp_buckets.filter(|&b| b > 0)?;
+        let buckets = row.ddp_buckets().filter(|&b| b > 0)?;
         files.iter().find_map(|(f, rows)| {
-            let c = curve(&CurveSource::File(f.to_path_buf()), rows, row.n_devices as usize, backend, hook)?;
+            let c = curve(&CurveSource::File(f.to_path_buf()), rows, row.n_devices() as usize, backend, hook)?;
             // The run's own gradient bytes (fp32) where its row has them.
-            let fp32 = match row.mem_grads_mb {
+            let fp32 = match row.mem_grads_mb() {
                 Some(mb) => mb * 1048576.0,
                 None => {
-                    let model = ModelKind::ALL.into_iter().find(|m| m.name() == row.model)?;
+                    let model = ModelKind::ALL.into_iter().find(|m| m.name() == row.model())?;
                     crate::arch::param_count(model, 1000) as f64 * 4.0
                 }
             };

@@ -6,7 +6,8 @@ use crate::report::check::{self, CheckOptions};
 use crate::report::export::Format;
 use crate::report::html::{Outcome, Page, Section};
 use crate::report::pipeline::{emit, write_html};
-use crate::report::summary::load_files;
+use crate::report::summary::load_columns;
+use crate::results::packed::Columns;
 
 /// `gpubench check`. Exit 0 when nothing regressed, 1 when something did (or, with --strict,
 /// is missing); unusable input is an error, which `main` maps to 2.
@@ -19,14 +20,17 @@ pub(crate) fn run(
 ) -> Result<i32> {
     // The two files are independent: read side by side (a CI runner has a
     // core to spare, and a year of nightly rows takes seconds to read).
+    let keep = Columns::named(check::COLUMNS);
     let (base, cur) = std::thread::scope(|s| {
-        let b = s.spawn(|| load_files(&[baseline.to_path_buf()]));
-        let c = load_files(&[current.to_path_buf()]);
+        let b = s.spawn(|| load_columns(&[baseline.to_path_buf()], keep));
+        let c = load_columns(&[current.to_path_buf()], keep);
         (b.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), c)
     });
     // The baseline's problem first, as when they were read in turn.
     let (base, cur) = (base?, cur?);
     let report = check::check(&base, &cur, opts)?;
+    // The report owns what the table shows: the rows' memory is free for it.
+    drop((base, cur));
     let table = report.table();
     if let Some(path) = html_path {
         let outcome = if report.exit_code() == 0 { Outcome::Pass } else { Outcome::Fail };

@@ -4,6 +4,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 
 use crate::report::charts;
+use crate::results::Fields;
 use crate::comm::expected::expected_allreduce;
 use crate::report::comm::allreduce_table;
 use crate::report::html::Page;
@@ -49,6 +50,8 @@ pub(crate) fn run(files: &[PathBuf], out: &Outputs) -> Result<i32> {
         notes.extend(charts::serving_charts(w, &runs, &serving)?);
         charts::allreduce_charts(w, &runs)?;
     }
+    // The tables and charts own what they show: the rows' memory is free for the output.
+    drop(runs);
     let page = |sections| Page { title: "gpubench report".into(), inputs: files.to_vec(), outcome: None, sections };
     finish(w, charts_dir, html_path, notes, page, &tables)?;
     emit_all(&tables, format)?;

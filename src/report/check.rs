@@ -31,7 +31,23 @@ use crate::report::summary::{
     baseline_of, disturbed_notes, excluded_notes, status_counts, summarize, ConfigKey, Group, Run, Scope,
 };
 use crate::results::long::DeviceData;
+use crate::results::Fields;
 use crate::results::Implementation;
+
+/// The columns `check` reads (a file's rows are loaded with these alone):
+/// the configuration, the implementation and the outcome, and the metrics.
+#[rustfmt::skip]
+pub(crate) const COLUMNS: &[&str] = &[
+    // ConfigKey: the workload, the set-up words, ddp's communication, a serving load
+    "model", "image_size", "precision", "strategy", "n_devices", "batch_per_device", "channels_last",
+    "cudnn_benchmark", "deterministic", "grad_accum", "data", "variant", "device_kind", "backend", "comm_hook",
+    "mode", "scenario", "streams", "fps", "offered_rate",
+    // who, where, how it ended
+    "impl", "device_name", "status", "error", "interference", "run_id", "mem_imbalance",
+    // the metrics and their intervals
+    "throughput_img_s", "throughput_per_device_img_s", "throughput_ci95_lo", "throughput_ci95_hi", "step_ms_p50",
+    "step_ms_p90", "step_ms_p50_ci95_lo", "step_ms_p50_ci95_hi", "latency_ms_p99",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Metric {
@@ -91,14 +107,14 @@ impl Metric {
         let g = &groups[gi];
         let pick = |f: fn(&Run) -> Option<f64>| -> Vec<f64> { g.pooled.iter().filter_map(|&i| f(&runs[i])).collect() };
         let v = match self {
-            Metric::Throughput => pick(|r| r.row.throughput_img_s),
-            Metric::StepP50 => pick(|r| r.row.step_ms_p50),
-            Metric::StepP90 => pick(|r| r.row.step_ms_p90),
-            Metric::LatencyP99 => pick(|r| r.row.latency_ms_p99),
+            Metric::Throughput => pick(|r| r.row.throughput_img_s()),
+            Metric::StepP50 => pick(|r| r.row.step_ms_p50()),
+            Metric::StepP90 => pick(|r| r.row.step_ms_p90()),
+            Metric::LatencyP99 => pick(|r| r.row.latency_ms_p99()),
             Metric::Scaling => {
                 let base = groups[baseline_of(groups, gi)?].throughput?;
                 let n = g.key.n_devices as f64;
-                pick(|r| r.row.throughput_img_s).into_iter().map(|t| t / (n * base)).collect()
+                pick(|r| r.row.throughput_img_s()).into_iter().map(|t| t / (n * base)).collect()
             }
         };
         (!v.is_empty()).then_some(v)
@@ -113,7 +129,7 @@ impl Metric {
             Metric::StepP50 => match g.pooled.as_slice() {
                 [one] => {
                     let r = &runs[*one].row;
-                    Some(Interval { lo: r.step_ms_p50_ci95_lo?, hi: r.step_ms_p50_ci95_hi? })
+                    Some(Interval { lo: r.step_ms_p50_ci95_lo()?, hi: r.step_ms_p50_ci95_hi()? })
                 }
                 _ => None,
             },
@@ -238,7 +254,7 @@ pub(crate) fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) ->
     let mut notes = vec![];
     let mut side = |runs: &[Run]| -> Vec<Group> {
         let (mine, other): (Vec<usize>, Vec<usize>) =
-            (0..runs.len()).partition(|&i| runs[i].row.implementation == opts.implementation);
+            (0..runs.len()).partition(|&i| runs[i].row.implementation() == opts.implementation);
         if !other.is_empty() {
             let f = runs.first().map_or(String::new(), |r| r.file.display().to_string());
             notes.push(format!(
@@ -341,7 +357,7 @@ pub(crate) fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) ->
     if !new.is_empty() {
         notes.push(format!("only in current, not checked: {}", new.join("; ")));
     }
-    let hw = |runs: &[Run]| -> BTreeSet<String> { runs.iter().map(|r| r.row.device_name.clone()).collect() };
+    let hw = |runs: &[Run]| -> BTreeSet<String> { runs.iter().map(|r| r.row.device_name().to_string()).collect() };
     let (hb, hc) = (hw(base_runs), hw(cur_runs));
     if hb != hc {
         let j = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
@@ -461,6 +477,21 @@ mod tests {
         }
     }
 
+    /// `check` on the rows as the command loads them: its columns alone. A
+    /// read of a column left out of `COLUMNS` fails the test.
+    fn check_loaded(base: &[Run], cur: &[Run], opts: &CheckOptions) -> Result<CheckReport> {
+        let keep = crate::results::packed::Columns::named(COLUMNS);
+        let load = |runs: &[Run]| -> Vec<Run> {
+            runs.iter().map(|r| Run { row: r.row.unpack().pack_only(keep), ..r.clone() }).collect()
+        };
+        check(&load(base), &load(cur), opts)
+    }
+
+    #[test]
+    fn its_columns_are_columns() {
+        assert_eq!(crate::results::packed::Columns::unknown(COLUMNS), Vec::<&str>::new());
+    }
+
     fn side(v: &[(&str, u32, f64)]) -> Vec<Run> {
         runs_of(v.iter().map(|(s, n, t)| row(s, *n, *t)).collect())
     }
@@ -527,15 +558,15 @@ mod tests {
         let mut cur = with_ci(900.0, 80.0);
         cur.interference = "host busy: load 4.2 on 2 cores".into();
         let c = runs_of(vec![cur]);
-        let r = check(&b, &c, &opts()).unwrap();
+        let r = check_loaded(&b, &c, &opts()).unwrap();
         assert_eq!(r.findings[0].test, Test::Intervals(false));
         assert_eq!(verdicts(&r), [("single img/s".to_string(), "unchanged")]);
         assert!(r.notes.iter().any(|n| n.starts_with("disturbed t.csv:2") && n.contains("load 4.2")), "{:?}", r.notes);
         // Tight intervals: a regression, said to rest on a disturbed run.
         let b = runs_of(vec![with_ci(1000.0, 5.0)]);
         let mut c = runs_of(vec![with_ci(900.0, 5.0)]);
-        c[0].row.interference = "gpu0: another process holds 12 GiB".into();
-        let r = check(&b, &c, &opts()).unwrap();
+        c[0].edit(|r| r.interference = "gpu0: another process holds 12 GiB".into());
+        let r = check_loaded(&b, &c, &opts()).unwrap();
         assert_eq!(r.exit_code(), 1);
         let text = String::from_utf8(
             crate::report::export::Exporter::export(&crate::report::export::TextExporter, &r.table()).unwrap(),
@@ -551,12 +582,12 @@ mod tests {
         let mut rows: Vec<_> = [100.0, 50.0].iter().map(|&t| row("single", 1, t)).collect();
         rows[1].implementation = Implementation::Pytorch;
         let c = runs_of(rows);
-        let r = check(&b, &c, &opts()).unwrap();
+        let r = check_loaded(&b, &c, &opts()).unwrap();
         assert_eq!(verdicts(&r), [("single img/s".to_string(), "unchanged")]);
         assert!(r.notes.iter().any(|n| n.contains("1 row(s) of other implementations left out")), "{:?}", r.notes);
         // Judging PyTorch's rows: the baseline has none.
         let o = CheckOptions { implementation: Implementation::Pytorch, ..opts() };
-        let e = check(&b, &c, &o).err().unwrap().to_string();
+        let e = check_loaded(&b, &c, &o).err().unwrap().to_string();
         assert!(e.contains("no row of impl pytorch"), "{e}");
     }
 
@@ -564,7 +595,7 @@ mod tests {
     fn scaling_regression_is_caught_even_when_one_device_improves() {
         let b = side(&[("single", 1, 100.0), ("ddp", 4, 380.0)]);
         let c = side(&[("single", 1, 110.0), ("ddp", 4, 385.0)]);
-        let r = check(&b, &c, &opts()).unwrap();
+        let r = check_loaded(&b, &c, &opts()).unwrap();
         assert_eq!(
             verdicts(&r),
             [
@@ -581,11 +612,11 @@ mod tests {
         let b = side(&[("single", 1, 100.0), ("dp", 2, 150.0)]);
         let c = side(&[("single", 1, 101.0)]);
         let mut o = opts();
-        let r = check(&b, &c, &o).unwrap();
+        let r = check_loaded(&b, &c, &o).unwrap();
         assert_eq!(verdicts(&r), [("dp -".to_string(), "missing"), ("single img/s".into(), "unchanged")]);
         assert_eq!(r.exit_code(), 0);
         o.strict = true;
-        let r = check(&b, &c, &o).unwrap();
+        let r = check_loaded(&b, &c, &o).unwrap();
         assert_eq!(r.exit_code(), 1);
         assert!(r.summary().ends_with("(--strict: missing configs fail): FAIL"), "{}", r.summary());
     }
@@ -594,9 +625,9 @@ mod tests {
     fn failed_current_runs_are_missing_not_zero() {
         let b = side(&[("single", 1, 100.0), ("dp", 2, 150.0)]);
         let mut c = side(&[("single", 1, 100.0), ("dp", 2, 0.0)]);
-        c[1].row.status = crate::results::Status::Oom;
-        c[1].row.throughput_img_s = None;
-        let r = check(&b, &c, &opts()).unwrap();
+        c[1].edit(|r| r.status = crate::results::Status::Oom);
+        c[1].edit(|r| r.throughput_img_s = None);
+        let r = check_loaded(&b, &c, &opts()).unwrap();
         let dp = r.findings.iter().find(|f| f.key.strategy == "dp").unwrap();
         assert_eq!((dp.verdict, dp.why.as_str()), (Verdict::Missing, "no ok run in current (1 oom)"));
         assert_eq!(r.exit_code(), 0);
@@ -606,8 +637,8 @@ mod tests {
     fn nothing_in_common_is_unusable_input() {
         let b = side(&[("single", 1, 100.0)]);
         let mut c = side(&[("single", 1, 100.0)]);
-        c[0].row.model = "resnet18".into();
-        let err = check(&b, &c, &opts()).err().unwrap();
+        c[0].edit(|r| r.model = "resnet18".into());
+        let err = check_loaded(&b, &c, &opts()).err().unwrap();
         assert_eq!(crate::error::exit_code(&err), 2);
         assert!(err.to_string().contains("nothing to compare"));
     }
@@ -616,8 +647,8 @@ mod tests {
     fn precision_is_part_of_the_key() {
         let b = side(&[("single", 1, 100.0)]);
         let mut c = side(&[("single", 1, 100.0), ("single", 1, 50.0)]);
-        c[1].row.precision = "fp16".into();
-        c[0].row.precision = "fp16".into();
-        assert!(check(&b, &c, &opts()).is_err());
+        c[1].edit(|r| r.precision = "fp16".into());
+        c[0].edit(|r| r.precision = "fp16".into());
+        assert!(check_loaded(&b, &c, &opts()).is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! `report` for all-reduce rows (`gpubench allreduce`): per machine,
 //! backend, world size, dtype and placement, each message size's time and
 //! bandwidths (medians over repeats), and busbw against size for the chart.
+use crate::results::Fields;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -15,10 +16,16 @@ pub(crate) type CurveKey = (String, String, String, u32, String, bool);
 pub(crate) fn curves(runs: &[Run]) -> BTreeMap<CurveKey, BTreeMap<u64, Vec<usize>>> {
     let mut by: BTreeMap<CurveKey, BTreeMap<u64, Vec<usize>>> = BTreeMap::new();
     for (i, r) in runs.iter().enumerate().filter(|(_, r)| r.row.is_allreduce() && r.is_ok()) {
-        let (Some(bytes), Some(ip)) = (r.row.bytes, r.row.in_place) else { continue };
+        let (Some(bytes), Some(ip)) = (r.row.bytes(), r.row.in_place()) else { continue };
         let row = &r.row;
-        let k =
-            (row.device_name.clone(), row.label.clone(), row.backend.clone(), row.n_devices, row.precision.clone(), ip);
+        let k = (
+            row.device_name().to_string(),
+            row.label().to_string(),
+            row.backend().to_string(),
+            row.n_devices(),
+            row.precision().to_string(),
+            ip,
+        );
         by.entry(k).or_default().entry(bytes).or_default().push(i);
     }
     by
@@ -42,7 +49,8 @@ pub(crate) fn allreduce_table(runs: &[Run], files: &[PathBuf]) -> Table {
     let mut rows = vec![];
     for ((hw, label, backend, n, dtype, ip), sizes) in curves(runs) {
         for (bytes, idx) in sizes {
-            let us = |f: fn(&crate::results::csv::Row) -> Option<f64>| column_median(runs, &idx, f).map(|ms| ms * 1e3);
+            let us =
+                |f: fn(&crate::results::packed::Packed) -> Option<f64>| column_median(runs, &idx, f).map(|ms| ms * 1e3);
             rows.push(vec![
                 Cell::text(&hw),
                 Cell::text(&label),
@@ -52,10 +60,10 @@ pub(crate) fn allreduce_table(runs: &[Run], files: &[PathBuf]) -> Table {
                 Cell::text(if ip { "in-place" } else { "out-of-place" }),
                 Cell::num(bytes as f64, fmt_bytes(bytes as f64)),
                 int_cell(Some(idx.len() as u32)),
-                cell_opt(us(|r| r.step_ms_mean), fmt_rate),
-                cell_opt(us(|r| r.step_ms_p99), fmt_rate),
-                cell_opt(column_median(runs, &idx, |r| r.algbw_gbs), |v| format!("{v:.3}")),
-                cell_opt(column_median(runs, &idx, |r| r.busbw_gbs), |v| format!("{v:.3}")),
+                cell_opt(us(|r| r.step_ms_mean()), fmt_rate),
+                cell_opt(us(|r| r.step_ms_p99()), fmt_rate),
+                cell_opt(column_median(runs, &idx, |r| r.algbw_gbs()), |v| format!("{v:.3}")),
+                cell_opt(column_median(runs, &idx, |r| r.busbw_gbs()), |v| format!("{v:.3}")),
             ]);
         }
     }

@@ -16,6 +16,7 @@ use crate::report::summary::{
 };
 use crate::report::verdict::{self, ExpectFn, Verdict};
 use crate::results::long::DeviceData;
+use crate::results::Fields;
 use crate::results::Implementation;
 
 /// The rows of one file that share a name.
@@ -35,16 +36,16 @@ pub(crate) fn partition_sets(runs: &[Run]) -> Vec<Set> {
     // A device's peak and an all-reduce curve travel beside the runs but are
     // no configuration: they make no set of their own.
     for (i, r) in runs.iter().enumerate().filter(|(_, r)| !r.row.is_peak() && !r.row.is_allreduce()) {
-        let base = if !r.row.label.is_empty() {
-            r.row.label.clone()
-        } else if !r.row.device_name.is_empty() {
-            r.row.device_name.clone()
+        let base = if !r.row.label().is_empty() {
+            r.row.label().to_string()
+        } else if !r.row.device_name().is_empty() {
+            r.row.device_name().to_string()
         } else {
             file_stem(&r.file)
         };
         // PyTorch's own runs of a machine are a set of their own, beside
         // gpubench's, never repeats of them.
-        let base = match r.row.implementation {
+        let base = match r.row.implementation() {
             Implementation::Gpubench | Implementation::Published => base,
             other => format!("{base} [{other}]"),
         };
@@ -62,7 +63,7 @@ pub(crate) fn partition_sets(runs: &[Run]) -> Vec<Set> {
             name = format!("{base} #{k}");
             k += 1;
         }
-        if members.iter().all(|&i| runs[i].row.implementation == PUBLISHED) {
+        if members.iter().all(|&i| runs[i].row.implementation() == PUBLISHED) {
             name.push_str(" [published]");
         }
         out.push(Set { name, file: file.clone(), members: members.clone() });
@@ -235,7 +236,7 @@ impl Comparison {
             notes.push(PUBLISHED_NOTE.to_string());
         }
         for (s, m) in self.sets.iter().zip(&self.groups) {
-            let hw: BTreeSet<&str> = s.members.iter().map(|&i| runs[i].row.device_name.as_str()).collect();
+            let hw: BTreeSet<&str> = s.members.iter().map(|&i| runs[i].row.device_name()).collect();
             if hw.len() > 1 {
                 let hw: Vec<&str> = hw.into_iter().collect();
                 notes.push(format!(
@@ -267,7 +268,7 @@ impl Comparison {
 
     /// A set's median images per joule for a config, when its rows have energy.
     pub(crate) fn img_per_joule(&self, runs: &[Run], set: usize, key: &ConfigKey) -> Option<f64> {
-        self.groups[set].get(key).and_then(|g| column_median(runs, &g.pooled, |r| r.img_per_joule))
+        self.groups[set].get(key).and_then(|g| column_median(runs, &g.pooled, |r| r.img_per_joule()))
     }
 
     /// Per config with at least one value: each set's throughput.
@@ -293,7 +294,7 @@ mod tests {
 
     fn run(file: &str, mut r: crate::results::csv::Row, label: &str) -> Run {
         r.label = label.into();
-        Run { file: std::path::Path::new(file).into(), line: 2, row: r }
+        Run { file: std::path::Path::new(file).into(), line: 2, row: r.pack() }
     }
 
     #[test]

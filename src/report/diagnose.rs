@@ -18,6 +18,7 @@ use crate::metrics::interval::Interval;
 use crate::report::export::{Cell, Column, Table};
 use crate::report::format::fmt_rate;
 use crate::report::summary::{median, ConfigKey, Run};
+use crate::results::Fields;
 use crate::results::Status;
 
 /// A row's own devices differing by more than this in mean utilization (points).
@@ -32,7 +33,7 @@ const STRAGGLER_PCT: f64 = 10.0;
 type Key = (ConfigKey, String, String);
 
 fn key_of(r: &Run) -> Key {
-    (ConfigKey::of(&r.row), r.row.implementation.to_string(), r.row.device_name.clone())
+    (ConfigKey::of(&r.row), r.row.implementation().to_string(), r.row.device_name().to_string())
 }
 
 /// A baseline: the median throughput and the interval it carries.
@@ -45,13 +46,13 @@ struct Base {
 }
 
 fn interval_of(r: &Run) -> Option<Interval> {
-    Some(Interval { lo: r.row.throughput_ci95_lo?, hi: r.row.throughput_ci95_hi? })
+    Some(Interval { lo: r.row.throughput_ci95_lo()?, hi: r.row.throughput_ci95_hi()? })
 }
 
 /// The median of `rows`' throughputs, with the middle row's interval (the
 /// two middle rows' hull for an even count).
 fn base_of(rows: &[&Run]) -> Option<Base> {
-    let mut v: Vec<(f64, &Run)> = rows.iter().filter_map(|r| Some((r.row.throughput_img_s?, *r))).collect();
+    let mut v: Vec<(f64, &Run)> = rows.iter().filter_map(|r| Some((r.row.throughput_img_s()?, *r))).collect();
     if v.is_empty() {
         return None;
     }
@@ -69,8 +70,8 @@ fn base_of(rows: &[&Run]) -> Option<Base> {
 
 /// Where a row ran, as a person looks for it: the host, and its GPUs.
 fn place(r: &Run) -> String {
-    let host = if r.row.host.is_empty() { "(no host)".to_string() } else { r.row.host.clone() };
-    match r.row.devices.strip_prefix("cuda:") {
+    let host = if r.row.host().is_empty() { "(no host)".to_string() } else { r.row.host().to_string() };
+    match r.row.devices().strip_prefix("cuda:") {
         Some(list) if list.contains(',') => format!("{host} GPUs {list}"),
         Some(one) => format!("{host} GPU {one}"),
         None => host,
@@ -161,7 +162,7 @@ impl Diagnosis {
 /// Judges `runs` against `baseline` (else against the fleet's own medians).
 pub(crate) fn diagnose(runs: &[Run], baseline: Option<&[Run]>, max_drop: f64) -> Diagnosis {
     // Runs only: a device's peak or an all-reduce curve is no configuration.
-    let measured = |r: &&Run| r.row.implementation.is_measured() && !r.row.is_peak() && !r.row.is_allreduce();
+    let measured = |r: &&Run| r.row.implementation().is_measured() && !r.row.is_peak() && !r.row.is_allreduce();
     let mut by_key: BTreeMap<Key, Vec<&Run>> = BTreeMap::new();
     for r in runs.iter().filter(measured) {
         by_key.entry(key_of(r)).or_default().push(r);
@@ -189,14 +190,14 @@ pub(crate) fn diagnose(runs: &[Run], baseline: Option<&[Run]>, max_drop: f64) ->
         for r in rows {
             let row = &r.row;
             let mut reasons = vec![];
-            match row.status {
+            match row.status() {
                 Status::Ok => {}
-                Status::Missing => reasons.push(format!("missing: {}", row.error)),
+                Status::Missing => reasons.push(format!("missing: {}", row.error())),
                 Status::Oom if !ok.is_empty() => reasons.push("out of memory where the others fit".to_string()),
                 Status::Oom => {}
-                s => reasons.push(format!("{s}: {}", row.error)),
+                s => reasons.push(format!("{s}: {}", row.error())),
             }
-            if let (Some(b), Some(t), true) = (base, row.throughput_img_s, r.is_ok()) {
+            if let (Some(b), Some(t), true) = (base, row.throughput_img_s(), r.is_ok()) {
                 let below = t < b.median * (1.0 - max_drop);
                 let apart = match (interval_of(r), b.interval) {
                     (Some(mine), Some(theirs)) => Some(mine.hi < theirs.lo),
@@ -216,26 +217,26 @@ pub(crate) fn diagnose(runs: &[Run], baseline: Option<&[Run]>, max_drop: f64) ->
                     ));
                 }
             }
-            if let Some(s) = row.util_spread_pct.filter(|&s| s > UTIL_SPREAD_PTS) {
+            if let Some(s) = row.util_spread_pct().filter(|&s| s > UTIL_SPREAD_PTS) {
                 reasons.push(format!("utilization differs by {s:.0} points across its devices"));
             }
-            if row.strategy != "dp" {
-                if let Some(m) = row.mem_imbalance.filter(|&m| m > MEM_IMBALANCE) {
+            if row.strategy() != "dp" {
+                if let Some(m) = row.mem_imbalance().filter(|&m| m > MEM_IMBALANCE) {
                     reasons.push(format!("peak memory ×{m:.2} across its devices"));
                 }
             }
             if let (Some(rank), Some(x)) =
-                (row.slowest_rank, row.rank_compute_excess_pct.filter(|&x| x > STRAGGLER_PCT))
+                (row.slowest_rank(), row.rank_compute_excess_pct().filter(|&x| x > STRAGGLER_PCT))
             {
                 reasons.push(format!("rank {rank} computes {x:.0}% longer than the other ranks' median (a straggler)"));
             }
-            if !row.interference.is_empty() {
-                reasons.push(format!("disturbed: {}", row.interference));
+            if !row.interference().is_empty() {
+                reasons.push(format!("disturbed: {}", row.interference()));
             }
             d.findings.push(Finding {
                 place: place(r),
                 config: words.clone(),
-                throughput: row.throughput_img_s.filter(|_| r.is_ok()),
+                throughput: row.throughput_img_s().filter(|_| r.is_ok()),
                 baseline: base.map(|b| b.median),
                 reasons,
             });
@@ -281,30 +282,30 @@ mod tests {
         // Within --max-drop, or with overlapping intervals: not a defect.
         assert_eq!(diagnose(&fleet(&[(2, 0.97)]), None, 0.05).exit_code(), 0);
         let mut wide = fleet(&[(2, 0.9)]);
-        wide[2].row.throughput_ci95_hi = Some(1005.0);
+        wide[2].edit(|r| r.throughput_ci95_hi = Some(1005.0));
         assert_eq!(diagnose(&wide, None, 0.05).exit_code(), 0, "its interval reaches the fleet's");
     }
 
     #[test]
     fn failures_imbalance_and_small_fleets() {
         let mut f = fleet(&[]);
-        f[1].row.status = Status::Missing;
-        f[1].row.error = "cell 1 left no file".into();
-        f[4].row.mem_imbalance = Some(1.5);
-        f[4].row.slowest_rank = Some(3);
-        f[4].row.rank_compute_excess_pct = Some(25.0);
+        f[1].edit(|r| r.status = Status::Missing);
+        f[1].edit(|r| r.error = "cell 1 left no file".into());
+        f[4].edit(|r| r.mem_imbalance = Some(1.5));
+        f[4].edit(|r| r.slowest_rank = Some(3));
+        f[4].edit(|r| r.rank_compute_excess_pct = Some(25.0));
         let d = diagnose(&f, None, 0.05);
         let lines = d.lines();
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].contains("missing: cell 1 left no file") && lines[1].contains("peak memory ×1.50"));
         assert!(lines[1].contains("rank 3 computes 25% longer than the other ranks' median"), "{lines:?}");
-        let two = runs_of(fleet(&[(1, 0.5)]).into_iter().take(2).map(|r| r.row).collect());
+        let two = runs_of(fleet(&[(1, 0.5)]).into_iter().take(2).map(|r| r.row.unpack()).collect());
         let d = diagnose(&two, None, 0.05);
         assert_eq!(d.exit_code(), 0);
         assert!(d.notes[0].contains("a fleet median needs 3"), "{:?}", d.notes);
         // A baseline file judges even one row.
         let base = fleet(&[]);
-        let one = runs_of(vec![fleet(&[(0, 0.5)])[0].row.clone()]);
+        let one = runs_of(vec![fleet(&[(0, 0.5)])[0].row.unpack()]);
         assert_eq!(diagnose(&one, Some(&base), 0.05).exit_code(), 1);
     }
 }

@@ -1,6 +1,6 @@
 //! Number and text formats shared by tables, charts and one-line outputs
 //! (report, compare, check, sweep, max-batch), like hyperfine's output/format.
-use crate::results::csv::Row;
+use crate::results::Fields;
 
 /// Images per second: no false precision on big numbers, enough on small.
 pub(crate) fn fmt_rate(v: f64) -> String {
@@ -51,11 +51,11 @@ pub(crate) fn fmt_ratio(v: f64) -> String {
 
 /// Peak memory of a row, for one-line outputs: the allocator's on CUDA, else
 /// NVML's, else the process's resident set.
-pub(crate) fn row_peak_mem(r: &Row) -> Option<(f64, &'static str)> {
-    r.peak_mem_alloc_mb
+pub(crate) fn row_peak_mem(r: &impl Fields) -> Option<(f64, &'static str)> {
+    r.peak_mem_alloc_mb()
         .map(|m| (m, "alloc"))
-        .or(r.nvml_mem_peak_mb.map(|m| (m, "nvml")))
-        .or(r.peak_rss_mb.map(|m| (m, "rss")))
+        .or(r.nvml_mem_peak_mb().map(|m| (m, "nvml")))
+        .or(r.peak_rss_mb().map(|m| (m, "rss")))
 }
 
 pub(crate) fn fmt_mib(mb: f64) -> String {

@@ -1,6 +1,7 @@
 //! `report` for peak rows (`gpubench peak --out FILE`): each device's
 //! measured matmul ceiling by precision, the latest measurement of each, and
 //! the training rows' efficiency against it.
+use crate::results::Fields;
 use std::collections::BTreeMap;
 
 use super::export::{Cell, Column, Table};
@@ -12,8 +13,8 @@ use super::summary::Run;
 pub(crate) fn peaks_table(runs: &[Run]) -> Option<Table> {
     let mut latest: BTreeMap<(String, String, String), &Run> = BTreeMap::new();
     for r in runs.iter().filter(|r| r.row.is_peak() && r.is_ok()) {
-        let key = (r.row.host.clone(), r.row.device_name.clone(), r.row.precision.clone());
-        if latest.get(&key).is_none_or(|old| old.row.timestamp <= r.row.timestamp) {
+        let key = (r.row.host().to_string(), r.row.device_name().to_string(), r.row.precision().to_string());
+        if latest.get(&key).is_none_or(|old| old.row.timestamp() <= r.row.timestamp()) {
             latest.insert(key, r);
         }
     }
@@ -33,16 +34,17 @@ pub(crate) fn peaks_table(runs: &[Run]) -> Option<Table> {
         .map(|r| {
             let row = &r.row;
             vec![
-                Cell::text(&row.host),
-                Cell::text(&row.device_name),
-                Cell::text(&row.precision),
-                row.achieved_tflops.map_or(Cell::none(), |t| Cell::num(t, format!("{t:.3}"))),
-                row.mfu_datasheet_pct.map_or(Cell::none(), |p| Cell::num(p, format!("{p:.0}%"))),
-                Cell::text(&row.timestamp),
+                Cell::text(row.host()),
+                Cell::text(row.device_name()),
+                Cell::text(row.precision()),
+                row.achieved_tflops().map_or(Cell::none(), |t| Cell::num(t, format!("{t:.3}"))),
+                row.mfu_datasheet_pct().map_or(Cell::none(), |p| Cell::num(p, format!("{p:.0}%"))),
+                Cell::text(row.timestamp()),
             ]
         })
         .collect();
-    let notes = latest.values().map(|r| format!("{} {}: {}", r.row.device_name, r.row.precision, r.row.note)).collect();
+    let notes =
+        latest.values().map(|r| format!("{} {}: {}", r.row.device_name(), r.row.precision(), r.row.note())).collect();
     Some(Table { title: "measured matmul peaks (gpubench peak): the ceiling of mfu_pct".into(), columns, rows, notes })
 }
 

@@ -12,6 +12,7 @@ use crate::report::format::fmt_rate;
 use crate::report::summary::{column_median, Group, Run};
 use crate::results::csv::{parse_rows, Row};
 use crate::results::gpu::{gpu_key, same_gpu};
+use crate::results::Fields;
 
 /// Each reference file with the software stack its figures were measured
 /// on: a figure from a tuned stack (DALI, CUDA graphs, LARS) is far above
@@ -68,14 +69,14 @@ pub(crate) fn rows() -> Vec<(Row, &'static str)> {
 
 /// The published rows (with their stacks) for `row`'s GPU, model, image
 /// size, precision and GPU count.
-pub(crate) fn matching<'a>(row: &Row, refs: &'a [(Row, &'static str)]) -> Vec<&'a (Row, &'static str)> {
-    let Some(mine) = gpu_key(&row.device_name) else { return vec![] };
+pub(crate) fn matching<'a>(row: &impl Fields, refs: &'a [(Row, &'static str)]) -> Vec<&'a (Row, &'static str)> {
+    let Some(mine) = gpu_key(row.device_name()) else { return vec![] };
     refs.iter()
         .filter(|(r, _)| {
-            r.model == row.model
-                && r.image_size == row.image_size
-                && r.precision == row.precision
-                && r.n_devices == row.n_devices
+            r.model == row.model()
+                && r.image_size == row.image_size()
+                && r.precision == row.precision()
+                && r.n_devices == row.n_devices()
                 && r.throughput_img_s.is_some()
                 && gpu_key(&r.device_name).is_some_and(|k| same_gpu(&mine, &k))
         })
@@ -90,7 +91,7 @@ pub(crate) fn notes(runs: &[Run], groups: &[Group]) -> Vec<String> {
     let refs = rows();
     let mut v = vec![];
     for g in groups.iter().filter(|g| g.scope.implementation.is_measured() && !g.ok.is_empty()) {
-        let Some(t) = column_median(runs, &g.ok, |r| r.throughput_img_s) else { continue };
+        let Some(t) = column_median(runs, &g.ok, |r| r.throughput_img_s()) else { continue };
         let row = &runs[g.ok[0]].row;
         for (r, stack) in matching(row, &refs) {
             let p = r.throughput_img_s.unwrap_or_default();
@@ -99,16 +100,16 @@ pub(crate) fn notes(runs: &[Run], groups: &[Group]) -> Vec<String> {
             v.push(format!(
                 "{} {} {} {}×{}: {} img/s is {:.0}% of {source}'s figure for {} \
                  ({} img/s, {batch}; stack: {stack}; yours: batch {})",
-                row.device_name,
-                row.model,
-                row.precision,
-                row.strategy,
-                row.n_devices,
+                row.device_name(),
+                row.model(),
+                row.precision(),
+                row.strategy(),
+                row.n_devices(),
                 fmt_rate(t),
                 100.0 * t / p,
                 r.device_name,
                 fmt_rate(p),
-                row.batch_per_device.map_or("?".into(), |b| b.to_string()),
+                row.batch_per_device().map_or("?".into(), |b| b.to_string()),
             ));
         }
     }

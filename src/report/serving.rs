@@ -9,10 +9,11 @@ use super::summary::{
     cell_opt, cell_spread, column_median, disturbed_notes, excluded_notes, files_phrase, int_cell, ranking_notes,
     spread_bounds, status_counts, ConfigKey, Group, Run, INTERVAL_NOTE,
 };
-use crate::results::csv::Row;
+use crate::results::packed::Packed;
+use crate::results::Fields;
 
-fn drop_share(r: &Row) -> Option<f64> {
-    match (r.dropped, r.requests) {
+fn drop_share(r: &Packed) -> Option<f64> {
+    match (r.dropped(), r.requests()) {
         (Some(d), Some(n)) if n > 0 => Some(d as f64 / n as f64),
         _ => None,
     }
@@ -24,8 +25,8 @@ fn drop_share(r: &Row) -> Option<f64> {
 fn threads_note(runs: &[Run]) -> Option<String> {
     let mut seen: Vec<(String, u32)> = vec![];
     for r in runs.iter().filter(|r| r.is_ok()) {
-        if let Some(t) = r.row.threads {
-            let who = (r.row.implementation.name().to_string(), t);
+        if let Some(t) = r.row.threads() {
+            let who = (r.row.implementation().name().to_string(), t);
             if !seen.contains(&who) {
                 seen.push(who);
             }
@@ -85,7 +86,7 @@ pub(crate) fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -
     let rows = groups
         .iter()
         .map(|g| {
-            let m = |f: fn(&Row) -> Option<f64>| column_median(runs, &g.pooled, f);
+            let m = |f: fn(&Packed) -> Option<f64>| column_median(runs, &g.pooled, f);
             let mut row = vec![Cell::text(&g.scope.hardware)];
             if any_label {
                 row.push(Cell::text(&g.scope.label));
@@ -99,13 +100,13 @@ pub(crate) fn serving_table(runs: &[Run], groups: &[Group], files: &[PathBuf]) -
                 row.push(Cell::text(status_counts(runs, &g.excluded)));
             }
             row.extend([
-                cell_opt(m(|r| r.offered_rate), fmt_rate),
+                cell_opt(m(|r| r.offered_rate()), fmt_rate),
                 cell_spread(g.throughput, g.throughput_ci, fmt_rate),
-                cell_opt(m(|r| r.latency_ms_p50), fmt_ms),
-                cell_opt(m(|r| r.latency_ms_p99), fmt_ms),
-                cell_opt(m(|r| r.latency_bound_ms), fmt_ms),
+                cell_opt(m(|r| r.latency_ms_p50()), fmt_ms),
+                cell_opt(m(|r| r.latency_ms_p99()), fmt_ms),
+                cell_opt(m(|r| r.latency_bound_ms()), fmt_ms),
                 cell_opt(m(drop_share), fmt_pct),
-                cell_opt(m(|r| r.batch_mean), |v| format!("{v:.1}")),
+                cell_opt(m(|r| r.batch_mean()), |v| format!("{v:.1}")),
             ]);
             row.extend(spread_bounds(g.throughput_ci));
             row
@@ -140,6 +141,7 @@ mod tests {
     use crate::report::summary::summarize;
     use crate::report::summary::tests::{row, runs_of};
     use crate::report::summary::Scope;
+    use crate::results::csv::Row;
     use crate::results::long::DeviceData;
 
     fn infer(strategy: &str, n: u32, streams: u32, answered: f64, p99: f64) -> Row {

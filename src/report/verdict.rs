@@ -27,7 +27,8 @@
 //! images per joule beside the 1-device run's.
 use crate::report::export::{Cell, Column, Table};
 use crate::report::summary::{baseline_of, column_median, Group, Run};
-use crate::results::csv::Row;
+use crate::results::packed::Packed;
+use crate::results::Fields;
 
 /// One configuration's verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,11 +61,11 @@ pub(crate) struct Expected {
 
 /// What the caller found for a multi-device row: the expected all-reduce
 /// cost, or None when no curve fits it.
-pub(crate) type ExpectFn<'a> = &'a dyn Fn(&Row) -> Option<Expected>;
+pub(crate) type ExpectFn<'a> = &'a dyn Fn(&Packed) -> Option<Expected>;
 
 /// No all-reduce curve: for tests.
 #[cfg(test)]
-pub(crate) fn no_curve(_: &Row) -> Option<Expected> {
+pub(crate) fn no_curve(_: &Packed) -> Option<Expected> {
     None
 }
 
@@ -82,11 +83,11 @@ fn most_common(xs: impl Iterator<Item = u32>) -> Option<u32> {
 
 /// Rank 0's all-reduce time includes its wait for the slowest rank to
 /// arrive (none when rank 0 is the slowest): that part is the straggler's.
-fn straggling(r: &Row) -> f64 {
-    if r.slowest_rank == Some(0) {
+fn straggling(r: &Packed) -> f64 {
+    if r.slowest_rank() == Some(0) {
         0.0
     } else {
-        r.rank_wait_ms.unwrap_or(0.0)
+        r.rank_wait_ms().unwrap_or(0.0)
     }
 }
 
@@ -123,8 +124,8 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
         }
         let (Some(b), Some(e)) = (baseline_of(groups, i), g.efficiency) else { continue };
         let base = &groups[b];
-        let med = |idx: &[usize], f: fn(&Row) -> Option<f64>| column_median(runs, idx, f);
-        let (Some(tn), Some(t1)) = (med(&g.pooled, |r| r.step_ms_p50), med(&base.pooled, |r| r.step_ms_p50)) else {
+        let med = |idx: &[usize], f: fn(&Packed) -> Option<f64>| column_median(runs, idx, f);
+        let (Some(tn), Some(t1)) = (med(&g.pooled, |r| r.step_ms_p50()), med(&base.pooled, |r| r.step_ms_p50())) else {
             continue;
         };
         if tn <= 0.0 {
@@ -132,24 +133,25 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
         }
         let pts = |ms: f64| 100.0 * ms.max(0.0) / tn;
         let row = &runs[g.pooled[0]].row;
-        let cpu = row.device_kind == "cpu";
+        let cpu = row.device_kind() == "cpu";
         // The straggler most repeats named (repeats of one machine agree).
-        let slowest = most_common(g.pooled.iter().filter_map(|&i| runs[i].row.slowest_rank));
+        let slowest = most_common(g.pooled.iter().filter_map(|&i| runs[i].row.slowest_rank()));
         // Data wait where both runs measured it (rows of every schema since v1 do).
-        let dw = med(&g.pooled, |r| r.data_wait_ms).zip(med(&base.pooled, |r| r.data_wait_ms));
+        let dw = med(&g.pooled, |r| r.data_wait_ms()).zip(med(&base.pooled, |r| r.data_wait_ms()));
         let dw_1 = dw.map_or(0.0, |d| d.1);
         // Less the wait for the straggler, which is not the network's.
-        let comm = med(&g.pooled, |r| Some(r.ddp_backward_comm_ms? - r.ddp_overlap_ms.unwrap_or(0.0) - straggling(r)));
+        let comm =
+            med(&g.pooled, |r| Some(r.ddp_backward_comm_ms()? - r.ddp_overlap_ms().unwrap_or(0.0) - straggling(r)));
         // All of it, hidden or not: what an all-reduce curve predicts.
-        let comm_all = med(&g.pooled, |r| Some(r.ddp_backward_comm_ms? - straggling(r)));
-        let wait = med(&g.pooled, |r| r.rank_wait_ms);
+        let comm_all = med(&g.pooled, |r| Some(r.ddp_backward_comm_ms()? - straggling(r)));
+        let wait = med(&g.pooled, |r| r.rank_wait_ms());
         // Rank 0's compute, less the wait when rank 0 is the slowest: a typical rank's.
         // dp: its replicas' forward and the backward through them, host-timed.
         let compute = med(&g.pooled, |r| {
-            let c = r.ddp_forward_compute_ms? + r.ddp_backward_compute_ms?;
-            Some(if r.slowest_rank == Some(0) { c - r.rank_wait_ms.unwrap_or(0.0) } else { c })
+            let c = r.ddp_forward_compute_ms()? + r.ddp_backward_compute_ms()?;
+            Some(if r.slowest_rank() == Some(0) { c - r.rank_wait_ms().unwrap_or(0.0) } else { c })
         })
-        .or_else(|| med(&g.pooled, |r| r.dp_compute_ms));
+        .or_else(|| med(&g.pooled, |r| r.dp_compute_ms()));
         let loss = 100.0 * (1.0 - e);
         let mut parts: Vec<(&'static str, f64)> = vec![];
         if let Some(c) = comm {
@@ -159,7 +161,7 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
             parts.push(("waiting_for_rank", pts(w)));
         }
         let master =
-            med(&g.pooled, |r| Some(r.dp_replicate_ms? + r.dp_scatter_ms? + r.dp_gather_ms? + r.dp_reduce_ms?));
+            med(&g.pooled, |r| Some(r.dp_replicate_ms()? + r.dp_scatter_ms()? + r.dp_gather_ms()? + r.dp_reduce_ms()?));
         if let Some(m) = master {
             parts.push(("dp_master", pts(m)));
         }
@@ -169,7 +171,7 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
         // The compute statistics leave the optimizer step out: so does the
         // 1-device step where its row has it (--breakdown); otherwise the
         // optimizer's time sits in unexplained.
-        let opt_1 = med(&base.pooled, |r| r.optimizer_ms).unwrap_or(0.0);
+        let opt_1 = med(&base.pooled, |r| r.optimizer_ms()).unwrap_or(0.0);
         if let Some(c) = compute {
             parts.push(("compute", pts(c - (t1 - dw_1 - opt_1))));
         }
@@ -181,9 +183,9 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
         let mut named: Vec<&(&str, f64)> = parts.iter().filter(|p| p.0 != "unexplained").collect();
         named.sort_by(|a, b| b.1.total_cmp(&a.1));
         // The buckets the exposed all-reduce moved, as the Reducer built them.
-        let buckets = row.ddp_buckets.filter(|&n| n > 0).map(|n| {
+        let buckets = row.ddp_buckets().filter(|&n| n > 0).map(|n| {
             let s = if n == 1 { "" } else { "s" };
-            match row.mem_buckets_mb {
+            match row.mem_buckets_mb() {
                 Some(mb) => format!(" ({n} bucket{s} of {:.1} MiB on average)", mb / n as f64),
                 None => format!(" ({n} bucket{s})"),
             }
@@ -205,7 +207,7 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
                  (on CUDA it is timed with --breakdown)"
                     .into(),
             );
-        } else if master.is_some() && !cpu && row.forward_ms.is_some() {
+        } else if master.is_some() && !cpu && row.forward_ms().is_some() {
             said.push("dp's master work from a --breakdown run, whose device syncs slow it a little".into());
         }
         let n = g.key.n_devices;
@@ -239,7 +241,7 @@ pub(crate) fn verdicts(runs: &[Run], groups: &[Group], expect: ExpectFn) -> Vec<
                 comm.unwrap_or(0.0).max(0.0)
             ));
         }
-        let img_per_joule = med(&g.pooled, |r| r.img_per_joule).zip(med(&base.pooled, |r| r.img_per_joule));
+        let img_per_joule = med(&g.pooled, |r| r.img_per_joule()).zip(med(&base.pooled, |r| r.img_per_joule()));
         if let Some((a, b)) = img_per_joule {
             sentence.push_str(&format!(
                 "; energy: {} img/J against {} for {} ({:.2}x)",
@@ -497,7 +499,7 @@ mod tests {
             (r.ddp_forward_compute_ms, r.ddp_backward_compute_ms) = (Some(30.0), Some(65.0));
             r.ddp_backward_comm_ms = Some(5.0);
         });
-        runs[0].row.optimizer_ms = Some(10.0);
+        runs[0].edit(|r| r.optimizer_ms = Some(10.0));
         let v = verdict_of(&runs, &no_curve);
         let compute = v.parts.iter().find(|p| p.0 == "compute").unwrap().1;
         assert!((compute - 4.0).abs() < 1e-9, "95 ms against 100 - 10 ms, of 125: {v:?}");
@@ -516,9 +518,9 @@ mod tests {
             r.img_per_joule = Some(0.5);
         });
         let mut runs = runs;
-        runs[0].row.img_per_joule = Some(0.625);
-        let expect = |r: &crate::results::csv::Row| {
-            (r.n_devices == 2).then(|| Expected { ms: 10.0, from: "ar.csv (8 sizes of fp32, gloo ×2)".into() })
+        runs[0].edit(|r| r.img_per_joule = Some(0.625));
+        let expect = |r: &crate::results::packed::Packed| {
+            (r.n_devices() == 2).then(|| Expected { ms: 10.0, from: "ar.csv (8 sizes of fp32, gloo ×2)".into() })
         };
         let v = verdict_of(&runs, &expect);
         assert_eq!(v.allreduce.as_ref().map(|a| (a.0.ms, a.1)), Some((10.0, 20.0)));

@@ -5,6 +5,7 @@
 //! and the versions `upgrade` recognises are all made from this one list.
 use serde::{Deserialize, Serialize};
 
+use super::packed::{Columns, Packed, Packer, Value};
 use super::schema::ColumnDoc;
 
 /// A column's header name: the field's own, unless the line names another.
@@ -30,6 +31,81 @@ macro_rules! columns {
                 $(#[serde(rename = $name)])?
                 pub $field: $ty,
             )*
+        }
+
+        /// Each column's place in `Row`, for `Packed`'s bitmap.
+        #[allow(non_camel_case_types, clippy::enum_variant_names)]
+        enum Place {
+            $($field,)*
+        }
+
+        /// How many columns a row has.
+        pub(crate) const COLUMNS: usize = [$(Place::$field,)*].len();
+
+        /// Every column of a row, read the same way from a `Row` and from a
+        /// `Packed` one: text as `&str`, the rest as its value. Code that
+        /// takes `&impl Fields` serves both. Every column has its reader,
+        /// whether a command reads it yet or not.
+        #[allow(dead_code)]
+        pub(crate) trait Fields {
+            $(
+                #[doc = $meaning]
+                fn $field(&self) -> <$ty as Value>::View<'_>;
+            )*
+
+            /// A serving row (`gpubench infer`), not a training one.
+            fn is_infer(&self) -> bool {
+                self.mode() == "infer"
+            }
+
+            /// A point of an all-reduce curve (`gpubench allreduce`): a
+            /// message size, not a training configuration.
+            fn is_allreduce(&self) -> bool {
+                self.mode() == "allreduce"
+            }
+
+            /// A device's measured matmul peak (`gpubench peak --out`), not a run.
+            fn is_peak(&self) -> bool {
+                self.mode() == "peak"
+            }
+        }
+
+        impl Fields for Row {
+            $(
+                fn $field(&self) -> <$ty as Value>::View<'_> {
+                    self.$field.view()
+                }
+            )*
+        }
+
+        impl Fields for Packed {
+            $(
+                fn $field(&self) -> <$ty as Value>::View<'_> {
+                    <$ty as Value>::unpack(self.word(Place::$field as usize), self.text())
+                }
+            )*
+        }
+
+        impl Row {
+            /// The row with only its filled columns.
+            #[cfg(test)]
+            pub(crate) fn pack(&self) -> Packed {
+                self.pack_only(Columns::ALL)
+            }
+
+            /// The row with only its filled columns among `keep`.
+            pub(crate) fn pack_only(&self, keep: Columns) -> Packed {
+                let mut p = Packer::new(keep);
+                $(p.put(Place::$field as usize, &self.$field);)*
+                p.finish()
+            }
+        }
+
+        impl Packed {
+            /// The row packed.
+            pub(crate) fn unpack(&self) -> Row {
+                Row { $($field: <$ty as Value>::own(<$ty as Value>::unpack(self.raw(Place::$field as usize), self.text())),)* }
+            }
         }
 
         /// The results file's columns, in header order.

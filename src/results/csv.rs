@@ -19,22 +19,6 @@ pub const SCHEMA_VERSION: u32 = 5;
 pub use super::columns::Row;
 
 impl Row {
-    /// A serving row (`gpubench infer`), not a training one.
-    pub(crate) fn is_infer(&self) -> bool {
-        self.mode == "infer"
-    }
-
-    /// A point of an all-reduce curve (`gpubench allreduce`): a message
-    /// size, not a training configuration.
-    pub(crate) fn is_allreduce(&self) -> bool {
-        self.mode == "allreduce"
-    }
-
-    /// A device's measured matmul peak (`gpubench peak --out`), not a run.
-    pub(crate) fn is_peak(&self) -> bool {
-        self.mode == "peak"
-    }
-
     /// The header line of schema v1, as written to files.
     pub(crate) fn header() -> String {
         let mut w = csv::Writer::from_writer(vec![]);

@@ -5,8 +5,11 @@ pub mod columns;
 pub mod csv;
 pub mod gpu;
 pub mod long;
+pub mod packed;
 pub mod peak;
 pub mod schema;
+
+pub(crate) use columns::Fields;
 
 use anyhow::Result;
 use serde::Serialize;

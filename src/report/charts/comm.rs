@@ -10,6 +10,7 @@ use super::ChartWriter;
 use crate::report::comm::curves;
 use crate::report::format::fmt_bytes;
 use crate::report::summary::{column_median, Run};
+use crate::results::Fields;
 
 fn size_label(x: f64) -> String {
     fmt_bytes(2f64.powf(x).round())
@@ -21,7 +22,7 @@ pub(crate) fn allreduce_charts(w: &mut ChartWriter, runs: &[Run]) -> Result<()> 
     for (i, ((hw, label, backend, n, dtype, ip), sizes)) in curves(runs).into_iter().enumerate() {
         let points: Vec<(f64, f64)> = sizes
             .iter()
-            .filter_map(|(&b, idx)| Some(((b as f64).log2(), column_median(runs, idx, |r| r.busbw_gbs)?)))
+            .filter_map(|(&b, idx)| Some(((b as f64).log2(), column_median(runs, idx, |r| r.busbw_gbs())?)))
             .collect();
         let name = format!("{backend} ×{n} {dtype} {}", if ip { "in-place" } else { "out-of-place" });
         by_machine.entry((hw, label)).or_default().push(XyLine { name, color: TAB10[i % 10], points });

@@ -180,6 +180,7 @@ mod tests {
     use crate::report::summary::tests::{row, runs_of};
     use crate::report::summary::{Run, Scope};
     use crate::results::long::DeviceData;
+    use crate::results::Fields;
 
     /// The README demo's disturbed run (1944 ±85331 img/s) once set an axis
     /// to 180 000 and flattened every other line.
@@ -256,19 +257,19 @@ mod tests {
         let mut devices = DeviceData::default();
         let runs = sample_runs();
         for r in &runs {
-            let n = r.row.n_devices as usize;
+            let n = r.row.n_devices() as usize;
             let v = (0..n)
                 .map(|d| crate::results::long::DeviceValues {
                     device: d.to_string(),
                     role: String::new(),
-                    peak_mem_bytes: Some(if d == 0 && r.row.strategy == "dp" { 9e9 } else { 5e9 }),
+                    peak_mem_bytes: Some(if d == 0 && r.row.strategy() == "dp" { 9e9 } else { 5e9 }),
                     peak_mem_kind: "alloc",
                     peak_rss_mb: None,
                     util_mean_pct: Some(if d == 0 { 97.0 } else { 70.0 }),
                     cpu_util_pct: None,
                 })
                 .collect();
-            devices.by_run.insert(r.row.run_id.clone(), v);
+            devices.by_run.insert(r.row.run_id().to_string(), v);
         }
         let (files, notes) = render(dir.path(), Some(&font), &devices);
         assert!(notes.is_empty(), "{notes:?}");
@@ -293,7 +294,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut devices = DeviceData::default();
         for r in &sample_runs() {
-            let n = if r.row.strategy == "ddp" { r.row.n_devices as usize } else { 1 };
+            let n = if r.row.strategy() == "ddp" { r.row.n_devices() as usize } else { 1 };
             let v = (0..n)
                 .map(|d| crate::results::long::DeviceValues {
                     device: if d == 0 { "cpu".into() } else { format!("cpu:rank{d}") },
@@ -305,7 +306,7 @@ mod tests {
                     cpu_util_pct: Some(180.0),
                 })
                 .collect();
-            devices.by_run.insert(r.row.run_id.clone(), v);
+            devices.by_run.insert(r.row.run_id().to_string(), v);
         }
         let (files, notes) = render(dir.path(), None, &devices);
         let names: Vec<String> = files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
@@ -324,8 +325,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut runs = sample_runs();
         for r in &mut runs {
-            let t = r.row.throughput_img_s.unwrap();
-            (r.row.throughput_ci95_lo, r.row.throughput_ci95_hi) = (Some(t * 0.9), Some(t * 1.1));
+            r.edit(|r| {
+                let t = r.throughput_img_s.unwrap();
+                (r.throughput_ci95_lo, r.throughput_ci95_hi) = (Some(t * 0.9), Some(t * 1.1));
+            });
         }
         let all: Vec<usize> = (0..runs.len()).collect();
         let devices = DeviceData::default();

@@ -13,6 +13,7 @@ use super::ChartWriter;
 use crate::report::format::fmt_rate;
 use crate::report::summary::{strategy_rank, ConfigKey, Group, Run, Scope};
 use crate::results::long::{DeviceData, DeviceValues};
+use crate::results::Fields;
 
 // ---- the report's charts ----------------------------------------------------
 
@@ -89,30 +90,30 @@ pub(super) fn run_labels(runs: &[Run], idx: &[usize]) -> Vec<String> {
         let first = idx.first().map(|&i| f(&runs[i]));
         idx.iter().any(|&i| Some(f(&runs[i])) != first)
     };
-    let hw = varies(&|r| r.row.device_name.clone() + &r.row.label);
-    let model = varies(&|r| r.row.model.clone());
-    let img = varies(&|r| format!("{:?}", r.row.image_size));
-    let prec = varies(&|r| r.row.precision.clone());
-    let batch = varies(&|r| format!("{:?}", r.row.batch_per_device));
+    let hw = varies(&|r| r.row.device_name().to_string() + r.row.label());
+    let model = varies(&|r| r.row.model().to_string());
+    let img = varies(&|r| format!("{:?}", r.row.image_size()));
+    let prec = varies(&|r| r.row.precision().to_string());
+    let batch = varies(&|r| format!("{:?}", r.row.batch_per_device()));
     let base: Vec<String> = idx
         .iter()
         .map(|&i| {
             let r = &runs[i].row;
-            let mut s = format!("{} x{}", r.strategy, r.n_devices);
+            let mut s = format!("{} x{}", r.strategy(), r.n_devices());
             if model {
-                s += &format!(" {}", r.model);
+                s += &format!(" {}", r.model());
             }
             if img {
-                s += &format!(" {}px", r.image_size.map_or("?".into(), |v| v.to_string()));
+                s += &format!(" {}px", r.image_size().map_or("?".into(), |v| v.to_string()));
             }
             if prec {
-                s += &format!(" {}", r.precision);
+                s += &format!(" {}", r.precision());
             }
             if batch {
-                s += &format!(" b{}", r.batch_per_device.map_or("?".into(), |v| v.to_string()));
+                s += &format!(" b{}", r.batch_per_device().map_or("?".into(), |v| v.to_string()));
             }
             if hw {
-                let h = if r.label.is_empty() { &r.device_name } else { &r.label };
+                let h = if r.label().is_empty() { r.device_name() } else { r.label() };
                 s += &format!(" [{h}]");
             }
             s
@@ -322,7 +323,7 @@ pub(super) fn memory_chart(
     devices: &DeviceData,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    let has = |i: usize, f: &dyn Fn(&DeviceValues) -> bool| devices.get(&runs[i].row.run_id).iter().any(f);
+    let has = |i: usize, f: &dyn Fn(&DeviceValues) -> bool| devices.get(runs[i].row.run_id()).iter().any(f);
     let gpu: Vec<usize> = ordered
         .iter()
         .copied()
@@ -394,7 +395,7 @@ fn per_run_panels(
     panels: [(&str, Pick, f64); 2],
 ) -> StackedBars {
     let labels = run_labels(runs, idx);
-    let n = idx.iter().map(|&i| devices.get(&runs[i].row.run_id).len()).max().unwrap_or(1);
+    let n = idx.iter().map(|&i| devices.get(runs[i].row.run_id()).len()).max().unwrap_or(1);
     let blues = [TAB10[0], RGBColor(82, 150, 200), RGBColor(120, 175, 215)];
     let series: Vec<(String, RGBColor)> = (0..n)
         .map(
@@ -410,7 +411,7 @@ fn per_run_panels(
                 let values: Vec<Vec<Option<f64>>> = idx
                     .iter()
                     .map(|&i| {
-                        let d = devices.get(&runs[i].row.run_id);
+                        let d = devices.get(runs[i].row.run_id());
                         (0..n).map(|j| d.get(j).and_then(f)).collect()
                     })
                     .collect();
@@ -438,7 +439,7 @@ fn per_run_panels(
 
 /// Chart 4: the step-time distribution of every run.
 pub(super) fn step_chart(w: &mut ChartWriter, runs: &[Run], ordered: &[usize]) -> Result<()> {
-    let with_steps: Vec<usize> = ordered.iter().copied().filter(|&i| runs[i].row.step_ms_p50.is_some()).collect();
+    let with_steps: Vec<usize> = ordered.iter().copied().filter(|&i| runs[i].row.step_ms_p50().is_some()).collect();
     if !with_steps.is_empty() {
         let labels = run_labels(runs, &with_steps);
         let dists = with_steps
@@ -448,11 +449,11 @@ pub(super) fn step_chart(w: &mut ChartWriter, runs: &[Run], ordered: &[usize]) -
                 let r = &runs[i].row;
                 StepDist {
                     label,
-                    color: strategy_color(&r.strategy),
-                    p50: r.step_ms_p50.unwrap(),
-                    p90: r.step_ms_p90,
-                    p99: r.step_ms_p99,
-                    mean: r.step_ms_mean,
+                    color: strategy_color(r.strategy()),
+                    p50: r.step_ms_p50().unwrap(),
+                    p90: r.step_ms_p90(),
+                    p99: r.step_ms_p99(),
+                    mean: r.step_ms_mean(),
                 }
             })
             .collect();

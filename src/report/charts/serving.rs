@@ -11,6 +11,7 @@ use super::Chart;
 use super::{pe, ChartWriter};
 use crate::report::format::fmt_rate;
 use crate::report::summary::{column_median, Group, Run, Scope};
+use crate::results::Fields;
 
 pub(crate) struct XyLine {
     pub name: String,
@@ -86,7 +87,7 @@ type ServeKey = (Scope, String, Option<u32>, String, Option<u32>, String);
 pub(crate) fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]) -> Result<Vec<String>> {
     let mut sets: BTreeMap<ServeKey, Vec<&Group>> = BTreeMap::new();
     for g in groups.iter().filter(|g| g.key.is_infer()) {
-        let scenario = runs[g.ok.first().or(g.excluded.first()).copied().unwrap_or(0)].row.scenario.clone();
+        let scenario = runs[g.ok.first().or(g.excluded.first()).copied().unwrap_or(0)].row.scenario().to_string();
         let k = &g.key;
         sets.entry((g.scope.clone(), k.model.clone(), k.image_size, k.precision.clone(), k.batch_per_device, scenario))
             .or_default()
@@ -136,7 +137,7 @@ pub(crate) fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]
         for (k, gs) in &by {
             let mut a: Vec<(f64, f64)> = gs
                 .iter()
-                .filter_map(|g| Some((g.throughput?, column_median(runs, &g.ok, |r| r.latency_ms_p99)?)))
+                .filter_map(|g| Some((g.throughput?, column_median(runs, &g.ok, |r| r.latency_ms_p99())?)))
                 .collect();
             a.sort_by(|x, y| x.0.total_cmp(&y.0));
             if !a.is_empty() {
@@ -146,8 +147,8 @@ pub(crate) fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]
                 .iter()
                 .filter_map(|g| {
                     Some((
-                        column_median(runs, &g.ok, |r| r.streams.map(f64::from))?,
-                        column_median(runs, &g.ok, |r| r.latency_ms_p99)?,
+                        column_median(runs, &g.ok, |r| r.streams().map(f64::from))?,
+                        column_median(runs, &g.ok, |r| r.latency_ms_p99())?,
                     ))
                 })
                 .collect();
@@ -156,7 +157,7 @@ pub(crate) fn serving_charts(w: &mut ChartWriter, runs: &[Run], groups: &[Group]
                 streams.push(line(k, s));
             }
         }
-        let bound = gs.iter().find_map(|g| column_median(runs, &g.ok, |r| r.latency_bound_ms));
+        let bound = gs.iter().find_map(|g| column_median(runs, &g.ok, |r| r.latency_bound_ms()));
         let limit = bound.map(|b| (b, format!("bound {} ms", fmt_rate(b))));
         if lat.is_empty() {
             notes.push(format!("latency chart skipped for {subtitle}: no latency figures (offline rows have none)"));

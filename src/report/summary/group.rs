@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 
 use crate::metrics::interval::Interval;
 use crate::metrics::stats;
-use crate::results::csv::Row;
 use crate::results::long::DeviceData;
+use crate::results::packed::Packed;
+use crate::results::Fields;
 
 use super::cells::Spread;
 use super::runs::*;
@@ -52,15 +53,18 @@ pub(crate) struct Group {
 /// figure itself, and a reader learns nothing. The spread is what hyperfine
 /// shows as a range, widened by each run's own noise.
 fn throughput_spread(runs: &[Run], ok: &[usize]) -> Option<Spread> {
-    let rows: Vec<&Row> = ok.iter().map(|&i| &runs[i].row).filter(|r| r.throughput_img_s.is_some()).collect();
+    let rows: Vec<&Packed> = ok.iter().map(|&i| &runs[i].row).filter(|r| r.throughput_img_s().is_some()).collect();
     match rows.as_slice() {
         [] => None,
-        [one] => {
-            Some(Spread { ci: Interval { lo: one.throughput_ci95_lo?, hi: one.throughput_ci95_hi? }, within_run: true })
-        }
+        [one] => Some(Spread {
+            ci: Interval { lo: one.throughput_ci95_lo()?, hi: one.throughput_ci95_hi()? },
+            within_run: true,
+        }),
         many => {
-            let lo = many.iter().map(|r| r.throughput_ci95_lo.or(r.throughput_img_s).unwrap()).fold(f64::MAX, f64::min);
-            let hi = many.iter().map(|r| r.throughput_ci95_hi.or(r.throughput_img_s).unwrap()).fold(f64::MIN, f64::max);
+            let lo =
+                many.iter().map(|r| r.throughput_ci95_lo().or(r.throughput_img_s()).unwrap()).fold(f64::MAX, f64::min);
+            let hi =
+                many.iter().map(|r| r.throughput_ci95_hi().or(r.throughput_img_s()).unwrap()).fold(f64::MIN, f64::max);
             Some(Spread { ci: Interval { lo, hi }, within_run: false })
         }
     }
@@ -80,14 +84,14 @@ pub(crate) fn median(xs: &[f64]) -> Option<f64> {
 }
 
 /// The median of one column over some rows (`idx` into `runs`), the rows without it left out.
-pub(crate) fn column_median(runs: &[Run], idx: &[usize], f: fn(&Row) -> Option<f64>) -> Option<f64> {
+pub(crate) fn column_median(runs: &[Run], idx: &[usize], f: fn(&Packed) -> Option<f64>) -> Option<f64> {
     median(&idx.iter().filter_map(|&i| f(&runs[i].row)).collect::<Vec<_>>())
 }
 
 /// Peak-memory imbalance of one run: max/min across devices. From the row's
 /// `mem_imbalance` column when the schema has it, else from the per-device file.
 pub(crate) fn run_imbalance(run: &Run, devices: &DeviceData) -> Option<f64> {
-    run.row.mem_imbalance.or_else(|| devices.mem_imbalance(&run.row.run_id))
+    run.row.mem_imbalance().or_else(|| devices.mem_imbalance(run.row.run_id()))
 }
 
 /// Groups `members` (indices into `runs`) by scope and config, sorted.
@@ -97,7 +101,7 @@ pub(crate) fn run_imbalance(run: &Run, devices: &DeviceData) -> Option<f64> {
 pub(crate) fn summarize(
     runs: &[Run],
     members: &[usize],
-    scope_of: impl Fn(&Row) -> Scope,
+    scope_of: impl Fn(&Packed) -> Scope,
     devices: &DeviceData,
 ) -> Vec<Group> {
     let mut by: BTreeMap<(Scope, ConfigKey), (Vec<usize>, Vec<usize>)> = BTreeMap::new();
@@ -116,18 +120,18 @@ pub(crate) fn summarize(
             // A run another process slowed is not this configuration's figure:
             // its neighbours' work would be pooled with it.
             let (disturbed, clean): (Vec<usize>, Vec<usize>) =
-                ok.iter().partition(|&&i| !runs[i].row.interference.is_empty());
+                ok.iter().partition(|&&i| !runs[i].row.interference().is_empty());
             let pooled = if clean.is_empty() { ok.clone() } else { clean };
             let vals = |f: &dyn Fn(&Run) -> Option<f64>| -> Option<f64> {
                 median(&pooled.iter().filter_map(|&i| f(&runs[i])).collect::<Vec<_>>())
             };
-            let throughput = vals(&|r| r.row.throughput_img_s);
+            let throughput = vals(&|r| r.row.throughput_img_s());
             let throughput_ci = throughput_spread(runs, &pooled);
             let n = key.n_devices.max(1) as f64;
-            let per_device = vals(&|r| r.row.throughput_per_device_img_s).or(throughput.map(|t| t / n));
+            let per_device = vals(&|r| r.row.throughput_per_device_img_s()).or(throughput.map(|t| t / n));
             Group {
-                step_p50: vals(&|r| r.row.step_ms_p50),
-                step_p90: vals(&|r| r.row.step_ms_p90),
+                step_p50: vals(&|r| r.row.step_ms_p50()),
+                step_p90: vals(&|r| r.row.step_ms_p90()),
                 imbalance: vals(&|r| run_imbalance(r, devices)),
                 scope,
                 key,

@@ -60,7 +60,7 @@ pub(crate) mod tests {
     pub(crate) fn runs_of(rows: Vec<Row>) -> Vec<Run> {
         rows.into_iter()
             .enumerate()
-            .map(|(i, row)| Run { file: std::path::Path::new("t.csv").into(), line: i as u64 + 2, row })
+            .map(|(i, row)| Run { file: std::path::Path::new("t.csv").into(), line: i as u64 + 2, row: row.pack() })
             .collect()
     }
 

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::report::format::fmt_rate;
+use crate::results::Fields;
 
 use super::{group::*, runs::*};
 
@@ -62,7 +63,7 @@ pub(crate) fn disturbed_notes<'a>(runs: &[Run], groups: impl IntoIterator<Item =
                 "disturbed {} ({}): {}; {fate}",
                 r.place(),
                 ConfigKey::of(&r.row).describe(),
-                r.row.interference
+                r.row.interference()
             ));
         }
     }
@@ -73,7 +74,7 @@ pub(crate) fn disturbed_notes<'a>(runs: &[Run], groups: impl IntoIterator<Item =
 pub(crate) fn status_counts(runs: &[Run], idx: &[usize]) -> String {
     let mut c: BTreeMap<&str, usize> = BTreeMap::new();
     for &i in idx {
-        *c.entry(runs[i].row.status.name()).or_default() += 1;
+        *c.entry(runs[i].row.status().name()).or_default() += 1;
     }
     c.iter().map(|(s, n)| format!("{n} {s}")).collect::<Vec<_>>().join(", ")
 }
@@ -83,9 +84,9 @@ pub(crate) fn excluded_notes(runs: &[Run], idx: impl IntoIterator<Item = usize>)
     idx.into_iter()
         .map(|i| {
             let r = &runs[i];
-            let err = r.row.error.lines().next().unwrap_or("").trim();
+            let err = r.row.error().lines().next().unwrap_or("").trim();
             let why = if err.is_empty() { String::new() } else { format!(": {err}") };
-            format!("excluded {} ({}): status {}{why}", r.place(), ConfigKey::of(&r.row).describe(), r.row.status)
+            format!("excluded {} ({}): status {}{why}", r.place(), ConfigKey::of(&r.row).describe(), r.row.status())
         })
         .collect()
 }

@@ -6,23 +6,34 @@ use std::path::{Path, PathBuf};
 
 use crate::error::usage;
 use crate::report::export::{Cell, Column};
-use crate::results::csv::{for_each_row, Row};
+use crate::results::csv::for_each_row;
+use crate::results::packed::{Columns, Packed};
+use crate::results::Fields;
 use crate::results::Implementation;
 
 use super::cells::*;
 
 /// One row and where it came from (the file's name shared by its rows).
+/// The row is packed: a report holds every row of its files.
 #[derive(Debug, Clone)]
 pub(crate) struct Run {
     pub file: std::sync::Arc<Path>,
     pub line: u64,
-    pub row: Row,
+    pub row: Packed,
 }
 
 impl Run {
     pub(crate) fn is_ok(&self) -> bool {
-        self.row.status == crate::results::Status::Ok
+        self.row.status() == crate::results::Status::Ok
     }
+    /// Changes the row (tests build a file's rows, then vary one).
+    #[cfg(test)]
+    pub(crate) fn edit(&mut self, f: impl FnOnce(&mut crate::results::csv::Row)) {
+        let mut row = self.row.unpack();
+        f(&mut row);
+        self.row = row.pack();
+    }
+
     /// `file:line`, for messages about this row.
     pub(crate) fn place(&self) -> String {
         format!("{}:{}", self.file.display(), self.line)
@@ -35,15 +46,21 @@ pub(crate) const PUBLISHED: Implementation = Implementation::Published;
 /// Reads every file; a file with a header but no rows is an error, since a
 /// report or a gate over nothing is almost certainly the wrong file.
 pub(crate) fn load_files(paths: &[PathBuf]) -> Result<Vec<Run>> {
+    load_columns(paths, Columns::ALL)
+}
+
+/// `load_files`, keeping only the columns `keep` of each row.
+pub(crate) fn load_columns(paths: &[PathBuf], keep: Columns) -> Result<Vec<Run>> {
     let mut runs = vec![];
     for p in paths {
         let before = runs.len();
         let file: std::sync::Arc<Path> = p.as_path().into();
-        for_each_row(p, |line, row| runs.push(Run { file: file.clone(), line, row }))?;
+        for_each_row(p, |line, row| runs.push(Run { file: file.clone(), line, row: row.pack_only(keep) }))?;
         if runs.len() == before {
             return Err(usage(format!("{}: has a header but no result rows", p.display())));
         }
     }
+    runs.shrink_to_fit();
     Ok(runs)
 }
 
@@ -74,51 +91,51 @@ pub(crate) struct ConfigKey {
 
 /// The words of a row's set-up beside its own columns: channels-last,
 /// cudnn-benchmark, deterministic, the data, then the `variant` column's.
-pub(crate) fn setup_of(row: &Row) -> String {
+pub(crate) fn setup_of(row: &impl Fields) -> String {
     let mut w: Vec<String> = vec![];
     for (on, word) in [
-        (row.channels_last, "channels-last"),
-        (row.cudnn_benchmark, "cudnn-benchmark"),
-        (row.deterministic, "deterministic"),
+        (row.channels_last(), "channels-last"),
+        (row.cudnn_benchmark(), "cudnn-benchmark"),
+        (row.deterministic(), "deterministic"),
     ] {
         if on == Some(true) {
             w.push(word.into());
         }
     }
-    if let Some(k) = row.grad_accum.filter(|&k| k > 1) {
+    if let Some(k) = row.grad_accum().filter(|&k| k > 1) {
         w.push(format!("grad-accum={k}"));
     }
-    if !row.data.is_empty() && row.data != "synthetic" {
-        w.push(format!("data={}", row.data));
+    if !row.data().is_empty() && row.data() != "synthetic" {
+        w.push(format!("data={}", row.data()));
     }
-    if !row.variant.is_empty() {
-        w.push(row.variant.clone());
+    if !row.variant().is_empty() {
+        w.push(row.variant().to_string());
     }
     w.join(" ")
 }
 
 /// A ddp row's communication where it is not the default: a backend other
 /// than the device's default (gloo on the CPU, nccl on CUDA), a compression hook.
-pub(crate) fn comm_of(row: &Row) -> String {
+pub(crate) fn comm_of(row: &impl Fields) -> String {
     let mut w: Vec<String> = vec![];
-    let default_backend = if row.device_kind == "cuda" { "nccl" } else { "gloo" };
-    if !row.backend.is_empty() && row.backend != default_backend {
-        w.push(format!("backend={}", row.backend));
+    let default_backend = if row.device_kind() == "cuda" { "nccl" } else { "gloo" };
+    if !row.backend().is_empty() && row.backend() != default_backend {
+        w.push(format!("backend={}", row.backend()));
     }
-    if !row.comm_hook.is_empty() && row.comm_hook != "none" {
-        w.push(format!("comm-hook={}", row.comm_hook));
+    if !row.comm_hook().is_empty() && row.comm_hook() != "none" {
+        w.push(format!("comm-hook={}", row.comm_hook()));
     }
     w.join(" ")
 }
 
 /// A serving row's scenario and load, e.g. `streams 200×5fps`, `server
 /// 500/s`, `offline`; empty for a training row.
-pub(crate) fn load_of(row: &Row) -> String {
+pub(crate) fn load_of(row: &impl Fields) -> String {
     if !row.is_infer() {
         return String::new();
     }
     let num = |v: f64| if v.fract() == 0.0 { format!("{v:.0}") } else { format!("{v}") };
-    match (row.scenario.as_str(), row.streams, row.fps, row.offered_rate) {
+    match (row.scenario(), row.streams(), row.fps(), row.offered_rate()) {
         ("streams", Some(n), Some(f), _) => format!("streams {n}×{}fps", num(f)),
         ("server", _, _, Some(r)) => format!("server {}/s", num(r)),
         (s, ..) => s.to_string(),
@@ -203,17 +220,17 @@ impl ConfigKey {
         !self.load.is_empty()
     }
 
-    pub(crate) fn of(row: &Row) -> Self {
+    pub(crate) fn of(row: &impl Fields) -> Self {
         ConfigKey {
-            model: row.model.clone(),
-            image_size: row.image_size,
-            precision: row.precision.clone(),
-            strategy: row.strategy.clone(),
-            n_devices: row.n_devices,
-            batch_per_device: row.batch_per_device,
+            model: row.model().to_string(),
+            image_size: row.image_size(),
+            precision: row.precision().to_string(),
+            strategy: row.strategy().to_string(),
+            n_devices: row.n_devices(),
+            batch_per_device: row.batch_per_device(),
             load: load_of(row),
             setup: setup_of(row),
-            comm: if row.strategy == "ddp" { comm_of(row) } else { String::new() },
+            comm: if row.strategy() == "ddp" { comm_of(row) } else { String::new() },
         }
     }
 
@@ -295,11 +312,11 @@ pub(crate) struct Scope {
 }
 
 impl Scope {
-    pub(crate) fn of(row: &Row) -> Self {
+    pub(crate) fn of(row: &impl Fields) -> Self {
         Scope {
-            hardware: if row.device_name.is_empty() { "unknown".into() } else { row.device_name.clone() },
-            label: row.label.clone(),
-            implementation: row.implementation,
+            hardware: if row.device_name().is_empty() { "unknown".into() } else { row.device_name().to_string() },
+            label: row.label().to_string(),
+            implementation: row.implementation(),
         }
     }
 }
