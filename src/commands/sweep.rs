@@ -242,7 +242,7 @@ pub(crate) fn summarize_plan(plan: &Plan) -> Result<Summary> {
     let keys: std::collections::HashSet<&CellKey> = plan.cells.iter().map(|c| &c.key).collect();
     let all = if plan.out.exists() { rs::load_files(std::slice::from_ref(&plan.out))? } else { vec![] };
     let runs: Vec<rs::Run> =
-        all.into_iter().filter(|r| CellKey::of_row(&r.row.unpack()).is_some_and(|k| keys.contains(&k))).collect();
+        all.into_iter().filter(|r| CellKey::of_row(&r.row).is_some_and(|k| keys.contains(&k))).collect();
     let (devices, _) = long::load_devices(std::slice::from_ref(&plan.out));
     let idx: Vec<usize> = (0..runs.len()).collect();
     let groups = rs::summarize(&runs, &idx, Scope::of, &devices);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::config::{Impl, ModelKind, RunConfig, StrategyKind};
 use crate::device::{self, Devices};
 use crate::error::usage;
-use crate::results::csv::Row;
+use crate::results::Fields;
 use crate::results::Implementation;
 
 pub use super::vary::Vary;
@@ -120,27 +120,27 @@ pub struct CellKey {
 }
 
 impl CellKey {
-    pub(crate) fn of_row(r: &Row) -> Option<CellKey> {
-        if !r.implementation.is_measured() {
+    pub(crate) fn of_row(r: &impl Fields) -> Option<CellKey> {
+        if !r.implementation().is_measured() {
             return None;
         }
         Some(CellKey {
-            host: r.host.clone(),
-            implementation: r.implementation,
-            label: r.label.clone(),
-            strategy: r.strategy.clone(),
-            backend: r.backend.clone(),
-            comm_hook: r.comm_hook.clone(),
-            devices: r.devices.clone(),
-            model: r.model.clone(),
-            image_size: r.image_size?,
-            precision: r.precision.clone(),
-            channels_last: r.channels_last,
-            cudnn_benchmark: r.cudnn_benchmark,
-            deterministic: r.deterministic,
-            batch_per_device: r.batch_per_device?,
-            data: r.data.clone(),
-            variant: r.variant.clone(),
+            host: r.host().to_string(),
+            implementation: r.implementation(),
+            label: r.label().to_string(),
+            strategy: r.strategy().to_string(),
+            backend: r.backend().to_string(),
+            comm_hook: r.comm_hook().to_string(),
+            devices: r.devices().to_string(),
+            model: r.model().to_string(),
+            image_size: r.image_size()?,
+            precision: r.precision().to_string(),
+            channels_last: r.channels_last(),
+            cudnn_benchmark: r.cudnn_benchmark(),
+            deterministic: r.deterministic(),
+            batch_per_device: r.batch_per_device()?,
+            data: r.data().to_string(),
+            variant: r.variant().to_string(),
         })
     }
 }
