@@ -4,12 +4,14 @@ use anyhow::Result;
 
 use crate::report::export::{Cell, Column, Format, Table};
 use crate::report::pipeline::emit_all;
+use crate::results::csv::SCHEMA_VERSION;
 use crate::results::schema::{ColumnDoc, DEVICES, RESULTS, TELEMETRY};
 
 /// The three files' column tables, one after another (one JSON document).
 pub(crate) fn run(format: Format) -> Result<i32> {
+    let results = format!("results file (--out FILE.csv), CSV schema v{SCHEMA_VERSION}: one row per run");
     let files: [(&str, &[ColumnDoc]); 3] = [
-        ("results file (--out FILE.csv), CSV schema v5: one row per run", RESULTS),
+        (&results, RESULTS),
         ("devices file (FILE.devices.csv beside --out): one row per run and device", DEVICES),
         ("telemetry file (--telemetry FILE.csv): one row per sample and device", TELEMETRY),
     ];

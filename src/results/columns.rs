@@ -125,8 +125,8 @@ pub(crate) fn added_after(version: u32) -> Vec<&'static str> {
 columns! {
     // run identity
     schema_version: u32, unit "", since 2,
-        "Version of the CSV schema; 5. Files of older schemas are read by column name; `gpubench upgrade \
-          FILE` rewrites one to schema 5 so that rows can be appended to it.";
+        "Version of the CSV schema; 6. Files of older schemas are read by column name; `gpubench upgrade \
+          FILE` rewrites one to schema 6 so that rows can be appended to it.";
     run_id: String, unit "", since 2,
         "Unique id of the run (start time and process id, in hex); a ddp job's ranks share rank 0's.";
     timestamp: String, unit "", since 2,
@@ -134,6 +134,9 @@ columns! {
           when the sweep wrote it).";
     gpubench_version: String, unit "", since 2,
         "Version of the gpubench binary that wrote the row.";
+    gpubench_commit: String, unit "", since 6,
+        "The git commit gpubench itself was built from (12 hex digits, `-dirty` when the tree had changes); \
+          empty for a build outside a git checkout. Two nightly builds of one version differ here.";
     host: String, unit "", since 2,
         "Host name of the machine (of global rank 0 for ddp).";
     label: String, unit "", since 2,
@@ -172,6 +175,20 @@ columns! {
         "Slurm: the array task (SLURM_ARRAY_TASK_ID); Kubernetes: the Indexed Job's completion index.";
     node_list: String, unit "", since 4,
         "Slurm: the job's nodes (SLURM_JOB_NODELIST); Kubernetes: the node.";
+    // place in history (gpubench history)
+    commit: String, unit "", since 6,
+        "The commit of the code under test: --commit, else the CI's variable (GITHUB_SHA, CI_COMMIT_SHA, \
+          BUILDKITE_COMMIT, GIT_COMMIT), else `git rev-parse HEAD` of the working directory when it is a \
+          repository; empty otherwise. `gpubench history` orders points by it.";
+    branch: String, unit "", since 6,
+        "The branch of that commit: --branch, else the CI's variable, else the working directory's checked-out \
+          branch; empty when unknown.";
+    sweep_id: String, unit "", since 6,
+        "One id shared by every cell and repeat of one sweep (emitted Slurm and Kubernetes sweeps too), so the \
+          repeats of one night pool as one point; empty for a run outside a sweep.";
+    ci_url: String, unit "", since 6,
+        "A link to the CI run that produced the row, where the CI's variables give one (GitHub Actions, GitLab, \
+          Buildkite); empty otherwise.";
     // workload
     model: String, unit "", since 2,
         "Model trained: resnet18/34/50/101/152 or tinycnn.";

@@ -1,4 +1,4 @@
-//! The results file: CSV schema v5, one row per run, appended.
+//! The results file: CSV schema v6, one row per run, appended.
 //!
 //! Rows are appended with the file locked, each in a single write, so a crash
 //! or a concurrent writer cannot leave half a row. A file whose header differs
@@ -14,7 +14,7 @@ use crate::error::usage;
 /// The schema this gpubench writes. Files of earlier schemas are read by
 /// column name; rows are appended only to a file of this schema (`gpubench
 /// upgrade FILE` rewrites an earlier one).
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 pub use super::columns::Row;
 
@@ -708,8 +708,8 @@ mod tests {
         let v9 = Row::header().replace(",n_devices,", ",world_size,n_devices,");
         assert_eq!(
             read_err("v9.csv", &format!("{v9}\n9,x\n")),
-            "v9.csv:1: header is written by gpubench CSV schema v9 (column 13 `world_size` is unknown to this \
-             gpubench); this gpubench reads schemas v1 to v5"
+            "v9.csv:1: header is written by gpubench CSV schema v9 (column 14 `world_size` is unknown to this \
+             gpubench); this gpubench reads schemas v1 to v6"
         );
         let text = file_of(&[sample(), sample()]).replace(",123.5,", ",fast,");
         assert_eq!(read_err("t.csv", &text), "t.csv:2: column `throughput_img_s`: `fast` is not a number");
@@ -721,7 +721,7 @@ mod tests {
         let n = Row::header().split(',').count();
         assert_eq!(read_err("s.csv", &short), format!("s.csv:3: 2 columns, expected {n}"));
         let text = file_of(&[Row { schema_version: 7, ..sample() }]);
-        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schemas v1 to v5");
+        assert_eq!(read_err("n.csv", &text), "n.csv:2: schema_version is 7, but this gpubench reads schemas v1 to v6");
     }
 
     #[test]
