@@ -23,8 +23,15 @@
 //!   enabled (`cfg(gpubench_cuda)`), in the CUDA 13 or the CUDA 12 wheels' layout. With `libtorch_cuda` but no
 //!   headers the build fails with one line saying what to install: a binary without the CUDA shim would run
 //!   and then lack NCCL and every CUDA figure. `GPUBENCH_NO_CUDA` builds without CUDA on purpose.
+//!
+//! Both builds, the torch-free one too, record the commit gpubench is built from (`GPUBENCH_GIT_COMMIT`, the
+//! rows' `gpubench_commit`), so that two builds of one version tell apart. Build scripts rerun when a commit is
+//! made (`rerun-if-changed` on git's HEAD and the ref it names); the shims, which take minutes, are then not
+//! compiled again: a stamp beside the library records everything their compilation read (`shim_stamp`), and a
+//! library whose stamp matches is linked as it is.
 use std::env;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -33,6 +40,7 @@ fn main() {
         println!("cargo:rerun-if-env-changed={v}");
     }
     println!("cargo::rustc-check-cfg=cfg(gpubench_cuda)");
+    println!("cargo:rustc-env=GPUBENCH_GIT_COMMIT={}", git_commit());
     // The torch-free build (--no-default-features): no libtorch to link, no
     // C++ shim to compile.
     if env::var_os("CARGO_FEATURE_TORCH").is_none() {
@@ -77,13 +85,26 @@ fn main() {
         println!("cargo:rustc-cfg=gpubench_cuda");
     }
 
-    let mut files: Vec<PathBuf> = std::fs::read_dir("src/shim")
-        .expect("src/shim exists")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "cpp"))
-        .collect();
-    files.sort();
-    b.files(&files).compile("gpubench_shim");
+    let mut shim: Vec<PathBuf> =
+        std::fs::read_dir("src/shim").expect("src/shim exists").filter_map(|e| e.ok().map(|e| e.path())).collect();
+    shim.sort();
+    let files: Vec<&PathBuf> = shim.iter().filter(|p| p.extension().is_some_and(|x| x == "cpp")).collect();
+    // What the compilation reads besides the sources: libtorch's and Gloo's
+    // headers, named by their paths (in the flags) and by these files'
+    // size and time (a libtorch reinstalled in place).
+    let installed = [lib.join("libtorch_cpu.so"), gloo.join("gloo/config.h")];
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let (library, stamp_path) = (out.join("libgpubench_shim.a"), out.join("gpubench_shim.stamp"));
+    let stamp = shim_stamp(&b, &shim, &installed);
+    if library.exists() && std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
+        // The same lines `compile` prints after building it.
+        cc::emit_link_directives(&b, &library);
+    } else {
+        // A stamp left from an earlier library must not vouch for a half-built one.
+        let _ = std::fs::remove_file(&stamp_path);
+        b.files(&files).compile("gpubench_shim");
+        std::fs::write(&stamp_path, &stamp).expect("writing the shim's stamp into OUT_DIR");
+    }
 
     // The GPU code libtorch_cuda carries (its -gencode flags), for the check
     // that a GPU can run it where no driver is there to ask libtorch.
@@ -103,6 +124,89 @@ fn main() {
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=c10");
+}
+
+/// Everything the shims' compilation depends on, as text: the compiler and
+/// archiver with their flags (which hold the include paths, the defines, the
+/// optimisation level and CXXFLAGS), each file of `src/shim` by name and
+/// content digest, and the size and time of `installed`. Asking cc for the
+/// compiler and archiver also prints its `rerun-if-env-changed` lines, so
+/// cargo keeps watching CXX, CXXFLAGS, AR and the rest when the library is
+/// reused.
+fn shim_stamp(b: &cc::Build, shim: &[PathBuf], installed: &[PathBuf]) -> String {
+    let compiler = b.get_compiler();
+    let archiver = b.get_archiver();
+    let mut s = format!("compiler {}\n", compiler.path().display());
+    for a in compiler.args() {
+        s += &format!("arg {}\n", a.to_string_lossy());
+    }
+    for (k, v) in compiler.get_envs() {
+        s += &format!("env {}={}\n", k.to_string_lossy(), v.to_string_lossy());
+    }
+    s += &format!("archiver {}\n", archiver.get_program().to_string_lossy());
+    for a in archiver.get_args() {
+        s += &format!("arg {}\n", a.to_string_lossy());
+    }
+    for p in shim {
+        let bytes = std::fs::read(p).unwrap_or_else(|e| fail(&format!("reading {}: {e}", p.display())));
+        s += &format!("source {} {:016x}\n", p.display(), fnv1a(&bytes));
+    }
+    for p in installed {
+        let m = std::fs::metadata(p).ok();
+        let len = m.as_ref().map_or(0, |m| m.len());
+        let time = m.and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        s += &format!("installed {} {len} {}\n", p.display(), time.map_or(0, |t| t.as_nanos()));
+    }
+    s
+}
+
+/// FNV-1a, 64 bits: a change detector for the stamp, not a guard.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// The commit of the checkout gpubench is built from: 12 hex digits, with
+/// `-dirty` when tracked files differ from it; empty outside a git checkout
+/// (a crate unpacked from a registry), where git is missing, and where the
+/// checkout around the crate is not the crate's (build.rs is not tracked in
+/// it). Asks cargo to run this again when HEAD moves: a commit, a checkout,
+/// a branch switch; and when the sources change, which may make it dirty.
+fn git_commit() -> String {
+    let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
+    git_commit_in(&dir).unwrap_or_default()
+}
+
+fn git_commit_in(dir: &Path) -> Option<String> {
+    let git = |args: &[&str]| -> Option<String> {
+        let o = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            // git status would otherwise refresh the index, whose change could make cargo run this again.
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    git(&["ls-files", "--error-unmatch", "build.rs"])?;
+    let watch = |path: Option<String>| {
+        if let Some(p) = path.map(|p| dir.join(p)).filter(|p| p.exists()) {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
+    };
+    watch(git(&["rev-parse", "--git-path", "HEAD"]));
+    if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]).filter(|r| !r.is_empty()) {
+        // A packed ref has no file of its own: packed-refs changes instead.
+        let loose = git(&["rev-parse", "--git-path", &r]);
+        let packed = git(&["rev-parse", "--git-path", "packed-refs"]);
+        watch(if loose.as_ref().is_some_and(|p| dir.join(p).exists()) { loose } else { packed });
+    }
+    println!("cargo:rerun-if-changed=src");
+    let head = git(&["rev-parse", "HEAD"]).filter(|h| h.len() >= 12 && h.bytes().all(|b| b.is_ascii_hexdigit()))?;
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(format!("{}{}", &head[..12], if dirty { "-dirty" } else { "" }))
 }
 
 /// CUDA and NCCL headers for a libtorch with CUDA: GPUBENCH_CUDA_INCLUDE

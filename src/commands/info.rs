@@ -21,6 +21,9 @@ const TORCH_FREE: &str = "no libtorch: report, compare, check, schema, upgrade a
 #[derive(Debug, Serialize)]
 pub(crate) struct Info {
     pub gpubench_version: String,
+    /// The commit this gpubench was built from (`-dirty` for a changed
+    /// checkout); empty for a build outside a git checkout.
+    pub gpubench_commit: String,
     /// "full", or "torch-free" (`--no-default-features`).
     pub build: String,
     pub libtorch_version: String,
@@ -52,6 +55,7 @@ pub(crate) fn collect() -> Info {
         .collect();
     Info {
         gpubench_version: env!("CARGO_PKG_VERSION").into(),
+        gpubench_commit: crate::results::GPUBENCH_COMMIT.into(),
         build: BUILD.into(),
         libtorch_version: ffi::libtorch_version(),
         cuda_version: ffi::format_cuda_version(v.cudart),
@@ -65,6 +69,16 @@ pub(crate) fn collect() -> Info {
         cpu_cores: device::cpu_cores(),
         intra_op_threads: tch::get_num_threads(),
         process_groups,
+    }
+}
+
+/// The version as `info` says it: `0.1.0 (abc123def456)`, the commit
+/// telling apart two builds of one version.
+fn version(version: &str, commit: &str) -> String {
+    if commit.is_empty() {
+        version.to_string()
+    } else {
+        format!("{version} ({commit})")
     }
 }
 
@@ -98,7 +112,7 @@ pub(crate) fn run(json: bool) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&i)?);
         return Ok(0);
     }
-    println!("gpubench         {} ({} build)", i.gpubench_version, i.build);
+    println!("gpubench         {}, {} build", version(&i.gpubench_version, &i.gpubench_commit), i.build);
     println!("libtorch         {}", i.libtorch_version);
     println!("CUDA runtime     {}", i.cuda_version);
     println!("cuDNN            {}", i.cudnn_version);
@@ -128,6 +142,7 @@ pub(crate) fn run(json: bool) -> Result<i32> {
 #[derive(Debug, Serialize)]
 pub(crate) struct Info {
     pub gpubench_version: String,
+    pub gpubench_commit: String,
     pub build: String,
     /// Always None: this build has no libtorch.
     pub libtorch_version: Option<String>,
@@ -141,6 +156,7 @@ pub(crate) struct Info {
 pub(crate) fn run(json: bool) -> Result<i32> {
     let i = Info {
         gpubench_version: env!("CARGO_PKG_VERSION").into(),
+        gpubench_commit: crate::results::GPUBENCH_COMMIT.into(),
         build: BUILD.into(),
         libtorch_version: None,
         note: TORCH_FREE.into(),
@@ -152,7 +168,7 @@ pub(crate) fn run(json: bool) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&i)?);
         return Ok(0);
     }
-    println!("gpubench         {} ({} build)", i.gpubench_version, i.build);
+    println!("gpubench         {}, {} build", version(&i.gpubench_version, &i.gpubench_commit), i.build);
     println!("libtorch         none: {}", i.note);
     println!("NVIDIA driver    {}", i.driver_version);
     println!("CPU              {} ({} cores)", i.cpu_model, i.cpu_cores);

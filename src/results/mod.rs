@@ -17,6 +17,15 @@ use std::path::Path;
 
 use crate::metrics::devices::DeviceMetrics;
 
+/// The git commit this gpubench was built from (12 hex digits, `-dirty`
+/// when the checkout had changes), as build.rs found it; empty for a build
+/// outside a git checkout. Rows carry it as `gpubench_commit`, and `info`
+/// shows it beside the version.
+pub(crate) const GPUBENCH_COMMIT: &str = match option_env!("GPUBENCH_GIT_COMMIT") {
+    Some(c) => c,
+    None => "",
+};
+
 /// Checks, before any work, that a run's row can be appended to `out` and
 /// its per-device rows to the companion file beside it.
 pub(crate) fn check_out(out: &Path) -> Result<()> {
