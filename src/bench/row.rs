@@ -15,6 +15,13 @@ pub(crate) fn new_run_id(nanos: u128) -> String {
     format!("{:x}-{:x}", nanos, std::process::id())
 }
 
+/// A sweep's id (the rows' `sweep_id`): `s` and a run id of the process
+/// that starts it, unique across hosts and processes as run ids are.
+pub(crate) fn new_sweep_id() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    format!("s{}", new_run_id(nanos))
+}
+
 /// A new row's identity and machine: run id, time, versions, host, label,
 /// and the devices' kind and name (the first of `devices`). Every kind of
 /// row (training, serving, all-reduce) starts from it.
@@ -24,6 +31,7 @@ pub(crate) fn identity_row(devices: &Devices, label: &str, implementation: Imple
     let cuda = devices.kind == DeviceKind::Cuda;
     let v = crate::ffi::cuda_versions();
     let at = crate::fleet::this_placement();
+    let from = crate::fleet::this_provenance();
     Row {
         scheduler: at.scheduler,
         job_id: at.job_id,
@@ -33,6 +41,11 @@ pub(crate) fn identity_row(devices: &Devices, label: &str, implementation: Imple
         run_id: new_run_id(nanos),
         timestamp: humantime::format_rfc3339_seconds(now).to_string(),
         gpubench_version: env!("CARGO_PKG_VERSION").into(),
+        gpubench_commit: crate::results::GPUBENCH_COMMIT.into(),
+        commit: from.commit.clone(),
+        branch: from.branch.clone(),
+        sweep_id: from.sweep_id.clone(),
+        ci_url: from.ci_url.clone(),
         host: device::hostname(),
         label: label.into(),
         implementation,

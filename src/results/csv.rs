@@ -600,7 +600,9 @@ mod tests {
     #[test]
     fn header_starts_with_identity_and_names_impl() {
         let h = Row::header();
-        assert!(h.starts_with("schema_version,run_id,timestamp,gpubench_version,host,label,impl,mode,strategy"));
+        assert!(h.starts_with(
+            "schema_version,run_id,timestamp,gpubench_version,gpubench_commit,host,label,impl,mode,strategy"
+        ));
         assert!(h.ends_with("status,error,note,source"));
     }
 
@@ -759,32 +761,43 @@ mod tests {
         assert!(upgrade(&p).unwrap_err().to_string().contains("not a gpubench results file"));
     }
 
-    /// A v2 file (today's header less v3's columns) is named v2, upgraded,
-    /// and its rows read with grad_accum empty.
+    /// A file of an earlier schema (today's header less the columns added
+    /// since) is named by its version, upgraded, and its rows read with
+    /// those columns empty: v2 (before grad_accum) and v5 (before the
+    /// columns that place a row in history).
     #[test]
-    fn a_v2_file_is_named_v2_and_upgraded() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("v2.csv");
-        let v3_only = crate::results::columns::added_after(2);
-        let v2: Vec<&str> = Row::header().leak().split(',').filter(|c| !v3_only.contains(c)).collect();
-        let mut row: Vec<String> = v2.iter().map(|_| String::new()).collect();
-        for (i, c) in v2.iter().enumerate() {
-            row[i] = match *c {
-                "schema_version" => "2".into(),
-                "strategy" => "ddp".into(),
-                "status" => "ok".into(),
-                "n_devices" => "2".into(),
-                _ => String::new(),
-            };
+    fn an_earlier_file_is_named_by_its_version_and_upgraded() {
+        for (version, added) in [(2, "grad_accum"), (5, "commit")] {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join(format!("v{version}.csv"));
+            let later = crate::results::columns::added_after(version);
+            assert!(later.contains(&added), "v{version}: {later:?}");
+            let header: Vec<&str> = Row::header().leak().split(',').filter(|c| !later.contains(c)).collect();
+            let row: Vec<String> = header
+                .iter()
+                .map(|c| match *c {
+                    "schema_version" => version.to_string(),
+                    "strategy" => "ddp".into(),
+                    "status" => "ok".into(),
+                    "n_devices" => "2".into(),
+                    _ => String::new(),
+                })
+                .collect();
+            std::fs::write(&p, format!("{}\n{}\n", header.join(","), row.join(","))).unwrap();
+            assert_eq!(earlier_schema(&first_line(&p).unwrap()), Some(version));
+            let m = append_rows(&p, &[sample()]).unwrap_err().to_string();
+            assert!(m.contains(&format!("schema v{version}")) && m.contains("gpubench upgrade"), "{m}");
+            let kept = dir.path().join(format!("v{version}.schema{version}.csv"));
+            assert_eq!(upgrade(&p).unwrap(), Upgrade::Done { rows: 1, kept });
+            assert_eq!(first_line(&p).unwrap(), Row::header());
+            let rows = read_rows(&p).unwrap();
+            assert_eq!((rows[0].schema_version, rows[0].strategy.as_str()), (SCHEMA_VERSION, "ddp"));
+            assert_eq!(rows[0].grad_accum, None);
+            let r = &rows[0];
+            let history = [&r.gpubench_commit, &r.commit, &r.branch, &r.sweep_id, &r.ci_url];
+            assert!(history.iter().all(|c| c.is_empty()), "v{version}: {history:?}");
+            append_rows(&p, &[sample()]).unwrap();
         }
-        std::fs::write(&p, format!("{}\n{}\n", v2.join(","), row.join(","))).unwrap();
-        assert_eq!(earlier_schema(&first_line(&p).unwrap()), Some(2));
-        let m = append_rows(&p, &[sample()]).unwrap_err().to_string();
-        assert!(m.contains("schema v2") && m.contains("gpubench upgrade"), "{m}");
-        let kept = dir.path().join("v2.schema2.csv");
-        assert_eq!(upgrade(&p).unwrap(), Upgrade::Done { rows: 1, kept });
-        let rows = read_rows(&p).unwrap();
-        assert_eq!((rows[0].strategy.as_str(), rows[0].grad_accum), ("ddp", None));
     }
 
     #[test]
