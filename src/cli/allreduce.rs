@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Args;
 
-use super::opts::{DeviceOpts, DistOpts, OutputOpts};
+use super::opts::{CommitOpts, DeviceOpts, DistOpts, OutputOpts};
 use super::parse::{parse_duration, parse_size};
 use super::{Configure, Job};
 use crate::bench::ddp::env::DistEnv;
@@ -45,10 +45,13 @@ pub(crate) struct AllreduceArgs {
     // json: nccl-tests' JSON (its -J field names); csv: the rows.
     #[command(flatten)]
     pub output: OutputOpts,
+    #[command(flatten)]
+    pub commit: CommitOpts,
 }
 
 impl Configure for AllreduceArgs {
     fn configure(self) -> Result<Job> {
+        self.commit.export();
         self.into_job(false)
     }
 }

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 
-use super::opts::{CudaGraphs, DataOpt, DeviceOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts};
+use super::opts::{CommitOpts, CudaGraphs, DataOpt, DeviceOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts};
 use super::parse::{parse_duration, parse_fraction};
 use super::{Configure, Job};
 use crate::config::{CapacitySearch, Format, Impl, InferConfig, Precision, Preprocess, Scenario, ServeStrategy};
@@ -110,10 +110,13 @@ pub(crate) struct InferArgs {
     // csv: the rows; json: the row (a search: its answer and probes).
     #[command(flatten)]
     pub output: OutputOpts,
+    #[command(flatten)]
+    pub commit: CommitOpts,
 }
 
 impl Configure for InferArgs {
     fn configure(self) -> Result<Job> {
+        self.commit.export();
         let cfg = self.into_config(false)?;
         Ok(Box::new(move || crate::commands::infer::run(cfg)))
     }

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 
-use super::opts::{DeviceOpts, MemLimit, OutOpt, RenderOpts};
+use super::opts::{CommitOpts, DeviceOpts, MemLimit, OutOpt, RenderOpts};
 use super::parse::{parse_duration, parse_size};
 use super::run_line::RunLine;
 use super::sweep::{cell_config, refuse_own};
@@ -57,6 +57,8 @@ pub(crate) struct MaxBatchArgs {
     pub target_batch: Option<i64>,
     #[command(flatten)]
     pub render: RenderOpts,
+    #[command(flatten)]
+    pub commit: CommitOpts,
     /// `gpubench run` options for every probe, after `--`. Probes default to
     /// --warmup 1 --steps 3 and --lr 0.01 (so that a huge batch does not
     /// diverge before its memory peak).
@@ -66,6 +68,7 @@ pub(crate) struct MaxBatchArgs {
 
 impl Configure for MaxBatchArgs {
     fn configure(self) -> Result<Job> {
+        self.commit.export();
         let p = max_batch_plan(self)?;
         Ok(Box::new(move || crate::commands::max_batch::run(p)))
     }

@@ -10,7 +10,7 @@
 use clap::Args;
 use std::path::PathBuf;
 
-use super::parse::parse_fraction;
+use super::parse::{parse_branch, parse_commit, parse_fraction};
 use crate::config::{Backend, CommHook, Impl, ModelKind, Precision};
 use crate::report::export::Format;
 
@@ -266,6 +266,41 @@ pub(crate) struct OutputOpts {
     pub format: FormatOpt,
     #[command(flatten)]
     pub quiet: QuietOpt,
+}
+
+/// The code under test, for the rows' `commit` and `branch` columns, where
+/// neither the CI's variables nor the working directory's checkout say it
+/// (or say it wrong: a build made from another checkout than the one the
+/// benchmark runs in).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct CommitOpts {
+    /// The commit of the code under test, recorded in every row (4 to 64 hex
+    /// digits). Default: the CI's variable (GITHUB_SHA, CI_COMMIT_SHA,
+    /// BUILDKITE_COMMIT, GIT_COMMIT), else `git rev-parse HEAD` of the
+    /// working directory, else none.
+    #[arg(long, value_name = "SHA", value_parser = parse_commit)]
+    pub commit: Option<String>,
+    /// The branch of that commit, recorded in every row. Default: the CI's
+    /// variable, else the working directory's checked-out branch.
+    #[arg(long, value_name = "NAME", value_parser = parse_branch)]
+    pub branch: Option<String>,
+}
+
+impl CommitOpts {
+    /// Puts the flags where every row of this process and of its children
+    /// finds them (`fleet::this_provenance`): the environment, which ddp's
+    /// ranks, a sweep's cells and the PyTorch reference inherit. Called
+    /// first in the command's conversion, while the process has one thread
+    /// (no device is initialised and nothing is spawned yet), so setting
+    /// the environment races with no reader.
+    pub(crate) fn export(&self) {
+        use crate::fleet::{BRANCH_VAR, COMMIT_VAR};
+        for (var, value) in [(COMMIT_VAR, &self.commit), (BRANCH_VAR, &self.branch)] {
+            if let Some(v) = value {
+                std::env::set_var(var, v);
+            }
+        }
+    }
 }
 
 /// How a reporting command renders its tables: the format on stdout,

@@ -83,9 +83,46 @@ pub(crate) fn parse_alpha(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
+/// `--commit`: 4 to 64 hexadecimal digits (an abbreviated or a full SHA-1
+/// or SHA-256 object name), so that a typo or a branch name given in its
+/// place is refused before any work rather than stored in every row; in
+/// lower case, as git writes it, so that one commit is one value.
+pub(crate) fn parse_commit(s: &str) -> std::result::Result<String, String> {
+    let ok = (4..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if !ok {
+        return Err(format!("{s:?} is not a commit: give 4 to 64 hexadecimal digits (git rev-parse HEAD)"));
+    }
+    Ok(s.to_ascii_lowercase())
+}
+
+/// `--branch`: any name but an empty one, or one with a newline or a comma,
+/// which would not read back as one cell of a results file.
+pub(crate) fn parse_branch(s: &str) -> std::result::Result<String, String> {
+    if s.trim().is_empty() || s.contains(['\n', '\r', ',']) {
+        return Err(format!("{s:?} is not a branch name: give a non-empty name without a comma or a newline"));
+    }
+    Ok(s.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_commit_is_4_to_64_hex_digits_and_a_branch_one_plain_name() {
+        for ok in ["abc1", &"f".repeat(40), &"0".repeat(64)] {
+            assert_eq!(parse_commit(ok).as_deref(), Ok(ok));
+        }
+        assert_eq!(parse_commit("ABCDEF0123").as_deref(), Ok("abcdef0123"));
+        for bad in ["", "abc", "xyz!", "abcg", "main", &"a".repeat(65), " abc12"] {
+            let e = parse_commit(bad).unwrap_err();
+            assert!(e.contains("hexadecimal") && !e.contains('\n'), "{bad}: {e}");
+        }
+        assert_eq!(parse_branch("feature/x-1").as_deref(), Ok("feature/x-1"));
+        for bad in ["", " ", "a,b", "a\nb", "a\r"] {
+            assert!(parse_branch(bad).unwrap_err().contains("not a branch name"), "{bad:?}");
+        }
+    }
 
     #[test]
     fn durations() {

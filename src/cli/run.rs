@@ -10,7 +10,7 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 
-use super::opts::{BatchSize, CudaGraphs, DataOpt, DeviceOpts, DistOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts, ReducerOpts, StepOpts, WorkersOpt};
+use super::opts::{BatchSize, CommitOpts, CudaGraphs, DataOpt, DeviceOpts, DistOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts, ReducerOpts, StepOpts, WorkersOpt};
 use super::parse::parse_duration;
 use super::{Configure, Job};
 use crate::bench::ddp::env::DistEnv;
@@ -95,6 +95,8 @@ pub struct RunArgs {
     // table: the summary; csv: the row; json: the row with each step's time and loss.
     #[command(flatten)]
     pub(crate) output: OutputOpts,
+    #[command(flatten)]
+    pub(crate) commit: CommitOpts,
     /// Deterministic algorithms (plus the seed) for reproducible losses.
     #[arg(long)]
     pub deterministic: bool,
@@ -145,6 +147,7 @@ impl Configure for RunArgs {
 /// The job of this process, in the role the environment gives it; `ours`:
 /// a rank our launcher started (the hidden `rank` subcommand).
 pub(crate) fn into_job(a: RunArgs, ours: bool) -> Result<Job> {
+    a.commit.export();
     let (role, cfg) = job(a, ours)?;
     // Said once, by the process the user started, before the first step.
     let cpu = cfg.devices.kind == crate::device::DeviceKind::Cpu;

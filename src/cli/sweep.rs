@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
 
-use super::opts::{DeviceCounts, DeviceOpts, MemLimit, OutOpt, RenderOpts};
+use super::opts::{CommitOpts, DeviceCounts, DeviceOpts, MemLimit, OutOpt, RenderOpts};
 use super::parse::{parse_duration, parse_size};
 use super::run::{parse_run_args, Placement};
 use super::run_line::{parse_vary, RunLine};
@@ -106,6 +106,8 @@ pub(crate) struct SweepArgs {
     /// --sbatch=--partition=gpu or --sbatch=--account=proj (repeatable).
     #[arg(long, value_name = "OPTION", requires = "emit", allow_hyphen_values = true)]
     pub sbatch: Vec<String>,
+    #[command(flatten)]
+    pub commit: CommitOpts,
     /// `gpubench run` options for every cell, after `--`.
     #[arg(last = true, value_name = "RUN OPTIONS")]
     pub run: Vec<String>,
@@ -113,6 +115,7 @@ pub(crate) struct SweepArgs {
 
 impl Configure for SweepArgs {
     fn configure(self) -> Result<Job> {
+        self.commit.export();
         let p = plan(self)?;
         Ok(Box::new(move || crate::commands::sweep::run(p)))
     }
@@ -130,13 +133,15 @@ fn dedup<T: PartialEq + Clone>(v: &[T]) -> Vec<T> {
 
 /// The run options a sweep or max-batch chooses for its cells itself: never
 /// passed through or varied.
-pub(crate) const OWN: [(&str, &str); 6] = [
+pub(crate) const OWN: [(&str, &str); 8] = [
     ("gpus", "give --gpus to the sweep itself, before --: a cell with N devices uses the first N"),
     ("cpu", "give --cpu to the sweep itself, before --: a cell with N devices uses N CPU replicas or ranks"),
     ("out", "give --out to the sweep itself, before --: every cell appends its row there"),
     ("format", "cells report through the results file; give --format to the sweep itself, before --"),
     ("json", "cells report through the results file; give --format to the sweep itself, before --"),
     ("quiet", "cells are quiet already; the sweep prints a line per cell"),
+    ("commit", "give --commit to the sweep itself, before --: it is the whole sweep's, and an emitted sweep records it"),
+    ("branch", "give --branch to the sweep itself, before --: it is the whole sweep's, and an emitted sweep records it"),
 ];
 
 /// Refuses the run options the sweep owns, after `--` or in `--vary`.
@@ -396,6 +401,9 @@ pub(crate) fn plan(mut a: SweepArgs) -> Result<Plan> {
         cell_timeout,
         resume: a.resume,
         emit,
+        // A `--resume` is a sweep of its own (another night, maybe another
+        // build), so it gets a new id; the rows it keeps keep theirs.
+        sweep_id: crate::bench::row::new_sweep_id(),
     })
 }
 
@@ -468,6 +476,17 @@ pub(crate) fn cell_job(dir: &Path, index: &str, digest: Option<&str>) -> Result<
     // this process can start a thread.
     for v in ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "RANK", "WORLD_SIZE", "LOCAL_RANK"] {
         std::env::remove_var(v);
+    }
+    // The sweep's place in history, as it was where the sweep was emitted
+    // (the manifest's row): the commit under test, not whatever checkout
+    // this node runs in, and the sweep's one id. Set here, as above, for
+    // this process's rows and its ranks'.
+    use crate::fleet::{BRANCH_VAR, CI_URL_VAR, COMMIT_VAR, SWEEP_ID_VAR};
+    let r = &e.row;
+    for (var, value) in [(COMMIT_VAR, &r.commit), (BRANCH_VAR, &r.branch), (SWEEP_ID_VAR, &r.sweep_id), (CI_URL_VAR, &r.ci_url)] {
+        if !value.is_empty() {
+            std::env::set_var(var, value);
+        }
     }
     let line = RunLine::parse(&e.args)?;
     let cpu = match line.value("cpu") {

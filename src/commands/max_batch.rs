@@ -118,7 +118,8 @@ pub(crate) fn run(a: MaxBatchPlan) -> Result<i32> {
         }
     };
     child::install_interrupt_handler();
-    let runner = Runner { program: child::child_program()?, out: out.clone(), mem_limit, timeout, inherit_fd: None };
+    let runner =
+        Runner { program: child::child_program()?, out: out.clone(), mem_limit, timeout, inherit_fd: None, sweep_id: None };
     eprintln!(
         "gpubench max-batch{}: {} on {}, {} {}px; doubling from batch {} per device, then binary search{}",
         if a.frontier.is_some() { " --frontier" } else { "" },

@@ -129,6 +129,7 @@ pub(crate) fn run(plan: Plan) -> Result<i32> {
         mem_limit: plan.mem_limit,
         timeout: plan.cell_timeout,
         inherit_fd: Some(lock.as_raw_fd()),
+        sweep_id: Some(plan.sweep_id.clone()),
     };
 
     eprintln!("gpubench sweep: {}", plan.describe());
@@ -304,8 +305,14 @@ pub(crate) fn run_cell(job: &CellJob) -> Result<i32> {
             argv.extend(cell.args.iter().map(std::ffi::OsString::from));
             argv.push("--quiet".into());
             let program = child::child_program()?;
-            let spec =
-                child::ChildSpec { program: &program, args: argv, mem_limit: None, inherit_fd: None, timeout: None };
+            let spec = child::ChildSpec {
+                program: &program,
+                args: argv,
+                env: vec![],
+                mem_limit: None,
+                inherit_fd: None,
+                timeout: None,
+            };
             let res = child::run(&spec, || {})?;
             println!("cell {index}: node {node_rank} of {nodes} ended ({:?})", res.ended.exit);
             return Ok(if res.ended.exit == crate::proc::Exit::Code(0) { 0 } else { 1 });
@@ -315,8 +322,15 @@ pub(crate) fn run_cell(job: &CellJob) -> Result<i32> {
     let final_path = cell_path(dir, index);
     let tmp = final_path.with_file_name(format!(".{index}.{}.csv", std::process::id()));
     child::install_interrupt_handler();
-    let runner =
-        Runner { program: child::child_program()?, out: tmp.clone(), mem_limit: None, timeout: None, inherit_fd: None };
+    // The sweep's id came with the manifest, into this process's environment (`cli::sweep::cell_job`).
+    let runner = Runner {
+        program: child::child_program()?,
+        out: tmp.clone(),
+        mem_limit: None,
+        timeout: None,
+        inherit_fd: None,
+        sweep_id: None,
+    };
     let t0 = std::time::Instant::now();
     let o = runner.run(cell);
     let tmp_devs = long::devices_path(&tmp);

@@ -164,4 +164,22 @@ mod tests {
         let e = read(&dir.path().join("nope")).unwrap_err().to_string();
         assert!(e.contains("--emit slurm"), "{e}");
     }
+
+    /// A manifest emitted by a gpubench of an earlier schema still reads:
+    /// its rows lack the columns added since, which are then empty.
+    #[test]
+    fn a_manifest_of_an_earlier_schema_reads_with_the_new_columns_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut line: serde_json::Value = serde_json::to_value(entry(0)).unwrap();
+        let row = line["row"].as_object_mut().unwrap();
+        for c in crate::results::columns::added_after(5) {
+            assert!(row.remove(c).is_some(), "{c}");
+        }
+        std::fs::write(manifest_path(dir.path()), format!("{line}\n")).unwrap();
+        let es = read(dir.path()).unwrap();
+        assert_eq!(
+            (es[0].row.strategy.as_str(), es[0].row.commit.as_str(), es[0].row.sweep_id.as_str()),
+            ("single", "", "")
+        );
+    }
 }

@@ -23,7 +23,10 @@ macro_rules! columns {
     ($( $(#[$attr:meta])* $field:ident $(as $name:literal)? : $ty:ty, unit $unit:literal, since $since:literal, $meaning:literal; )*) => {
         /// One benchmark result: a row of the results file (schema
         /// `csv::SCHEMA_VERSION`). Field order is column order.
+        // A row read from JSON (an emitted sweep's manifest) may come from an
+        // earlier schema: the columns added since take their empty value.
         #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+        #[serde(default)]
         pub struct Row {
             $(
                 #[doc = $meaning]

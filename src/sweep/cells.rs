@@ -96,6 +96,10 @@ pub(crate) struct Runner {
     pub timeout: Option<Duration>,
     /// The sweep's lock, inherited by the cells' processes.
     pub inherit_fd: Option<i32>,
+    /// The sweep's id, given to each cell (`fleet::SWEEP_ID_VAR`) and to
+    /// the rows written for cells that died; None: the cells inherit this
+    /// process's (an emitted sweep's cell, max-batch's probes).
+    pub sweep_id: Option<String>,
 }
 
 impl Runner {
@@ -109,6 +113,7 @@ impl Runner {
         let spec = child::ChildSpec {
             program: &self.program,
             args: argv,
+            env: self.sweep_id.iter().map(|id| (crate::fleet::SWEEP_ID_VAR, id.clone())).collect(),
             mem_limit: self.mem_limit,
             inherit_fd: self.inherit_fd,
             timeout: self.timeout,
@@ -134,7 +139,10 @@ impl Runner {
         if let Some(row) = rows.pop() {
             return Ok(CellOutcome { row, written_by_sweep: false, secs });
         }
-        let row = missing_row(c, &res, self.mem_limit.is_some());
+        let mut row = missing_row(c, &res, self.mem_limit.is_some());
+        if let Some(id) = &self.sweep_id {
+            row.sweep_id.clone_from(id);
+        }
         results_csv::append_rows(&self.out, std::slice::from_ref(&row))?;
         Ok(CellOutcome { row, written_by_sweep: true, secs })
     }

@@ -67,6 +67,8 @@ pub(crate) fn child_program() -> Result<PathBuf> {
 pub(crate) struct ChildSpec<'a> {
     pub program: &'a Path,
     pub args: Vec<OsString>,
+    /// Variables set for the child, on top of this process's environment.
+    pub env: Vec<(&'static str, String)>,
     /// RLIMIT_DATA for the child, in bytes.
     pub mem_limit: Option<u64>,
     /// A descriptor the child (and its workers) inherit: the sweep's lock.
@@ -87,7 +89,7 @@ const TAIL_LINES: usize = 30;
 /// Runs the child to the end; `tick` is called every poll (progress bar).
 pub(crate) fn run(spec: &ChildSpec, mut tick: impl FnMut()) -> Result<ChildResult> {
     let mut cmd = Command::new(spec.program);
-    cmd.args(&spec.args).stdout(Stdio::null()).process_group(0);
+    cmd.args(&spec.args).envs(spec.env.iter().map(|(k, v)| (k, v))).stdout(Stdio::null()).process_group(0);
     let parent = std::process::id() as libc::pid_t;
     let limit = spec.mem_limit;
     let fd = spec.inherit_fd;

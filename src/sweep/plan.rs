@@ -256,6 +256,10 @@ pub struct Plan {
     pub resume: bool,
     /// `--emit slurm DIR`: write the cells for the scheduler instead.
     pub emit: Option<Emit>,
+    /// The id every cell and repeat of this sweep carries (`sweep_id`): its
+    /// cells are given it in their environment, the rows the sweep writes
+    /// for dead cells carry it, and an emitted sweep's manifest records it.
+    pub sweep_id: String,
 }
 
 /// `sweep --emit slurm|k8s DIR` and its options.
