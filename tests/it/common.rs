@@ -73,6 +73,16 @@ impl Gpubench {
         self
     }
 
+    /// Without the variables that say which commit, branch, sweep and CI
+    /// run a row belongs to (gpubench's own and the CIs'), so that a test
+    /// sees only what it sets, wherever it runs.
+    pub fn without_provenance(mut self) -> Self {
+        for k in PROVENANCE_VARS {
+            self.cmd.env_remove(k);
+        }
+        self
+    }
+
     /// Runs it to the end.
     pub fn output(mut self) -> Output {
         self.cmd.output().expect("running gpubench")
@@ -94,6 +104,30 @@ impl Gpubench {
         self.cmd.stdout(out).stderr(err).spawn().expect("starting gpubench")
     }
 }
+
+/// Every variable `fleet::provenance` reads.
+pub const PROVENANCE_VARS: [&str; 19] = [
+    "GPUBENCH_COMMIT",
+    "GPUBENCH_BRANCH",
+    "GPUBENCH_SWEEP_ID",
+    "GPUBENCH_CI_URL",
+    "GITHUB_SHA",
+    "CI_COMMIT_SHA",
+    "BUILDKITE_COMMIT",
+    "GIT_COMMIT",
+    "GITHUB_HEAD_REF",
+    "GITHUB_REF_NAME",
+    "CI_COMMIT_REF_NAME",
+    "BUILDKITE_BRANCH",
+    "GIT_BRANCH",
+    "GITHUB_SERVER_URL",
+    "GITHUB_REPOSITORY",
+    "GITHUB_RUN_ID",
+    "CI_JOB_URL",
+    "BUILDKITE_BUILD_URL",
+    // A repository named by the environment would stand in for the working directory's.
+    "GIT_DIR",
+];
 
 /// A finished run's exit code and output, as text.
 pub struct Out {

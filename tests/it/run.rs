@@ -51,6 +51,83 @@ fn tiny_cnn_run_writes_a_sane_row() {
     assert_eq!(text.matches("schema_version").count(), 1);
 }
 
+/// `git` in `dir`, with a fixed identity; its trimmed output.
+fn git(dir: &std::path::Path, a: &str) -> String {
+    let o = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"])
+        .args(args(a))
+        .env_remove("GIT_DIR")
+        .output()
+        .expect("running git");
+    assert!(o.status.success(), "git {a}: {}", stderr(&o));
+    stdout(&o).trim().to_string()
+}
+
+/// A row says which code it measured: the working directory's commit and
+/// branch, unless --commit and --branch say otherwise (over the CI's
+/// variables too); the CI run's link where the CI's variables give one;
+/// gpubench's own commit as `info` says it; no sweep id outside a sweep.
+#[test]
+fn a_run_row_carries_the_commit_under_test_and_commit_overrides_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, "init -q -b trunk");
+    std::fs::write(repo.join("model.txt"), "v1\n").unwrap();
+    git(&repo, "add model.txt");
+    git(&repo, "commit -q -m one");
+    let head = git(&repo, "rev-parse HEAD");
+    let run = format!("run --cpu {TINY} --batch-size 2 --steps 1 --warmup 0 --quiet --out ../r.csv");
+    let o = gpubench(&run).cwd(&repo).without_provenance().output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = gpubench(&format!("{run} --commit ABC123 --branch rel-1"))
+        .cwd(&repo)
+        .without_provenance()
+        .env("GITHUB_SHA", "fedcba987654")
+        .env("GITHUB_REF_NAME", "main")
+        .env("GITHUB_SERVER_URL", "https://github.com")
+        .env("GITHUB_REPOSITORY", "o/r")
+        .env("GITHUB_RUN_ID", "77")
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rows = read_csv(&dir.path().join("r.csv"));
+    let cols = |r: &std::collections::HashMap<String, String>| {
+        ["commit", "branch", "sweep_id", "ci_url"].map(|c| r[c].clone())
+    };
+    assert_eq!(cols(&rows[0]), [head.as_str(), "trunk", "", ""]);
+    assert_eq!(cols(&rows[1]), ["abc123", "rel-1", "", "https://github.com/o/r/actions/runs/77"]);
+    let info: serde_json::Value = serde_json::from_str(&stdout(&gpubench("info --format json").output())).unwrap();
+    let built = info["gpubench_commit"].as_str().unwrap();
+    assert!(rows.iter().all(|r| r["gpubench_commit"] == built), "{built}");
+    // Outside a repository and a CI: empty, and the run goes on.
+    let o = gpubench(&run.replace("../r.csv", "r2.csv")).cwd(dir.path()).without_provenance().output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(cols(&read_csv(&dir.path().join("r2.csv"))[0]), ["", "", "", ""]);
+}
+
+/// A bad --commit or --branch is refused before any work, naming the flag,
+/// in every command that takes them.
+#[test]
+fn a_bad_commit_or_branch_is_one_line_and_exit_2() {
+    for a in [
+        format!("run --cpu {TINY} --commit xyz!"),
+        format!("run --cpu {TINY} --commit abc"),
+        "infer --cpu --model tinycnn --commit 12345678901234567890123456789012345678901234567890123456789012345".into(),
+        "allreduce --cpu 2 --branch a,b".into(),
+        "sweep --cpu 1 --out x.csv --commit g00d".into(),
+        "max-batch --cpu --commit main -- --model tinycnn".into(),
+    ] {
+        let flag = if a.contains("--branch") { "--branch" } else { "--commit" };
+        assert_usage_error_of(gpubench(&a), &a, flag);
+    }
+    assert_usage_error(
+        &format!("sweep --cpu 1 --out x.csv -- {TINY} --commit abcd"),
+        "give --commit to the sweep itself",
+    );
+}
+
 #[test]
 fn resnet18_small_images_json_summary() {
     let o = gpubench("run --cpu --model resnet18 --image-size 32 --batch-size 2 --steps 3 --warmup 1 --format json")

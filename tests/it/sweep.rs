@@ -117,6 +117,48 @@ fn a_cpu_sweep_writes_a_row_per_cell_and_the_charts() {
     assert!(err.contains("wrote sweep.html"), "{err}");
 }
 
+/// Every cell and repeat of one sweep carries one id, and the sweep's
+/// --commit and --branch: the rows its cells wrote and the rows it wrote
+/// for cells that died. Another sweep into the same file has another id.
+#[test]
+fn the_cells_of_one_sweep_share_its_id_and_its_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    // The documented test hook: the batch-3 cells die without a row.
+    let script = dir.path().join("child.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncase \" $* \" in *\" --batch-size 3 \"*) kill -KILL $$ ;; esac\nexec \"$GPUBENCH_REAL\" \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let args = tiny(
+        "--cpu 1 --strategies single --batch-sizes 3,4 --repeat 2 --out r.csv --commit 1234ABCD --branch nightly",
+        "--steps 1 --warmup 0",
+    );
+    let o = sweep_in(dir.path(), &args)
+        .without_provenance()
+        .env("GPUBENCH_SWEEP_CHILD", &script)
+        .env("GPUBENCH_REAL", bin())
+        .output();
+    assert_eq!(o.status.code(), Some(1), "{}\n{}", stdout(&o), stderr(&o));
+    let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
+    let got: Vec<(Option<u32>, bool)> =
+        rows.iter().map(|r| (r.batch_per_device, r.note.contains("gpubench sweep"))).collect();
+    assert_eq!(got, [(Some(3), true), (Some(4), false), (Some(3), true), (Some(4), false)]);
+    let id = rows[0].sweep_id.clone();
+    assert!(id.starts_with('s') && id.len() > 8, "{id:?}");
+    for r in &rows {
+        assert_eq!((r.sweep_id.as_str(), r.commit.as_str(), r.branch.as_str()), (id.as_str(), "1234abcd", "nightly"));
+    }
+    let args = tiny("--cpu 1 --strategies single --batch-sizes 4 --out r.csv", "--steps 1 --warmup 0");
+    let o = sweep_in(dir.path(), &args).without_provenance().output();
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let rows = results_csv::read_rows(&dir.path().join("r.csv")).unwrap();
+    let last = &rows[4];
+    assert!(!last.sweep_id.is_empty() && last.sweep_id != id, "{:?} after {id:?}", last.sweep_id);
+    assert_eq!((last.commit.as_str(), last.branch.as_str()), ("", ""), "no repository, no CI, no flag");
+}
+
 #[test]
 fn a_sweep_html_path_in_a_missing_directory_is_refused_before_any_cell() {
     let dir = tempfile::tempdir().unwrap();
@@ -505,10 +547,15 @@ fn an_emitted_sweep_run_by_hand_collects_with_its_tasks_and_a_missing_cell() {
     let o = run_in(
         dir.path(),
         "sweep --cpu 2 --strategies ddp --device-counts 1,2 --models tinycnn --batch-sizes 8 --emit slurm sw \
-         --max-parallel 1 -- --image-size 16 --num-classes 10 --threads 1 --steps 1 --warmup 0",
+         --max-parallel 1 --commit 0123abcd -- --image-size 16 --num-classes 10 --threads 1 --steps 1 --warmup 0",
     );
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    // The manifest records the sweep's id and the commit under test, for the cells to carry wherever they run.
+    let manifest = gpubench::fleet::manifest::read(&dir.path().join("sw")).unwrap();
+    let id = manifest[0].row.sweep_id.clone();
+    assert!(id.starts_with('s') && id.len() > 8, "{id:?}");
+    assert!(manifest.iter().all(|e| e.row.sweep_id == id && e.row.commit == "0123abcd"), "{manifest:?}");
     assert!(out.contains("(2 cells)") && out.contains("(2 job arrays)"), "{out}");
     assert!(out.contains("--array=0-0%1") && out.contains("--cpus-per-task=2 ") && out.contains("GPUBENCH_SHAPE=2"));
     let sw = dir.path().join("sw");
@@ -538,6 +585,7 @@ fn an_emitted_sweep_run_by_hand_collects_with_its_tasks_and_a_missing_cell() {
         .collect();
     assert_eq!(got, [(1, "ok", "41", Some(0), "node07"), (2, "ok", "42", Some(0), "node07")]);
     assert!(rows.iter().all(|r| r.scheduler == "slurm"));
+    assert!(rows.iter().all(|r| r.sweep_id == id && r.commit == "0123abcd"), "{rows:?}");
     let devs = std::fs::read_to_string(dir.path().join("all.devices.csv")).unwrap();
     assert_eq!(devs.lines().count(), 1 + 3, "a device line per rank: {devs}");
     // A lost cell: collect says so, in its row and its exit code.
@@ -551,6 +599,7 @@ fn an_emitted_sweep_run_by_hand_collects_with_its_tasks_and_a_missing_cell() {
     );
     let rows = results_csv::read_rows(&dir.path().join("all.csv")).unwrap();
     assert_eq!((rows[1].status.name(), rows[1].n_devices, rows[1].array_task), ("missing", 2, Some(0)));
+    assert_eq!((rows[1].sweep_id.as_str(), rows[1].commit.as_str()), (id.as_str(), "0123abcd"));
     // The file it replaced is kept beside it, whole.
     let kept: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -574,6 +623,9 @@ fn an_emitted_sweep_run_by_hand_collects_with_its_tasks_and_a_missing_cell() {
     assert!(stdout(&o).contains("1 cells re-emitted") && stdout(&o).contains("--array=0-0 "), "{}", stdout(&o));
     let script = std::fs::read_to_string(sw.join("sweep.sbatch")).unwrap();
     assert!(script.contains("  2) cells=(1) ;;") && !script.contains("cells=(0)"), "{script}");
+    // A re-emission is a sweep of its own: a new id.
+    let again = gpubench::fleet::manifest::read(&sw).unwrap();
+    assert!(again.iter().all(|e| !e.row.sweep_id.is_empty() && e.row.sweep_id != id), "{again:?}");
 }
 
 /// Slurm refuses an array whose task ids reach MaxArraySize: a shape with
