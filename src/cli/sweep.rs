@@ -140,8 +140,8 @@ pub(crate) const OWN: [(&str, &str); 8] = [
     ("format", "cells report through the results file; give --format to the sweep itself, before --"),
     ("json", "cells report through the results file; give --format to the sweep itself, before --"),
     ("quiet", "cells are quiet already; the sweep prints a line per cell"),
-    ("commit", "give --commit to the sweep itself, before --: it is the whole sweep's, and an emitted sweep records it"),
-    ("branch", "give --branch to the sweep itself, before --: it is the whole sweep's, and an emitted sweep records it"),
+    ("commit", "give --commit to the sweep itself, before --: it is the whole sweep's (an emitted one records it)"),
+    ("branch", "give --branch to the sweep itself, before --: it is the whole sweep's (an emitted one records it)"),
 ];
 
 /// Refuses the run options the sweep owns, after `--` or in `--vary`.
