@@ -255,7 +255,7 @@ fn without_torch(module: &str) -> anyhow::Error {
     let name = module.replace('_', "-");
     usage(format!(
         "`gpubench {name}` needs libtorch, and this gpubench was built without it (--no-default-features: report, \
-         compare, check, diagnose, collect, schema, upgrade, trace-summary, completions and man only); for the full \
+         compare, check, diagnose, history, collect, schema, upgrade, trace-summary, completions and man only); for the full \
          build run scripts/setup, then cargo build --release"
     ))
 }

@@ -25,6 +25,7 @@ macro_rules! subcommands {
             compare Compare CompareArgs [];
             check Check CheckArgs [];
             diagnose Diagnose DiagnoseArgs [];
+            history History HistoryArgs [];
             sweep Sweep SweepArgs [torch];
             max_batch MaxBatch MaxBatchArgs [torch];
             data_bench DataBench DataBenchArgs [torch];

@@ -78,7 +78,7 @@ impl Metric {
         }
     }
 
-    fn higher_is_better(self) -> bool {
+    pub(crate) fn higher_is_better(self) -> bool {
         matches!(self, Metric::Throughput | Metric::Scaling)
     }
 
@@ -92,7 +92,7 @@ impl Metric {
         }
     }
 
-    fn fmt(self, v: f64) -> String {
+    pub(crate) fn fmt(self, v: f64) -> String {
         match self {
             Metric::Throughput => fmt_rate(v),
             Metric::Scaling => fmt_pct(v),

@@ -40,6 +40,7 @@ pub mod check;
 pub mod comm;
 pub mod compare;
 pub mod diagnose;
+pub mod history;
 pub mod export;
 pub mod format;
 pub mod html;

@@ -17,6 +17,7 @@ mod line;
 mod report;
 mod serving;
 mod step;
+mod trend;
 mod verdict;
 
 use anyhow::{anyhow, Context, Result};
@@ -31,6 +32,7 @@ pub(crate) use comm::allreduce_charts;
 pub(crate) use frontier::frontier_chart;
 pub(crate) use report::{compare_chart, report_charts};
 pub(crate) use serving::serving_charts;
+pub(crate) use trend::history_charts;
 pub(crate) use verdict::verdict_chart;
 
 // ---- fonts ----------------------------------------------------------------

@@ -1,0 +1,366 @@
+//! From rows to series: one per configuration, machine and metric, its
+//! points in history order, each point the repeats of one commit (or one
+//! sweep, or one run) reduced to their median.
+use anyhow::Result;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::usage;
+use crate::report::check::Metric;
+use crate::report::summary::{strategy_rank, ConfigKey, Run};
+use crate::results::{Fields, Implementation, Status};
+
+/// How series are told apart besides the configuration (`--by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum By {
+    /// One series per host: machines are never mixed (the default).
+    Host,
+    /// One series per device name: hosts of one kind pooled.
+    Device,
+}
+
+/// What a point is (`--order`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// The rows of one commit under test, points ordered by when the commit
+    /// first ran; rows without a commit fall back to `Time`'s points.
+    Commit,
+    /// The rows of one sweep (else one run), ordered by time: every night
+    /// its own point even when the commit did not change.
+    Time,
+}
+
+/// The environment a point ran in: the columns compared across a change.
+pub(crate) const ENV: &[(&str, &str)] = &[
+    ("driver_version", "driver"),
+    ("cuda_version", "CUDA"),
+    ("libtorch_version", "libtorch"),
+    ("gpubench_version", "gpubench"),
+    ("gpubench_commit", "gpubench commit"),
+    ("device_name", "device"),
+    ("node_list", "nodes"),
+    ("host", "host"),
+];
+
+fn env_value(r: &impl Fields, col: &str) -> String {
+    match col {
+        "driver_version" => r.driver_version(),
+        "cuda_version" => r.cuda_version(),
+        "libtorch_version" => r.libtorch_version(),
+        "gpubench_version" => r.gpubench_version(),
+        "gpubench_commit" => r.gpubench_commit(),
+        "device_name" => r.device_name(),
+        "node_list" => r.node_list(),
+        "host" => r.host(),
+        _ => "",
+    }
+    .to_string()
+}
+
+/// One point of history: the repeats of one commit, sweep or run.
+#[derive(Debug, Clone)]
+pub(crate) struct Point {
+    /// What names it: the commit, else the sweep id, else the run id.
+    pub id: String,
+    pub commit: String,
+    pub branch: String,
+    /// Seconds since the epoch of its earliest row.
+    pub time: f64,
+    /// The median of `repeats`.
+    pub value: f64,
+    pub repeats: Vec<f64>,
+    /// Each `ENV` column's distinct values among its rows, joined by "/".
+    pub env: Vec<String>,
+    /// A link to its CI run, where a row has one.
+    pub ci_url: String,
+    /// `file:line` of its first row.
+    pub place: String,
+}
+
+impl Point {
+    /// `2026-11-03`.
+    pub(crate) fn date(&self) -> String {
+        date_of(self.time)
+    }
+
+    /// Commit (12 characters) or date: how tables name the point.
+    pub(crate) fn name(&self) -> String {
+        if self.commit.is_empty() {
+            format!("{} {}", self.date(), short(&self.id, 14))
+        } else {
+            format!("{} {}", self.date(), short(&self.commit, 12))
+        }
+    }
+}
+
+pub(crate) fn short(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+pub(crate) fn date_of(secs: f64) -> String {
+    let t = UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0.0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()[..10].to_string()
+}
+
+/// A series: one metric of one configuration on one machine, over time.
+#[derive(Debug, Clone)]
+pub(crate) struct Series {
+    pub key: ConfigKey,
+    /// The host, or the device name under `--by device`.
+    pub machine: String,
+    pub label: String,
+    pub metric: Metric,
+    pub points: Vec<Point>,
+}
+
+impl Series {
+    /// `resnet50 224px fp32 ddp x4 b64 @ box1`.
+    pub(crate) fn name(&self) -> String {
+        let mut s = format!("{} @ {}", self.key.describe(), self.machine);
+        if !self.label.is_empty() {
+            s += &format!(" [{}]", self.label);
+        }
+        s
+    }
+
+    /// The series' identity in ids and exports: name and metric.
+    pub(crate) fn ident(&self) -> String {
+        format!("{} {}", self.name(), self.metric.name())
+    }
+}
+
+/// What was left out on the way, for the notes.
+#[derive(Debug, Default)]
+pub(crate) struct Left {
+    pub other_impl: usize,
+    pub not_ok: BTreeMap<String, usize>,
+    pub disturbed: usize,
+    pub not_runs: usize,
+    pub before_since: usize,
+}
+
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Where {
+    machine: String,
+    label: String,
+}
+
+/// A row's point id under `order`.
+fn point_id(r: &impl Fields, order: Order) -> String {
+    if order == Order::Commit && !r.commit().is_empty() {
+        return r.commit().to_string();
+    }
+    if !r.sweep_id().is_empty() {
+        return format!("sweep {}", r.sweep_id());
+    }
+    format!("run {}", r.run_id())
+}
+
+fn seconds(run: &Run) -> Result<f64> {
+    let ts = run.row.timestamp();
+    humantime::parse_rfc3339_weak(ts.trim_end_matches('Z'))
+        .ok()
+        .or_else(|| humantime::parse_rfc3339(ts).ok())
+        .and_then(|t: SystemTime| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_secs_f64())
+        .ok_or_else(|| {
+            usage(format!(
+                "{}: timestamp `{ts}` is not an RFC 3339 time; history orders its points by when they ran",
+                run.place()
+            ))
+        })
+}
+
+/// The rows a point pools, before its metric is read.
+struct Pending<'a> {
+    rows: Vec<(&'a Run, f64)>,
+}
+
+/// Builds every series of `metrics` from `runs`: rows of `implementation`,
+/// status ok and undisturbed, training or serving; the rest counted in `Left`.
+/// `ignore` names points (ids, commit prefixes of 7+ characters, or dates)
+/// to leave out. Errors for rows history cannot place (a bad timestamp, a
+/// commit that ran again after another).
+pub(crate) fn build(
+    runs: &[Run],
+    metrics: &[Metric],
+    by: By,
+    order: Order,
+    implementation: Implementation,
+    since: f64,
+    ignore: &dyn Fn(&str, &str, &str) -> bool,
+) -> Result<(Vec<Series>, Left)> {
+    let mut left = Left::default();
+    // (config, where) -> point id -> rows
+    type Points<'a> = BTreeMap<String, Pending<'a>>;
+    let mut by_config: BTreeMap<(ConfigKey, Where), Points> = BTreeMap::new();
+    for run in runs {
+        let r = &run.row;
+        if r.is_allreduce() || r.is_peak() {
+            left.not_runs += 1;
+            continue;
+        }
+        if r.implementation() != implementation {
+            left.other_impl += 1;
+            continue;
+        }
+        if r.status() != Status::Ok {
+            *left.not_ok.entry(r.status().name().to_string()).or_default() += 1;
+            continue;
+        }
+        if !r.interference().is_empty() {
+            left.disturbed += 1;
+            continue;
+        }
+        let t = seconds(run)?;
+        if t < since {
+            left.before_since += 1;
+            continue;
+        }
+        let id = point_id(r, order);
+        if ignore(&id, r.commit(), &date_of(t)) {
+            continue;
+        }
+        let machine = match by {
+            By::Host => r.host(),
+            By::Device => r.device_name(),
+        };
+        let w = Where { machine: machine.to_string(), label: r.label().to_string() };
+        by_config
+            .entry((ConfigKey::of(r), w))
+            .or_default()
+            .entry(id)
+            .or_insert_with(|| Pending { rows: vec![] })
+            .rows
+            .push((run, t));
+    }
+    refuse_interleaved_commits(&by_config, order)?;
+
+    // The 1-device throughput of each workload, machine and point, for scaling:
+    // `single` preferred, as report's baseline is.
+    let mut one: HashMap<(crate::report::summary::Workload, &Where, &str), (u8, f64)> = HashMap::new();
+    for ((key, w), points) in &by_config {
+        if key.n_devices != 1 {
+            continue;
+        }
+        for (id, p) in points {
+            let v: Vec<f64> = p.rows.iter().filter_map(|(r, _)| r.row.throughput_img_s()).collect();
+            if v.is_empty() {
+                continue;
+            }
+            let m = super::detect::median(&v);
+            let rank = strategy_rank(&key.strategy);
+            let slot = one.entry((key.workload(), w, id.as_str())).or_insert((rank, m));
+            if rank < slot.0 {
+                *slot = (rank, m);
+            }
+        }
+    }
+
+    let mut series = vec![];
+    for ((key, w), points) in &by_config {
+        for &metric in metrics {
+            if metric == Metric::Scaling && key.n_devices <= 1 {
+                continue;
+            }
+            if (metric == Metric::LatencyP99) != key.is_infer() && metric != Metric::Throughput {
+                continue;
+            }
+            let mut pts = vec![];
+            for (id, p) in points {
+                let base = one.get(&(key.workload(), w, id.as_str())).map(|s| s.1);
+                let repeats: Vec<f64> = p
+                    .rows
+                    .iter()
+                    .filter_map(|(r, _)| {
+                        let r = &r.row;
+                        match metric {
+                            Metric::Throughput => r.throughput_img_s(),
+                            Metric::Scaling => Some(r.throughput_img_s()? / (key.n_devices as f64 * base?)),
+                            Metric::StepP50 => r.step_ms_p50(),
+                            Metric::StepP90 => r.step_ms_p90(),
+                            Metric::LatencyP99 => r.latency_ms_p99(),
+                        }
+                    })
+                    .filter(|v| v.is_finite())
+                    .collect();
+                if repeats.is_empty() {
+                    continue;
+                }
+                pts.push(point(id, p, repeats));
+            }
+            if pts.is_empty() {
+                continue;
+            }
+            pts.sort_by(|a, b| a.time.total_cmp(&b.time).then_with(|| a.id.cmp(&b.id)));
+            series.push(Series {
+                key: key.clone(),
+                machine: w.machine.clone(),
+                label: w.label.clone(),
+                metric,
+                points: pts,
+            });
+        }
+    }
+    Ok((series, left))
+}
+
+fn point(id: &str, p: &Pending, repeats: Vec<f64>) -> Point {
+    let (first, t) = p.rows.iter().min_by(|a, b| a.1.total_cmp(&b.1)).copied().expect("a point has rows");
+    let env = ENV
+        .iter()
+        .map(|(col, _)| {
+            let vals: BTreeSet<String> = p.rows.iter().map(|(r, _)| env_value(&r.row, col)).collect();
+            vals.into_iter().filter(|v| !v.is_empty()).collect::<Vec<_>>().join("/")
+        })
+        .collect();
+    Point {
+        id: id.to_string(),
+        commit: first.row.commit().to_string(),
+        branch: first.row.branch().to_string(),
+        time: t,
+        value: super::detect::median(&repeats),
+        repeats,
+        env,
+        ci_url: p.rows.iter().map(|(r, _)| r.row.ci_url()).find(|u| !u.is_empty()).unwrap_or("").to_string(),
+        place: first.place(),
+    }
+}
+
+/// Commit order is the order commits first ran in, which means each
+/// commit's rows must lie in one stretch of time: a commit that runs again
+/// after another (a re-run of an old build) has no one place in it.
+fn refuse_interleaved_commits(
+    by_config: &BTreeMap<(ConfigKey, Where), BTreeMap<String, Pending>>,
+    order: Order,
+) -> Result<()> {
+    if order != Order::Commit {
+        return Ok(());
+    }
+    for points in by_config.values() {
+        let mut spans: Vec<(f64, f64, &str, &Run)> = points
+            .values()
+            .filter(|p| !p.rows[0].0.row.commit().is_empty())
+            .map(|p| {
+                let lo = p.rows.iter().map(|r| r.1).fold(f64::MAX, f64::min);
+                let (last, hi) = p.rows.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(r, t)| (*r, *t)).unwrap();
+                (lo, hi, p.rows[0].0.row.commit(), last)
+            })
+            .collect();
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for pair in spans.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if a.1 > b.0 {
+                return Err(usage(format!(
+                    "{}: commit {} ran again after commit {} had run ({}), so it has no one place in commit \
+                     order; leave those rows out or use --order time (a point per sweep or run)",
+                    a.3.place(),
+                    short(a.2, 12),
+                    short(b.2, 12),
+                    date_of(b.0)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
