@@ -3,11 +3,11 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 
-use super::opts::{Baseline, FormatOpt, HtmlOpt, ImplOpt, MaxDrop};
+use super::opts::{AcksOpt, Baseline, FormatOpt, HtmlOpt, ImplOpt, MaxDrop, MetricsOpt};
 use super::parse::parse_alpha;
 use super::{Configure, Job};
 use crate::error::usage;
-use crate::report::check::{CheckOptions, Metric};
+use crate::report::check::CheckOptions;
 
 /// CI gate: exit 1 when the current results regressed against a baseline
 /// (significantly, and by more than --max-drop).
@@ -18,10 +18,8 @@ pub(crate) struct CheckArgs {
     /// Results to judge.
     #[arg(long, value_name = "C.csv")]
     pub current: Option<PathBuf>,
-    /// Metrics to gate on (repeat or comma-separate).
-    #[arg(long = "metric", value_name = "METRIC", value_enum, value_delimiter = ',',
-          default_values_t = [Metric::Throughput, Metric::Scaling])]
-    pub metrics: Vec<Metric>,
+    #[command(flatten)]
+    pub metrics: MetricsOpt,
     #[command(flatten)]
     pub max_drop: MaxDrop,
     /// Significance level of Welch's t-test, used when both sides have 2+ runs.
@@ -30,6 +28,13 @@ pub(crate) struct CheckArgs {
     /// Fail (exit 1) when a baseline configuration is missing from the current results.
     #[arg(long)]
     pub strict: bool,
+    /// The baseline file is a history of many nights: judge against each
+    /// configuration's current level (the points since its last change, as
+    /// `gpubench history` finds it) instead of every row of the file.
+    #[arg(long)]
+    pub baseline_from_history: bool,
+    #[command(flatten)]
+    pub acks: AcksOpt,
     #[command(flatten)]
     pub implementation: ImplOpt,
     #[command(flatten)]
@@ -43,9 +48,10 @@ impl Configure for CheckArgs {
         let baseline = self.baseline.baseline.clone().ok_or_else(|| {
             usage("check needs --baseline B.csv (known-good results) and --current C.csv (the results to judge)")
         })?;
-        let current = self.current.clone().ok_or_else(|| {
-            usage("check needs --current C.csv (the results to judge) beside --baseline B.csv")
-        })?;
+        let current = self
+            .current
+            .clone()
+            .ok_or_else(|| usage("check needs --current C.csv (the results to judge) beside --baseline B.csv"))?;
         if self.metrics.is_empty() {
             return Err(usage("--metric needs at least one of throughput, scaling, step-p50, step-p90, latency-p99"));
         }
@@ -53,13 +59,20 @@ impl Configure for CheckArgs {
             crate::report::html::check_html_path(p)?;
         }
         let opts = CheckOptions {
-            metrics: self.metrics,
+            metrics: self.metrics.metrics,
             max_drop: *self.max_drop,
             alpha: self.alpha,
             strict: self.strict,
             implementation: (*self.implementation).into(),
         };
         let (format, html) = (*self.format, self.html.html);
-        Ok(Box::new(move || crate::commands::check::run(&baseline, &current, &opts, format, html.as_deref())))
+        if self.acks.is_some() && !self.baseline_from_history {
+            return Err(usage("--acks is read with --baseline-from-history (or by gpubench history)"));
+        }
+        let history =
+            self.baseline_from_history.then_some(crate::commands::check::FromHistory { acks: self.acks.acks });
+        Ok(Box::new(move || {
+            crate::commands::check::run(&baseline, &current, &opts, history.as_ref(), format, html.as_deref())
+        }))
     }
 }

@@ -3,11 +3,11 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 
-use super::opts::{ChartsOpt, FormatOpt, HtmlOpt, ImplOpt};
+use super::opts::{AcksOpt, ChartsOpt, FormatOpt, HtmlOpt, ImplOpt, MetricsOpt};
 use super::parse::{parse_alpha, parse_fraction};
 use super::{Configure, Job};
+use crate::commands::history::HistoryJob;
 use crate::error::usage;
-use crate::report::check::Metric;
 use crate::report::history::acks::Kind;
 use crate::report::history::detect::Params;
 use crate::report::history::series::{By, Order};
@@ -17,14 +17,13 @@ use crate::report::history::Options;
 /// the nights its level changed (with the commits to bisect and what else
 /// changed), slow drift, and a CI gate (--gate) on new regressions.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("metrics", |a| a.default_values(["throughput", "scaling", "step-p50", "latency-p99"])))]
 pub(crate) struct HistoryArgs {
     /// Results files of many nights (read as one).
     #[arg(required = true, value_name = "FILES")]
     pub files: Vec<PathBuf>,
-    /// Metrics to follow (repeat or comma-separate).
-    #[arg(long = "metric", value_name = "METRIC", value_enum, value_delimiter = ',',
-          default_values_t = [Metric::Throughput, Metric::Scaling, Metric::StepP50, Metric::LatencyP99])]
-    pub metrics: Vec<Metric>,
+    #[command(flatten)]
+    pub metrics: MetricsOpt,
     /// A series per host (machines never mixed), or per device name (hosts of one kind pooled).
     #[arg(long, value_name = "host|device", default_value = "host", value_parser = ["host", "device"])]
     pub by: String,
@@ -55,9 +54,8 @@ pub(crate) struct HistoryArgs {
     /// Points the drift slope is fitted over, at most (fewer since the last change).
     #[arg(long, value_name = "N", default_value_t = 30)]
     pub drift_points: usize,
-    /// Acknowledgements: a file you commit and review (see docs/history.md).
-    #[arg(long, value_name = "FILE")]
-    pub acks: Option<PathBuf>,
+    #[command(flatten)]
+    pub acks: AcksOpt,
     /// Acknowledge a change or drift by its id: appends a line to --acks.
     #[arg(long, value_name = "ID", requires = "acks")]
     pub ack: Option<String>,
@@ -89,23 +87,6 @@ pub(crate) struct HistoryArgs {
     pub html: HtmlOpt,
 }
 
-/// What `history` was asked to do besides analysing.
-#[derive(Debug, Clone)]
-pub(crate) struct HistoryJob {
-    pub files: Vec<PathBuf>,
-    pub options: Options,
-    pub acks: Option<PathBuf>,
-    /// `--ack ID` with its kind and reason.
-    pub ack: Option<(String, Kind, String)>,
-    pub gate: bool,
-    pub bmf: Option<PathBuf>,
-    pub gab_bigger: Option<PathBuf>,
-    pub gab_smaller: Option<PathBuf>,
-    pub format: crate::report::export::Format,
-    pub charts: Option<PathBuf>,
-    pub html: Option<PathBuf>,
-}
-
 /// `--since`: a date (midnight UTC) or an RFC 3339 time, as seconds since the epoch.
 pub(crate) fn parse_since(s: &str) -> Result<f64> {
     let t = if s.len() == 10 { format!("{s}T00:00:00Z") } else { s.to_string() };
@@ -116,7 +97,7 @@ pub(crate) fn parse_since(s: &str) -> Result<f64> {
 
 impl HistoryArgs {
     pub(crate) fn job(self) -> Result<HistoryJob> {
-        if self.metrics.is_empty() {
+        if self.metrics.metrics.is_empty() {
             return Err(usage("--metric needs at least one of throughput, scaling, step-p50, step-p90, latency-p99"));
         }
         if self.min_points < 2 {
@@ -155,7 +136,7 @@ impl HistoryArgs {
         }
         let since = self.since.as_deref().map(parse_since).transpose()?.unwrap_or(f64::MIN);
         let options = Options {
-            metrics: self.metrics,
+            metrics: self.metrics.metrics,
             by: if self.by == "device" { By::Device } else { By::Host },
             order: if self.order == "time" { Order::Time } else { Order::Commit },
             params: Params {
@@ -173,7 +154,7 @@ impl HistoryArgs {
         Ok(HistoryJob {
             files: self.files,
             options,
-            acks: self.acks,
+            acks: self.acks.acks,
             ack,
             gate: self.gate,
             bmf: self.export_bmf,

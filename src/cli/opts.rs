@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use super::parse::{parse_branch, parse_commit, parse_fraction};
 use crate::config::{Backend, CommHook, Impl, ModelKind, Precision};
+use crate::report::check::Metric;
 use crate::report::export::Format;
 
 /// One option in a struct of its own, flattened where a command takes it;
@@ -313,6 +314,21 @@ pub(crate) struct RenderOpts {
     pub charts: ChartsOpt,
     #[command(flatten)]
     pub html: HtmlOpt,
+}
+
+option! {
+    /// Metrics to judge (repeat or comma-separate).
+    MetricsOpt {
+        #[arg(long = "metric", value_name = "METRIC", value_enum, value_delimiter = ',',
+              default_values_t = [Metric::Throughput, Metric::Scaling])]
+        metrics: Vec<Metric>
+    }
+}
+
+option! {
+    /// Acknowledgements of history's changes: a file you commit and review
+    /// (`expected ID`, `accepted ID`, `ignore POINT`; docs/history.md).
+    AcksOpt { #[arg(long, value_name = "FILE")] acks: Option<PathBuf> }
 }
 
 option! {

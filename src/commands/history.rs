@@ -3,7 +3,6 @@
 use anyhow::Result;
 use std::path::Path;
 
-use crate::cli::history::HistoryJob;
 use crate::error::usage;
 use crate::report::charts;
 use crate::report::export::{exporter, Format};
@@ -12,6 +11,23 @@ use crate::report::html::{Outcome, Page};
 use crate::report::pipeline::{charts_for, emit_all, finish, print};
 use crate::report::summary::load_columns;
 use crate::results::packed::Columns;
+
+/// What `history` was asked to do besides analysing.
+#[derive(Debug, Clone)]
+pub(crate) struct HistoryJob {
+    pub files: Vec<std::path::PathBuf>,
+    pub options: history::Options,
+    pub acks: Option<std::path::PathBuf>,
+    /// `--ack ID` with its kind and reason.
+    pub ack: Option<(String, acks::Kind, String)>,
+    pub gate: bool,
+    pub bmf: Option<std::path::PathBuf>,
+    pub gab_bigger: Option<std::path::PathBuf>,
+    pub gab_smaller: Option<std::path::PathBuf>,
+    pub format: Format,
+    pub charts: Option<std::path::PathBuf>,
+    pub html: Option<std::path::PathBuf>,
+}
 
 /// `gpubench history`. Exit 0, or with `--gate` 1 when it fails; unusable
 /// input is an error, which `main` maps to 2.

@@ -33,6 +33,13 @@ impl Columns {
         Columns(m)
     }
 
+    /// These columns and `other`'s.
+    pub(crate) fn with(self, other: Columns) -> Columns {
+        let mut m = self.0;
+        m.iter_mut().zip(other.0).for_each(|(a, b)| *a |= b);
+        Columns(m)
+    }
+
     #[cfg(test)]
     pub(crate) fn unknown<'a>(names: &[&'a str]) -> Vec<&'a str> {
         names.iter().copied().filter(|n| !RESULTS.iter().any(|c| c.name == *n)).collect()

@@ -306,6 +306,49 @@ pub(crate) fn analyze(runs: &[Run], acks: &[Ack], options: &Options) -> Result<H
     Ok(History { series, findings, drifts, notes, options: options.clone() })
 }
 
+/// `check --baseline-from-history`: the rows of each configuration's current
+/// level (since its last change, found or expected, on any metric), so that
+/// a gate compares tonight with the level it belongs to rather than with one
+/// lucky or unlucky night. A configuration too short to judge keeps every
+/// row. Indices into `runs`, in order.
+pub(crate) fn current_level_rows(runs: &[Run], acks: &[Ack], options: &Options) -> Result<Vec<usize>> {
+    let o = options;
+    let (all, _) = series::build(runs, &o.metrics, o.by, o.order, o.implementation, o.since, &|_, _, _| false)?;
+    let need = points_needed(&o.params);
+    let mut start: std::collections::HashMap<(String, String), f64> = std::collections::HashMap::new();
+    let mut rows_of: std::collections::HashMap<(String, String), Vec<(f64, Vec<usize>)>> =
+        std::collections::HashMap::new();
+    for s in &all {
+        let k = (format!("{:?}", s.key), s.machine.clone());
+        let pts = rows_of.entry(k.clone()).or_default();
+        if pts.is_empty() {
+            pts.extend(s.points.iter().map(|p| (p.time, p.rows.clone())));
+        }
+        if s.points.len() < need {
+            continue;
+        }
+        let y: Vec<f64> = s.points.iter().map(|p| p.value).collect();
+        let fixed: Vec<usize> = (1..s.points.len())
+            .filter(|&i| acks.iter().any(|a| a.kind == Kind::Expected && a.target == id_of(s, &s.points[i].id)))
+            .collect();
+        if let Some(c) = detect::change_points(&y, &fixed, &o.params).last() {
+            let t = s.points[c.at].time;
+            let e = start.entry(k).or_insert(t);
+            *e = e.max(t);
+        }
+    }
+    let mut keep: Vec<usize> = rows_of
+        .iter()
+        .flat_map(|(k, pts)| {
+            let from = start.get(k).copied().unwrap_or(f64::MIN);
+            pts.iter().filter(move |(t, _)| *t >= from).flat_map(|(_, r)| r.iter().copied())
+        })
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    Ok(keep)
+}
+
 pub(crate) fn higher_is_better(m: Metric) -> bool {
     matches!(m, Metric::Throughput | Metric::Scaling)
 }
@@ -543,6 +586,30 @@ mod tests {
         let mut rows = nights(8, 99, 0.0);
         rows[2].timestamp = "yesterday".into();
         assert!(e(rows, &opts()).contains("t.csv:4: timestamp `yesterday` is not an RFC 3339 time"));
+    }
+
+    #[test]
+    fn its_columns_are_columns_and_enough() {
+        assert_eq!(crate::results::packed::Columns::unknown(COLUMNS), Vec::<&str>::new());
+        // Analysed from rows loaded with these columns alone: the same findings.
+        let keep = crate::results::packed::Columns::named(COLUMNS);
+        let runs = runs_of(nights(28, 20, -0.05));
+        let loaded: Vec<Run> = runs.iter().map(|r| Run { row: r.row.unpack().pack_only(keep), ..r.clone() }).collect();
+        let (a, b) = (analyze(&runs, &[], &opts()).unwrap(), analyze(&loaded, &[], &opts()).unwrap());
+        assert_eq!(
+            a.findings.iter().map(|f| &f.id).collect::<Vec<_>>(),
+            b.findings.iter().map(|f| &f.id).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_baseline_from_history_is_the_current_level() {
+        let runs = runs_of(nights(30, 20, -0.05));
+        let rows = current_level_rows(&runs, &[], &opts()).unwrap();
+        assert_eq!(rows, (20..30).collect::<Vec<_>>());
+        // Without a change, every night.
+        let runs = runs_of(nights(30, 99, 0.0));
+        assert_eq!(current_level_rows(&runs, &[], &opts()).unwrap().len(), 30);
     }
 
     #[test]

@@ -75,6 +75,8 @@ pub(crate) struct Point {
     pub ci_url: String,
     /// `file:line` of its first row.
     pub place: String,
+    /// Its rows: indices into the runs the series were built from.
+    pub rows: Vec<usize>,
 }
 
 impl Point {
@@ -174,6 +176,7 @@ fn seconds(run: &Run) -> Result<f64> {
 /// The rows a point pools, before its metric is read.
 struct Pending<'a> {
     rows: Vec<(&'a Run, f64)>,
+    index: Vec<usize>,
 }
 
 /// Builds every series of `metrics` from `runs`: rows of `implementation`,
@@ -194,7 +197,7 @@ pub(crate) fn build(
     // (config, where) -> point id -> rows
     type Points<'a> = BTreeMap<String, Pending<'a>>;
     let mut by_config: BTreeMap<(ConfigKey, Where), Points> = BTreeMap::new();
-    for run in runs {
+    for (ri, run) in runs.iter().enumerate() {
         let r = &run.row;
         if r.is_allreduce() || r.is_peak() {
             left.not_runs += 1;
@@ -226,13 +229,13 @@ pub(crate) fn build(
             By::Device => r.device_name(),
         };
         let w = Where { machine: machine.to_string(), label: r.label().to_string() };
-        by_config
+        let p = by_config
             .entry((ConfigKey::of(r), w))
             .or_default()
             .entry(id)
-            .or_insert_with(|| Pending { rows: vec![] })
-            .rows
-            .push((run, t));
+            .or_insert_with(|| Pending { rows: vec![], index: vec![] });
+        p.rows.push((run, t));
+        p.index.push(ri);
     }
     refuse_interleaved_commits(&by_config, order)?;
 
@@ -324,6 +327,7 @@ fn point(id: &str, p: &Pending, repeats: Vec<f64>) -> Point {
         env,
         ci_url: p.rows.iter().map(|(r, _)| r.row.ci_url()).find(|u| !u.is_empty()).unwrap_or("").to_string(),
         place: first.place(),
+        rows: p.index.clone(),
     }
 }
 
