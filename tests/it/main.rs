@@ -8,6 +8,7 @@ mod docs;
 mod fidelity;
 mod gpu;
 mod gpu_smoke;
+mod history;
 mod html;
 mod infer;
 mod interference;
