@@ -3,16 +3,17 @@
 use anyhow::Result;
 use std::path::PathBuf;
 
-use crate::report::charts;
-use crate::results::Fields;
 use crate::comm::expected::expected_allreduce;
+use crate::report::charts;
 use crate::report::comm::allreduce_table;
-use crate::report::html::Page;
+use crate::report::history;
+use crate::report::html::{Page, Section};
 use crate::report::pipeline::{charts_for, emit_all, finish, verdict_tables, Outputs};
 use crate::report::serving::serving_table;
 use crate::report::summary::{load_files, report_table, summarize, Group, Scope};
 use crate::report::verdict;
 use crate::results::long;
+use crate::results::Fields;
 
 /// `gpubench report FILES`.
 pub(crate) fn run(files: &[PathBuf], out: &Outputs) -> Result<i32> {
@@ -50,11 +51,28 @@ pub(crate) fn run(files: &[PathBuf], out: &Outputs) -> Result<i32> {
         notes.extend(charts::serving_charts(w, &runs, &serving)?);
         charts::allreduce_charts(w, &runs)?;
     }
+    let history = if html_path.is_some() { history_sections(&runs)? } else { vec![] };
     // The tables and charts own what they show: the rows' memory is free for the output.
     drop(runs);
-    let page = |sections| Page { title: "gpubench report".into(), inputs: files.to_vec(), outcome: None, sections };
+    let page = |mut sections: Vec<Section>| {
+        sections.extend(history);
+        Page { title: "gpubench report".into(), inputs: files.to_vec(), outcome: None, sections }
+    };
     finish(w, charts_dir, html_path, notes, page, &tables)?;
     emit_all(&tables, format)?;
     Ok(0)
 }
 
+/// The page's history section, when the files hold a history: some
+/// configuration measured at enough commits (or sweeps) to be judged.
+/// Nothing otherwise: one night's results are no history.
+fn history_sections(runs: &[crate::report::summary::Run]) -> Result<Vec<Section>> {
+    let Ok(h) = history::analyze(runs, &[], &history::Options::default()) else { return Ok(vec![]) };
+    let mut w = charts::ChartWriter::in_memory();
+    let notes = charts::history_charts(&mut w, &h)?;
+    let mut tables = history::output::tables(&h);
+    tables[0].title = format!("history: {}", h.summary());
+    let mut sections: Vec<Section> = tables.into_iter().map(Section::Table).collect();
+    sections.push(Section::Charts { charts: w.svgs, notes });
+    Ok(sections)
+}

@@ -82,6 +82,15 @@ fn history_names_the_night_the_commits_and_the_driver_and_gates_on_it() {
     assert!(svg.contains("<svg") && svg.contains("-5.0%"), "the change's marker is labelled");
     let page = std::fs::read_to_string(d.path().join("h.html")).unwrap();
     assert!(page.contains("REGRESSION") && page.contains("<svg"), "the page has the table and the chart");
+    // report's page has a history section when its files hold a history.
+    let o = in_dir(d.path(), "report n.csv --html r.html").run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let page = std::fs::read_to_string(d.path().join("r.html")).unwrap();
+    assert!(
+        page.contains("history: 1 series, 1 change") && page.contains("history-01-throughput"),
+        "no history section"
+    );
+    assert!(!o.stdout.contains("history"), "the terminal's report is unchanged:\n{}", o.stdout);
 }
 
 #[test]
