@@ -72,7 +72,7 @@ impl Chart for Trend {
         let fmt = self.fmt;
         chart
             .configure_mesh()
-            .x_desc("point (commit or night), oldest first")
+            .x_desc("point (a commit, or a night), oldest first")
             .y_desc(self.y_desc.as_str())
             .x_labels(8.min(n.max(1)))
             .x_label_formatter(&move |v| {
@@ -196,7 +196,16 @@ pub(crate) fn history_charts(w: &mut ChartWriter, h: &History) -> Result<Vec<Str
             ranges,
             levels,
             marks,
-            dates: s.points.iter().map(|p| p.date()[5..].to_string()).collect(),
+            // Dates, or the points' commits (ids) when they all ran on one day.
+            dates: if s.points[0].date() == s.points[s.points.len() - 1].date() {
+                s.points
+                    .iter()
+                    .map(|p| if p.commit.is_empty() { p.id.clone() } else { p.commit.clone() })
+                    .map(|c| c.chars().take(7).collect())
+                    .collect()
+            } else {
+                s.points.iter().map(|p| p.date()[5..].to_string()).collect()
+            },
             fmt: match m {
                 crate::report::check::Metric::Scaling => |v| format!("{:.0}%", v * 100.0),
                 _ => axis_num,

@@ -32,7 +32,7 @@ pub(crate) const COLUMNS: &[&str] = &[
     "impl", "status", "interference", "run_id", "timestamp", "label",
     "commit", "branch", "sweep_id", "ci_url",
     "driver_version", "cuda_version", "libtorch_version", "gpubench_version", "gpubench_commit", "device_name",
-    "node_list", "host",
+    "node_list", "host", "threads",
     "throughput_img_s", "step_ms_p50", "step_ms_p90", "latency_ms_p99",
 ];
 
@@ -295,7 +295,7 @@ pub(crate) fn analyze(runs: &[Run], acks: &[Ack], options: &Options) -> Result<H
     notes.push(format!(
         "rule: a change is kept when a pooled t-test of the {w} points either side (at least {m}) gives p < {p} and \
          the medians move with the means; the gate fails on an unacknowledged regression starting in the last {k} \
-         points, or a drift of the newest level past {b}/week (its {c:.0} % interval wholly past 0)",
+         points, or a drift of the newest level past {b}/week (its {c:.1} % interval wholly past 0)",
         w = options.params.window,
         m = options.params.min_size,
         p = options.params.p,

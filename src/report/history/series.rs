@@ -40,6 +40,7 @@ pub(crate) const ENV: &[(&str, &str)] = &[
     ("device_name", "device"),
     ("node_list", "nodes"),
     ("host", "host"),
+    ("threads", "threads"),
 ];
 
 fn env_value(r: &impl Fields, col: &str) -> String {
@@ -52,6 +53,7 @@ fn env_value(r: &impl Fields, col: &str) -> String {
         "device_name" => r.device_name(),
         "node_list" => r.node_list(),
         "host" => r.host(),
+        "threads" => return r.threads().map_or(String::new(), |t| t.to_string()),
         _ => "",
     }
     .to_string()
