@@ -109,3 +109,29 @@ fn diagnose_works_without_libtorch() {
     let o = gpubench("diagnose baseline.csv --baseline baseline.csv", &fixtures());
     assert_eq!(o.status.code(), Some(0), "{}{}", text(&o.stdout), text(&o.stderr));
 }
+
+#[test]
+fn history_gates_without_libtorch() {
+    // Twelve nights of one configuration, the last six 10 % slower.
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from(
+        "schema_version,run_id,timestamp,host,impl,mode,strategy,n_devices,model,image_size,\
+precision,batch_per_device,throughput_img_s,status,commit\n",
+    );
+    for i in 0..12 {
+        let thr = if i >= 6 { 900.0 } else { 1000.0 } + [3.0, -2.0, 1.0][i % 3];
+        csv += &format!(
+            "6,r{i},2026-11-{:02}T02:00:00Z,box,gpubench,train,single,1,resnet50,224,fp32,64,{thr},ok,{:08x}\n",
+            i + 1,
+            i + 1
+        );
+    }
+    std::fs::write(dir.path().join("n.csv"), csv).unwrap();
+    let o = gpubench("history n.csv --gate", dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("00000006..00000007") && text(&o.stdout).contains("REGRESSION"),
+        "{}",
+        text(&o.stdout)
+    );
+}

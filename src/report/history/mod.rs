@@ -223,6 +223,14 @@ pub(crate) fn analyze(runs: &[Run], acks: &[Ack], options: &Options) -> Result<H
             options.metrics.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
         )));
     }
+    let machines: std::collections::BTreeSet<&str> = all.iter().map(|s| s.machine.as_str()).collect();
+    if machines.len() > 1 && options.by == By::Host {
+        notes.push(format!(
+            "rows of {} hosts ({}): a series each, never mixed (--by device pools hosts of one device)",
+            machines.len(),
+            machines.iter().take(6).copied().collect::<Vec<_>>().join(", ")
+        ));
+    }
     let need = points_needed(&options.params);
     let (series, short): (Vec<Series>, Vec<Series>) = all.into_iter().partition(|s| s.points.len() >= need);
     if series.is_empty() {
@@ -537,6 +545,7 @@ mod tests {
         let h = analyze(&runs_of(rows), &[], &opts()).unwrap();
         assert_eq!(h.series.len(), 2);
         assert_eq!(h.series.iter().map(|s| s.points.len()).collect::<Vec<_>>(), [10, 12]);
+        assert!(h.notes.iter().any(|n| n.starts_with("rows of 2 hosts (box, other): a series each")), "{:?}", h.notes);
         assert!(h.notes.iter().any(|n| n.contains("1 row(s) that recorded interference")), "{:?}", h.notes);
         assert!(h.notes.iter().any(|n| n.contains("1 row(s) not ok left out (1 oom)")), "{:?}", h.notes);
         // --by device pools the two hosts into one series of one device.
