@@ -3,7 +3,7 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 
-use super::opts::{AcksOpt, ChartsOpt, FormatOpt, HtmlOpt, ImplOpt, MetricsOpt};
+use super::opts::{AcksOpt, ImplOpt, MetricsOpt, RenderOpts};
 use super::parse::{parse_alpha, parse_fraction};
 use super::{Configure, Job};
 use crate::commands::history::HistoryJob;
@@ -80,11 +80,7 @@ pub(crate) struct HistoryArgs {
     #[command(flatten)]
     pub implementation: ImplOpt,
     #[command(flatten)]
-    pub format: FormatOpt,
-    #[command(flatten)]
-    pub charts: ChartsOpt,
-    #[command(flatten)]
-    pub html: HtmlOpt,
+    pub render: RenderOpts,
 }
 
 /// `--since`: a date (midnight UTC) or an RFC 3339 time, as seconds since the epoch.
@@ -126,9 +122,7 @@ impl HistoryArgs {
                 Some((id.clone(), if self.kind == "expected" { Kind::Expected } else { Kind::Accepted }, r.clone()))
             }
         };
-        if let Some(p) = self.html.as_deref() {
-            crate::report::html::check_html_path(p)?;
-        }
+        let out = super::report::outputs(&self.render)?;
         for p in self.files.iter() {
             if !p.is_file() {
                 return Err(usage(format!("{}: no such results file", p.display())));
@@ -160,9 +154,9 @@ impl HistoryArgs {
             bmf: self.export_bmf,
             gab_bigger: self.export_gab_bigger,
             gab_smaller: self.export_gab_smaller,
-            format: *self.format,
-            charts: self.charts.charts,
-            html: self.html.html,
+            format: out.format,
+            charts: out.charts,
+            html: out.html,
         })
     }
 }
