@@ -200,7 +200,7 @@ pub(crate) fn history_charts(w: &mut ChartWriter, h: &History) -> Result<Vec<Str
             dates: if s.points[0].date() == s.points[s.points.len() - 1].date() {
                 s.points
                     .iter()
-                    .map(|p| if p.commit.is_empty() { p.id.clone() } else { p.commit.clone() })
+                    .map(|p| if p.commit.is_empty() { &p.id } else { &p.commit })
                     .map(|c| c.chars().take(7).collect())
                     .collect()
             } else {

@@ -200,8 +200,12 @@ pub(crate) fn id_of(series: &Series, what: &str) -> String {
 pub(crate) fn analyze(runs: &[Run], acks: &[Ack], options: &Options) -> Result<History> {
     let ignores: Vec<&Ack> = acks.iter().filter(|a| a.kind == Kind::Ignore).collect();
     let used = std::cell::RefCell::new(vec![false; ignores.len()]);
-    let ignore = |id: &str, commit: &str, date: &str| {
-        let hit: Vec<bool> = ignores.iter().map(|a| acks::names_point(&a.target, id, commit, date)).collect();
+    let ignore = |id: &str, commit: &str, time: f64| {
+        if ignores.is_empty() {
+            return false;
+        }
+        let date = series::date_of(time);
+        let hit: Vec<bool> = ignores.iter().map(|a| acks::names_point(&a.target, id, commit, &date)).collect();
         used.borrow_mut().iter_mut().zip(&hit).for_each(|(u, h)| *u |= h);
         hit.contains(&true)
     };
@@ -321,10 +325,10 @@ pub(crate) fn analyze(runs: &[Run], acks: &[Ack], options: &Options) -> Result<H
 /// row. Indices into `runs`, in order.
 pub(crate) fn current_level_rows(runs: &[Run], acks: &[Ack], options: &Options) -> Result<Vec<usize>> {
     let o = options;
-    let (all, _) = series::build(runs, &o.metrics, o.by, o.order, o.implementation, o.since, &|_, _, _| false)?;
+    let (all, _) = series::build(runs, &o.metrics, o.by, o.order, o.implementation, o.since, &|_, _, _: f64| false)?;
     let need = points_needed(&o.params);
     let mut start: std::collections::HashMap<(String, String), f64> = std::collections::HashMap::new();
-    let mut rows_of: std::collections::HashMap<(String, String), Vec<(f64, Vec<usize>)>> =
+    let mut rows_of: std::collections::HashMap<(String, String), Vec<(f64, Vec<u32>)>> =
         std::collections::HashMap::new();
     for s in &all {
         let k = (format!("{:?}", s.key), s.machine.clone());
@@ -349,7 +353,7 @@ pub(crate) fn current_level_rows(runs: &[Run], acks: &[Ack], options: &Options) 
         .iter()
         .flat_map(|(k, pts)| {
             let from = start.get(k).copied().unwrap_or(f64::MIN);
-            pts.iter().filter(move |(t, _)| *t >= from).flat_map(|(_, r)| r.iter().copied())
+            pts.iter().filter(move |(t, _)| *t >= from).flat_map(|(_, r)| r.iter().map(|&i| i as usize))
         })
         .collect();
     keep.sort_unstable();
@@ -386,7 +390,7 @@ fn env_near(points: &[Point], at: usize) -> Vec<(&'static str, String, String)> 
 
 fn env_diff(a: &Point, b: &Point) -> Vec<(&'static str, String, String)> {
     ENV.iter()
-        .zip(a.env.iter().zip(&b.env))
+        .zip(a.env.iter().zip(b.env.iter()))
         .filter(|(_, (x, y))| x != y)
         .map(|((_, what), (x, y))| (*what, x.clone(), y.clone()))
         .collect()
@@ -490,7 +494,7 @@ mod tests {
         assert_eq!(h.findings.len(), 1);
         let f = &h.findings[0];
         let s = &h.series[f.series];
-        assert_eq!((s.points[f.before].commit.as_str(), s.points[f.after].commit.as_str()), ("00000140", "00000150"));
+        assert_eq!((&*s.points[f.before].commit, &*s.points[f.after].commit), ("00000140", "00000150"));
         assert_eq!(f.what_changed(), "driver 550.54 -> 560.35");
         assert!(f.worse && f.recent && f.gates());
         assert_eq!(h.gate_code(), 1);

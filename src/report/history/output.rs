@@ -190,9 +190,9 @@ pub(crate) fn json(h: &History, tables: Value) -> Value {
                 .iter()
                 .map(|p| {
                     let env: Map<String, Value> =
-                        super::ENV.iter().zip(&p.env).map(|((col, _), v)| (col.to_string(), json!(v))).collect();
-                    json!({"id": p.id, "commit": p.commit, "branch": p.branch, "date": p.date(), "time": p.time,
-                           "value": p.value, "repeats": p.repeats, "env": env, "ci_url": p.ci_url, "row": p.place})
+                        super::ENV.iter().zip(p.env.iter()).map(|((col, _), v)| (col.to_string(), json!(v))).collect();
+                    json!({"id": &*p.id, "commit": &*p.commit, "branch": &*p.branch, "date": p.date(), "time": p.time,
+                           "value": p.value, "repeats": p.repeats, "env": env, "ci_url": &*p.ci_url, "row": p.place()})
                 })
                 .collect();
             let changes: Vec<Value> = h
@@ -201,7 +201,7 @@ pub(crate) fn json(h: &History, tables: Value) -> Value {
                 .filter(|f| f.series == si)
                 .map(|f| {
                     let c = &f.change;
-                    json!({"id": f.id, "first_point": s.points[f.after].id, "last_point_before": s.points[f.before].id,
+                    json!({"id": f.id, "first_point": &*s.points[f.after].id, "last_point_before": &*s.points[f.before].id,
                            "before": {"n": c.before.n, "mean": c.before.mean, "sd": c.before.sd, "median": c.before.median},
                            "after": {"n": c.after.n, "mean": c.after.mean, "sd": c.after.sd, "median": c.after.median},
                            "change": c.relative(), "t": finite(c.test.t), "df": finite(c.test.df), "p": finite(c.test.p),
@@ -285,7 +285,7 @@ pub(crate) fn gab(h: &History, bigger: bool) -> Result<Vec<u8>> {
             };
             let env: Vec<String> = super::ENV
                 .iter()
-                .zip(&p.env)
+                .zip(p.env.iter())
                 .filter(|(_, v)| !v.is_empty())
                 .map(|((_, what), v)| format!("{what} {v}"))
                 .collect();

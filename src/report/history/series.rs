@@ -2,7 +2,9 @@
 //! points in history order, each point the repeats of one commit (or one
 //! sweep, or one run) reduced to their median.
 use anyhow::Result;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::usage;
@@ -59,29 +61,37 @@ fn env_value(r: &impl Fields, col: &str) -> String {
     .to_string()
 }
 
-/// One point of history: the repeats of one commit, sweep or run.
+/// One point of history: the repeats of one commit, sweep or run. Its
+/// strings are shared (a commit is a point of every series it ran), so that
+/// a history of millions of rows holds a point in a little over 100 bytes.
 #[derive(Debug, Clone)]
 pub(crate) struct Point {
     /// What names it: the commit, else the sweep id, else the run id.
-    pub id: String,
-    pub commit: String,
-    pub branch: String,
+    pub id: Arc<str>,
+    pub commit: Arc<str>,
+    pub branch: Arc<str>,
     /// Seconds since the epoch of its earliest row.
     pub time: f64,
     /// The median of `repeats`.
     pub value: f64,
     pub repeats: Vec<f64>,
     /// Each `ENV` column's distinct values among its rows, joined by "/".
-    pub env: Vec<String>,
+    pub env: Arc<[String]>,
     /// A link to its CI run, where a row has one.
-    pub ci_url: String,
-    /// `file:line` of its first row.
-    pub place: String,
+    pub ci_url: Arc<str>,
+    /// Its first row's file and line.
+    file: Arc<Path>,
+    line: u64,
     /// Its rows: indices into the runs the series were built from.
-    pub rows: Vec<usize>,
+    pub rows: Vec<u32>,
 }
 
 impl Point {
+    /// `file:line` of its first row.
+    pub(crate) fn place(&self) -> String {
+        format!("{}:{}", self.file.display(), self.line)
+    }
+
     /// `2026-11-03`.
     pub(crate) fn date(&self) -> String {
         date_of(self.time)
@@ -175,11 +185,35 @@ fn seconds(run: &Run) -> Result<f64> {
         })
 }
 
-/// The rows a point pools, before its metric is read.
-struct Pending<'a> {
-    rows: Vec<(&'a Run, f64)>,
-    index: Vec<usize>,
+/// Equal strings and environments, shared.
+#[derive(Default)]
+struct Shared {
+    strs: HashSet<Arc<str>>,
+    envs: HashSet<Arc<[String]>>,
 }
+
+impl Shared {
+    fn str(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.strs.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        self.strs.insert(a.clone());
+        a
+    }
+
+    fn env(&mut self, e: Vec<String>) -> Arc<[String]> {
+        if let Some(a) = self.envs.get(e.as_slice()) {
+            return a.clone();
+        }
+        let a: Arc<[String]> = e.into();
+        self.envs.insert(a.clone());
+        a
+    }
+}
+
+/// (configuration, machine) -> point id -> its rows (indices into the runs).
+type ByConfig = BTreeMap<(ConfigKey, Where), BTreeMap<Arc<str>, Vec<u32>>>;
 
 /// Builds every series of `metrics` from `runs`: rows of `implementation`,
 /// status ok and undisturbed, training or serving; the rest counted in `Left`.
@@ -193,12 +227,12 @@ pub(crate) fn build(
     order: Order,
     implementation: Implementation,
     since: f64,
-    ignore: &dyn Fn(&str, &str, &str) -> bool,
+    ignore: &dyn Fn(&str, &str, f64) -> bool,
 ) -> Result<(Vec<Series>, Left)> {
     let mut left = Left::default();
-    // (config, where) -> point id -> rows
-    type Points<'a> = BTreeMap<String, Pending<'a>>;
-    let mut by_config: BTreeMap<(ConfigKey, Where), Points> = BTreeMap::new();
+    let mut shared = Shared::default();
+    let mut times = vec![f64::NAN; runs.len()];
+    let mut by_config: ByConfig = BTreeMap::new();
     for (ri, run) in runs.iter().enumerate() {
         let r = &run.row;
         if r.is_allreduce() || r.is_peak() {
@@ -222,24 +256,25 @@ pub(crate) fn build(
             left.before_since += 1;
             continue;
         }
-        let id = point_id(r, order);
-        if ignore(&id, r.commit(), &date_of(t)) {
+        // A commit's id is shared without a copy: a history of millions of
+        // rows makes no string per row that it keeps or drops.
+        let id = if order == Order::Commit && !r.commit().is_empty() {
+            shared.str(r.commit())
+        } else {
+            shared.str(&point_id(r, order))
+        };
+        if ignore(&id, r.commit(), t) {
             continue;
         }
+        times[ri] = t;
         let machine = match by {
             By::Host => r.host(),
             By::Device => r.device_name(),
         };
         let w = Where { machine: machine.to_string(), label: r.label().to_string() };
-        let p = by_config
-            .entry((ConfigKey::of(r), w))
-            .or_default()
-            .entry(id)
-            .or_insert_with(|| Pending { rows: vec![], index: vec![] });
-        p.rows.push((run, t));
-        p.index.push(ri);
+        by_config.entry((ConfigKey::of(r), w)).or_default().entry(id).or_default().push(ri as u32);
     }
-    refuse_interleaved_commits(&by_config, order)?;
+    refuse_interleaved_commits(runs, &times, &by_config, order)?;
 
     // The 1-device throughput of each workload, machine and point, for scaling:
     // `single` preferred, as report's baseline is.
@@ -248,14 +283,14 @@ pub(crate) fn build(
         if key.n_devices != 1 {
             continue;
         }
-        for (id, p) in points {
-            let v: Vec<f64> = p.rows.iter().filter_map(|(r, _)| r.row.throughput_img_s()).collect();
+        for (id, rows) in points {
+            let v: Vec<f64> = rows.iter().filter_map(|&i| runs[i as usize].row.throughput_img_s()).collect();
             if v.is_empty() {
                 continue;
             }
             let m = super::detect::median(&v);
             let rank = strategy_rank(&key.strategy);
-            let slot = one.entry((key.workload(), w, id.as_str())).or_insert((rank, m));
+            let slot = one.entry((key.workload(), w, id)).or_insert((rank, m));
             if rank < slot.0 {
                 *slot = (rank, m);
             }
@@ -272,13 +307,12 @@ pub(crate) fn build(
                 continue;
             }
             let mut pts = vec![];
-            for (id, p) in points {
-                let base = one.get(&(key.workload(), w, id.as_str())).map(|s| s.1);
-                let repeats: Vec<f64> = p
-                    .rows
+            for (id, rows) in points {
+                let base = one.get(&(key.workload(), w, &**id)).map(|s| s.1);
+                let repeats: Vec<f64> = rows
                     .iter()
-                    .filter_map(|(r, _)| {
-                        let r = &r.row;
+                    .filter_map(|&i| {
+                        let r = &runs[i as usize].row;
                         match metric {
                             Metric::Throughput => r.throughput_img_s(),
                             Metric::Scaling => Some(r.throughput_img_s()? / (key.n_devices as f64 * base?)),
@@ -292,7 +326,7 @@ pub(crate) fn build(
                 if repeats.is_empty() {
                     continue;
                 }
-                pts.push(point(id, p, repeats));
+                pts.push(point(id, rows, runs, &times, repeats, &mut shared));
             }
             if pts.is_empty() {
                 continue;
@@ -310,47 +344,49 @@ pub(crate) fn build(
     Ok((series, left))
 }
 
-fn point(id: &str, p: &Pending, repeats: Vec<f64>) -> Point {
-    let (first, t) = p.rows.iter().min_by(|a, b| a.1.total_cmp(&b.1)).copied().expect("a point has rows");
+fn point(id: &Arc<str>, rows: &[u32], runs: &[Run], times: &[f64], repeats: Vec<f64>, shared: &mut Shared) -> Point {
+    let first =
+        *rows.iter().min_by(|&&a, &&b| times[a as usize].total_cmp(&times[b as usize])).expect("a point has rows");
+    let run = &runs[first as usize];
     let env = ENV
         .iter()
         .map(|(col, _)| {
-            let vals: BTreeSet<String> = p.rows.iter().map(|(r, _)| env_value(&r.row, col)).collect();
+            let vals: BTreeSet<String> = rows.iter().map(|&i| env_value(&runs[i as usize].row, col)).collect();
             vals.into_iter().filter(|v| !v.is_empty()).collect::<Vec<_>>().join("/")
         })
         .collect();
+    let ci = rows.iter().map(|&i| runs[i as usize].row.ci_url()).find(|u| !u.is_empty()).unwrap_or("");
     Point {
-        id: id.to_string(),
-        commit: first.row.commit().to_string(),
-        branch: first.row.branch().to_string(),
-        time: t,
+        id: id.clone(),
+        commit: shared.str(run.row.commit()),
+        branch: shared.str(run.row.branch()),
+        time: times[first as usize],
         value: super::detect::median(&repeats),
         repeats,
-        env,
-        ci_url: p.rows.iter().map(|(r, _)| r.row.ci_url()).find(|u| !u.is_empty()).unwrap_or("").to_string(),
-        place: first.place(),
-        rows: p.index.clone(),
+        env: shared.env(env),
+        ci_url: shared.str(ci),
+        file: run.file.clone(),
+        line: run.line,
+        rows: rows.to_vec(),
     }
 }
 
 /// Commit order is the order commits first ran in, which means each
 /// commit's rows must lie in one stretch of time: a commit that runs again
 /// after another (a re-run of an old build) has no one place in it.
-fn refuse_interleaved_commits(
-    by_config: &BTreeMap<(ConfigKey, Where), BTreeMap<String, Pending>>,
-    order: Order,
-) -> Result<()> {
+fn refuse_interleaved_commits(runs: &[Run], times: &[f64], by_config: &ByConfig, order: Order) -> Result<()> {
     if order != Order::Commit {
         return Ok(());
     }
     for points in by_config.values() {
         let mut spans: Vec<(f64, f64, &str, &Run)> = points
             .values()
-            .filter(|p| !p.rows[0].0.row.commit().is_empty())
-            .map(|p| {
-                let lo = p.rows.iter().map(|r| r.1).fold(f64::MAX, f64::min);
-                let (last, hi) = p.rows.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(r, t)| (*r, *t)).unwrap();
-                (lo, hi, p.rows[0].0.row.commit(), last)
+            .filter(|rows| !runs[rows[0] as usize].row.commit().is_empty())
+            .map(|rows| {
+                let lo = rows.iter().map(|&i| times[i as usize]).fold(f64::MAX, f64::min);
+                let last = *rows.iter().max_by(|&&a, &&b| times[a as usize].total_cmp(&times[b as usize])).unwrap();
+                let run = &runs[last as usize];
+                (lo, times[last as usize], run.row.commit(), run)
             })
             .collect();
         spans.sort_by(|a, b| a.0.total_cmp(&b.0));
