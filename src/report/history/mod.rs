@@ -327,9 +327,10 @@ pub(crate) fn current_level_rows(runs: &[Run], acks: &[Ack], options: &Options) 
     let o = options;
     let (all, _) = series::build(runs, &o.metrics, o.by, o.order, o.implementation, o.since, &|_, _, _: f64| false)?;
     let need = points_needed(&o.params);
-    let mut start: std::collections::HashMap<(String, String), f64> = std::collections::HashMap::new();
-    let mut rows_of: std::collections::HashMap<(String, String), Vec<(f64, Vec<u32>)>> =
-        std::collections::HashMap::new();
+    // Per (configuration, machine): when its current level starts, and its points' times and rows.
+    type Config = (String, String);
+    let mut start: std::collections::HashMap<Config, f64> = std::collections::HashMap::new();
+    let mut rows_of: std::collections::HashMap<Config, Vec<(f64, Vec<u32>)>> = std::collections::HashMap::new();
     for s in &all {
         let k = (format!("{:?}", s.key), s.machine.clone());
         let pts = rows_of.entry(k.clone()).or_default();
