@@ -123,11 +123,6 @@ impl HistoryArgs {
             }
         };
         let out = super::report::outputs(&self.render)?;
-        for p in self.files.iter() {
-            if !p.is_file() {
-                return Err(usage(format!("{}: no such results file", p.display())));
-            }
-        }
         let since = self.since.as_deref().map(parse_since).transpose()?.unwrap_or(f64::MIN);
         let options = Options {
             metrics: self.metrics.metrics,

@@ -159,7 +159,7 @@ fn bad_histories_are_one_line_and_exit_2() {
     let bad_time = nights(8, 99).replace("2026-10-03T02:00:00Z", "3 Oct");
     std::fs::write(p.join("time.csv"), bad_time).unwrap();
     assert_usage_error_of(in_dir(p, "history time.csv"), "timestamp", "time.csv:4: timestamp `3 Oct`");
-    assert_usage_error_of(in_dir(p, "history missing.csv"), "missing", "missing.csv: no such results file");
+    assert_usage_error_of(in_dir(p, "history missing.csv"), "missing", "cannot read missing.csv: no such file");
     assert_usage_error_of(in_dir(p, "history one.csv --window 4"), "window", "--window 4 is too small");
     // Nothing was written by any of them.
     let mut names: Vec<String> =
