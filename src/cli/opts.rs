@@ -10,7 +10,7 @@
 use clap::Args;
 use std::path::PathBuf;
 
-use super::parse::{parse_branch, parse_commit, parse_fraction};
+use super::parse::{parse_above_zero, parse_branch, parse_commit, parse_fraction};
 use crate::config::{Backend, CommHook, Impl, ModelKind, Precision};
 use crate::report::check::Metric;
 use crate::report::export::Format;
@@ -373,7 +373,7 @@ pub(crate) struct DistOpts {
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ReducerOpts {
     /// Size of the Reducer's gradient buckets, in MiB (DDP's bucket_cap_mb).
-    #[arg(long, default_value_t = 25.0, value_name = "MB")]
+    #[arg(long, default_value_t = 25.0, value_name = "MB", value_parser = parse_above_zero, allow_hyphen_values = true)]
     pub bucket_cap_mb: f64,
     /// Gradient compression: fp16 (libtorch's builtin FP16 hook) or bf16,
     /// all-reducing gradients in half precision.

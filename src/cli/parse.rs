@@ -76,6 +76,16 @@ pub(crate) fn parse_fraction(s: &str) -> std::result::Result<f64, String> {
     Ok(v)
 }
 
+/// A size that must be above zero (`--bucket-cap-mb`): checked here, where
+/// the flag is defined, so every command that takes it refuses 0 alike.
+pub(crate) fn parse_above_zero(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(_) => Err(format!("`{s}` must be above zero")),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
 pub(crate) fn parse_alpha(s: &str) -> std::result::Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v < 1.0 => Ok(v),

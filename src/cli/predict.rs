@@ -133,9 +133,6 @@ impl PredictArgs {
             return Err(usage("--steps must be at least 1"));
         }
         let r = &a.reducer;
-        if !r.bucket_cap_mb.is_finite() || r.bucket_cap_mb <= 0.0 {
-            return Err(usage("--bucket-cap-mb must be above zero"));
-        }
         let min = m.model.min_image_size();
         if *m.image_size < min {
             return Err(usage(format!(

@@ -226,6 +226,11 @@ fn bad_inputs_give_one_line_and_exit_2() {
         (format!("{base} --telemetry /proc/t.csv"), "--telemetry /proc/t.csv: directory /proc is not writable"),
         ("run --strategy single --cpu 2".into(), "dp or ddp"),
         ("run --strategy ddp --cpu 1000 --model tinycnn".into(), "8 per core"),
+        // The Reducer's bucket size is checked where the flag is defined: run refused 0 and -1 no more than
+        // predict's own copy of the check did (they reached the Reducer and the row's variant).
+        ("run --strategy ddp --cpu 2 --model tinycnn --bucket-cap-mb 0".into(), "`0` must be above zero"),
+        ("run --strategy ddp --cpu 2 --model tinycnn --bucket-cap-mb -1".into(), "`-1` must be above zero"),
+        ("predict --cpu --model tinycnn --bucket-cap-mb 0 --device-counts 2".into(), "`0` must be above zero"),
         ("frobnicate".into(), "frobnicate"),
     ];
     for (a, needle) in cases {
