@@ -166,6 +166,9 @@ pub(crate) enum Upgrade {
 /// exist yet (nothing is ever silently overwritten).
 pub(crate) fn upgrade(path: &Path) -> Result<Upgrade> {
     let p = path.display();
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(usage(format!("cannot upgrade {p}: not a regular file (a FIFO, socket, device or directory)")));
+    }
     let f = OpenOptions::new().read(true).open(path).map_err(|e| usage(format!("cannot read {p}: {e}")))?;
     f.lock().with_context(|| format!("cannot lock {p}"))?;
     let header = first_line(path)?;
@@ -236,7 +239,15 @@ pub(crate) fn check_writable(path: &Path) -> Result<()> {
         )));
     }
     if path.exists() {
-        let len = std::fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?.len();
+        let meta = std::fs::metadata(path).with_context(|| format!("cannot stat {}", path.display()))?;
+        // A FIFO would block the first read of its header, and then every append.
+        if !meta.is_file() {
+            return Err(usage(format!(
+                "--out {} is not a regular file (a FIFO, socket or device); give a results file",
+                path.display()
+            )));
+        }
+        let len = meta.len();
         if len > 0 && first_line(path)? != Row::header() {
             return Err(header_mismatch(path));
         }
@@ -420,10 +431,18 @@ pub(crate) fn for_each_row(path: &Path, f: impl FnMut(u64, Row)) -> Result<()> {
         };
         usage(format!("cannot read {p}: {why}"))
     };
-    let mut file = File::open(path).map_err(cannot)?;
-    if file.metadata().map_err(cannot)?.is_dir() {
+    // Opening a FIFO for reading waits for a writer, maybe forever: what is
+    // not a regular file is refused before it is opened.
+    let meta = std::fs::metadata(path).map_err(cannot)?;
+    if meta.is_dir() {
         return Err(usage(format!("cannot read {p}: it is a directory")));
     }
+    if !meta.is_file() {
+        return Err(usage(format!(
+            "cannot read {p}: not a regular file (a FIFO, socket or device); give a results file"
+        )));
+    }
+    let mut file = File::open(path).map_err(cannot)?;
     // gpubench ends every row with a newline: a file that does not was cut
     // off mid-write, which the last record's message says.
     let mut last = [b'\n'];
@@ -644,6 +663,20 @@ mod tests {
         assert_eq!(crate::error::exit_code(&err), 2, "{err}");
         assert!(err.to_string().contains("r.csv:3:") && err.to_string().contains("not a whole row"), "{err}");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), cut);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_for_reading_and_appending_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("r.csv");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = check_writable(&fifo).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(e.to_string().contains("is not a regular file (a FIFO, socket or device)"), "{e}");
+        let e = for_each_row(&fifo, |_, _| {}).unwrap_err();
+        assert!(e.to_string().ends_with("not a regular file (a FIFO, socket or device); give a results file"), "{e}");
+        assert!(upgrade(&fifo).unwrap_err().to_string().contains("not a regular file"));
     }
 
     #[test]

@@ -279,6 +279,20 @@ fn gpu_list_errors_on_a_machine_without_cuda() {
 }
 
 #[test]
+fn a_fifo_as_results_is_refused_before_any_work() {
+    // Both waited forever: the header read of `--out` and report's read opened the FIFO and blocked.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("r.csv");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let f = fifo.display();
+    assert_usage_error(
+        &format!("run --cpu --model tinycnn --image-size 16 --steps 1 --out {f}"),
+        "is not a regular file",
+    );
+    assert_usage_error_of(gpubench(&format!("report {f}")), "report FIFO", "not a regular file");
+}
+
+#[test]
 fn foreign_results_file_is_refused_before_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("other.csv");
