@@ -87,10 +87,8 @@ pub(crate) struct Finding {
     /// Stable: a hash of the series and the first point of the new level.
     pub id: String,
     pub series: usize,
+    /// Its `at` is the first point of the new level; the point before it is the last of the old.
     pub change: Change,
-    /// The last point before and the first point after (indices).
-    pub before: usize,
-    pub after: usize,
     /// Environment columns that differ: (what, before, after).
     pub env: Vec<(&'static str, String, String)>,
     /// Worse for this metric (lower throughput, longer steps).
@@ -172,8 +170,7 @@ impl History {
 
     /// The current level of `series`: the indices of its points since its last change.
     pub(crate) fn current_level(&self, series: usize) -> std::ops::Range<usize> {
-        let start = self.findings.iter().filter(|f| f.series == series).map(|f| f.change.at).max().unwrap_or(0);
-        start..self.series[series].points.len()
+        last_change(&self.findings, series)..self.series[series].points.len()
     }
 }
 
@@ -183,6 +180,22 @@ fn plural(n: usize) -> &'static str {
     } else {
         "s"
     }
+}
+
+/// Where the newest level of series `si` begins: its last change, or 0.
+fn last_change(findings: &[Finding], si: usize) -> usize {
+    findings.iter().filter(|f| f.series == si).map(|f| f.change.at).max().unwrap_or(0)
+}
+
+/// A series' changes. An acknowledged `expected` change is a fixed level
+/// boundary at the point its id names (the id is that point's), so the
+/// levels around it are judged against it.
+fn changes_of(s: &Series, acks: &[Ack], params: &Params) -> Vec<Change> {
+    let y: Vec<f64> = s.points.iter().map(|p| p.value).collect();
+    let fixed: Vec<usize> = (1..s.points.len())
+        .filter(|&i| acks.iter().any(|a| a.kind == Kind::Expected && a.target == id_of(s, &s.points[i].id)))
+        .collect();
+    detect::change_points(&y, &fixed, params)
 }
 
 /// FNV-1a, 64 bits: stable across Rust versions and machines, unlike std's
@@ -258,25 +271,13 @@ pub(crate) fn analyze(runs: &[Run], acks: &[Ack], options: &Options) -> Result<H
     let mut findings = vec![];
     let mut drifts = vec![];
     for (si, s) in series.iter().enumerate() {
-        let y: Vec<f64> = s.points.iter().map(|p| p.value).collect();
-        // First without known changes, to find their points; then with them as
-        // fixed levels, which re-judges everything around them.
-        let first = detect::change_points(&y, &[], &options.params);
-        let fixed: Vec<usize> = first
-            .iter()
-            .filter(|c| acks.iter().any(|a| a.kind == Kind::Expected && a.target == id_of(s, &s.points[c.at].id)))
-            .map(|c| c.at)
-            .collect();
-        let changes = if fixed.is_empty() { first } else { detect::change_points(&y, &fixed, &options.params) };
-        for c in changes {
+        for c in changes_of(s, acks, &options.params) {
             let id = id_of(s, &s.points[c.at].id);
             let ack = acks.iter().find(|a| a.kind != Kind::Ignore && a.target == id).cloned();
             let rel = c.relative();
             findings.push(Finding {
                 id,
                 series: si,
-                before: c.at - 1,
-                after: c.at,
                 env: env_near(&s.points, c.at),
                 worse: if higher_is_better(s.metric) { rel < 0.0 } else { rel > 0.0 },
                 ack,
@@ -284,7 +285,7 @@ pub(crate) fn analyze(runs: &[Run], acks: &[Ack], options: &Options) -> Result<H
                 change: c,
             });
         }
-        if let Some(d) = drift(s, si, &findings, options) {
+        if let Some(d) = drift(s, si, last_change(&findings, si), options) {
             drifts
                 .push(Drift { ack: acks.iter().find(|a| a.kind == Kind::Accepted && a.target == d.id).cloned(), ..d });
         }
@@ -340,11 +341,7 @@ pub(crate) fn current_level_rows(runs: &[Run], acks: &[Ack], options: &Options) 
         if s.points.len() < need {
             continue;
         }
-        let y: Vec<f64> = s.points.iter().map(|p| p.value).collect();
-        let fixed: Vec<usize> = (1..s.points.len())
-            .filter(|&i| acks.iter().any(|a| a.kind == Kind::Expected && a.target == id_of(s, &s.points[i].id)))
-            .collect();
-        if let Some(c) = detect::change_points(&y, &fixed, &o.params).last() {
+        if let Some(c) = changes_of(s, acks, &o.params).last() {
             let t = s.points[c.at].time;
             let e = start.entry(k).or_insert(t);
             *e = e.max(t);
@@ -375,8 +372,8 @@ fn env_near(points: &[Point], at: usize) -> Vec<(&'static str, String, String)> 
     if !here.is_empty() {
         return here;
     }
-    for (a, b, when) in [(at.wrapping_sub(2), at - 1, "a point earlier"), (at, at + 1, "a point later")] {
-        if a < points.len() && b < points.len() {
+    for (a, b, when) in [(at.checked_sub(2), at - 1, "a point earlier"), (Some(at), at + 1, "a point later")] {
+        if let (Some(a), true) = (a, b < points.len()) {
             let near = env_diff(&points[a], &points[b]);
             if !near.is_empty() {
                 return near
@@ -400,8 +397,7 @@ fn env_diff(a: &Point, b: &Point) -> Vec<(&'static str, String, String)> {
 /// The slope of the newest level: at most `drift_points` points since its
 /// last change, at least `DRIFT_MIN_POINTS`. Time in days from the points'
 /// times, the slope relative to the level's median, per week.
-fn drift(s: &Series, si: usize, findings: &[Finding], options: &Options) -> Option<Drift> {
-    let start = findings.iter().filter(|f| f.series == si).map(|f| f.change.at).max().unwrap_or(0);
+fn drift(s: &Series, si: usize, start: usize, options: &Options) -> Option<Drift> {
     let pts = &s.points[start.max(s.points.len().saturating_sub(options.drift_points))..];
     if pts.len() < DRIFT_MIN_POINTS {
         return None;
@@ -495,7 +491,8 @@ mod tests {
         assert_eq!(h.findings.len(), 1);
         let f = &h.findings[0];
         let s = &h.series[f.series];
-        assert_eq!((&*s.points[f.before].commit, &*s.points[f.after].commit), ("00000140", "00000150"));
+        let at = f.change.at;
+        assert_eq!((&*s.points[at - 1].commit, &*s.points[at].commit), ("00000140", "00000150"));
         assert_eq!(f.what_changed(), "driver 550.54 -> 560.35");
         assert!(f.worse && f.recent && f.gates());
         assert_eq!(h.gate_code(), 1);

@@ -9,10 +9,6 @@ use super::{higher_is_better, History};
 use crate::report::check::Metric;
 use crate::report::export::{Cell, Column, Table};
 
-fn fmt(m: Metric, v: f64) -> String {
-    m.fmt(v)
-}
-
 fn signed_pct(v: f64) -> String {
     format!("{:+.1}%", v * 100.0)
 }
@@ -51,8 +47,8 @@ pub(crate) fn series_table(h: &History) -> Table {
                 Cell::text(s.metric.title()),
                 Cell::num(s.points.len() as f64, s.points.len().to_string()),
                 Cell::text(format!("{} .. {}", first.date(), last.date())),
-                Cell::num(now.mean, fmt(s.metric, now.mean)),
-                Cell::num(now.sd, signed_less(now.sd / now.mean)),
+                Cell::num(now.mean, s.metric.fmt(now.mean)),
+                Cell::num(now.sd, crate::report::format::fmt_pct(now.sd / now.mean)),
                 Cell::num(changes as f64, changes.to_string()),
                 drift.map_or_else(Cell::none, |d| {
                     Cell::num(
@@ -70,10 +66,6 @@ pub(crate) fn series_table(h: &History) -> Table {
         })
         .collect();
     Table { title: format!("gpubench history: {}", h.summary()), columns, rows, notes: vec![] }
-}
-
-fn signed_less(rel: f64) -> String {
-    format!("{:.1}%", rel * 100.0)
 }
 
 /// One row per change: where it began, the range to bisect, before and
@@ -96,7 +88,7 @@ pub(crate) fn changes_table(h: &History) -> Table {
     let mut rows = vec![];
     for f in &h.findings {
         let s = &h.series[f.series];
-        let (a, b) = (&s.points[f.before], &s.points[f.after]);
+        let (a, b) = (&s.points[f.change.at - 1], &s.points[f.change.at]);
         let c = &f.change;
         let verdict = match (&f.ack, c.fixed, f.worse) {
             (Some(ack), _, _) => format!("{}: {}", ack.kind.word(), ack.reason),
@@ -122,8 +114,8 @@ pub(crate) fn changes_table(h: &History) -> Table {
             Cell::text(s.metric.title()),
             Cell::text(b.name()),
             Cell::text(range),
-            Cell::num(c.before.mean, format!("{} ±{}", fmt(s.metric, c.before.mean), fmt(s.metric, c.before.sd))),
-            Cell::num(c.after.mean, format!("{} ±{}", fmt(s.metric, c.after.mean), fmt(s.metric, c.after.sd))),
+            Cell::num(c.before.mean, format!("{} ±{}", s.metric.fmt(c.before.mean), s.metric.fmt(c.before.sd))),
+            Cell::num(c.after.mean, format!("{} ±{}", s.metric.fmt(c.after.mean), s.metric.fmt(c.after.sd))),
             Cell::num(c.relative(), signed_pct(c.relative())),
             if c.test.p.is_finite() {
                 Cell::num(
@@ -201,7 +193,7 @@ pub(crate) fn json(h: &History, tables: Value) -> Value {
                 .filter(|f| f.series == si)
                 .map(|f| {
                     let c = &f.change;
-                    json!({"id": f.id, "first_point": &*s.points[f.after].id, "last_point_before": &*s.points[f.before].id,
+                    json!({"id": f.id, "first_point": &*s.points[c.at].id, "last_point_before": &*s.points[c.at - 1].id,
                            "before": {"n": c.before.n, "mean": c.before.mean, "sd": c.before.sd, "median": c.before.median},
                            "after": {"n": c.after.n, "mean": c.after.mean, "sd": c.after.sd, "median": c.after.median},
                            "change": c.relative(), "t": finite(c.test.t), "df": finite(c.test.df), "p": finite(c.test.p),
@@ -231,10 +223,6 @@ fn finite(v: f64) -> Value {
     }
 }
 
-fn slug(m: Metric) -> &'static str {
-    m.name()
-}
-
 fn unit(m: Metric) -> &'static str {
     match m {
         Metric::Throughput => "img/s",
@@ -259,7 +247,7 @@ pub(crate) fn bmf(h: &History) -> Result<Vec<u8>> {
             m.insert("upper_value".into(), json!(hi));
         }
         let bench = doc.entry(s.name()).or_insert_with(|| Value::Object(Map::new()));
-        bench.as_object_mut().expect("an object").insert(slug(s.metric).into(), Value::Object(m));
+        bench.as_object_mut().expect("an object").insert(s.metric.name().into(), Value::Object(m));
     }
     let mut bytes = serde_json::to_vec_pretty(&Value::Object(doc))?;
     bytes.push(b'\n');

@@ -299,21 +299,23 @@ pub(crate) fn build(
 
     let mut series = vec![];
     for ((key, w), points) in &by_config {
-        for &metric in metrics {
-            if metric == Metric::Scaling && key.n_devices <= 1 {
-                continue;
-            }
-            if (metric == Metric::LatencyP99) != key.is_infer() && metric != Metric::Throughput {
-                continue;
-            }
-            let mut pts = vec![];
-            for (id, rows) in points {
-                let base = one.get(&(key.workload(), w, &**id)).map(|s| s.1);
+        let wanted: Vec<Metric> = metrics
+            .iter()
+            .copied()
+            .filter(|&m| !(m == Metric::Scaling && key.n_devices <= 1))
+            .filter(|&m| m == Metric::Throughput || (m == Metric::LatencyP99) == key.is_infer())
+            .collect();
+        let mut per_metric: Vec<Vec<Point>> = wanted.iter().map(|_| vec![]).collect();
+        for (id, rows) in points {
+            let base = one.get(&(key.workload(), w, &**id)).map(|s| s.1);
+            // What a point is besides its values is made once, whatever the metrics.
+            let mut proto: Option<Point> = None;
+            for (m, pts) in wanted.iter().zip(per_metric.iter_mut()) {
                 let repeats: Vec<f64> = rows
                     .iter()
                     .filter_map(|&i| {
                         let r = &runs[i as usize].row;
-                        match metric {
+                        match m {
                             Metric::Throughput => r.throughput_img_s(),
                             Metric::Scaling => Some(r.throughput_img_s()? / (key.n_devices as f64 * base?)),
                             Metric::StepP50 => r.step_ms_p50(),
@@ -326,8 +328,11 @@ pub(crate) fn build(
                 if repeats.is_empty() {
                     continue;
                 }
-                pts.push(point(id, rows, runs, &times, repeats, &mut shared));
+                let p = proto.get_or_insert_with(|| point(id, rows, runs, &times, &mut shared));
+                pts.push(Point { value: super::detect::median(&repeats), repeats, ..p.clone() });
             }
+        }
+        for (metric, mut pts) in wanted.into_iter().zip(per_metric) {
             if pts.is_empty() {
                 continue;
             }
@@ -344,7 +349,8 @@ pub(crate) fn build(
     Ok((series, left))
 }
 
-fn point(id: &Arc<str>, rows: &[u32], runs: &[Run], times: &[f64], repeats: Vec<f64>, shared: &mut Shared) -> Point {
+/// A point without its values (the metric's `repeats` and `value` are filled per series).
+fn point(id: &Arc<str>, rows: &[u32], runs: &[Run], times: &[f64], shared: &mut Shared) -> Point {
     let first =
         *rows.iter().min_by(|&&a, &&b| times[a as usize].total_cmp(&times[b as usize])).expect("a point has rows");
     let run = &runs[first as usize];
@@ -361,8 +367,8 @@ fn point(id: &Arc<str>, rows: &[u32], runs: &[Run], times: &[f64], repeats: Vec<
         commit: shared.str(run.row.commit()),
         branch: shared.str(run.row.branch()),
         time: times[first as usize],
-        value: super::detect::median(&repeats),
-        repeats,
+        value: f64::NAN,
+        repeats: vec![],
         env: shared.env(env),
         ci_url: shared.str(ci),
         file: run.file.clone(),
