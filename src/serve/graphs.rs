@@ -14,7 +14,7 @@
 use anyhow::{anyhow, Result};
 use tch::Tensor;
 
-use super::server::Forward;
+use super::forward::Forward;
 use crate::ffi::CudaGraph;
 
 /// The buckets for batches of 1 to `max_batch`: powers of two below it, and

@@ -5,9 +5,12 @@
 //!
 //! - `schedule`: when requests arrive (Poisson, cameras), from the seed;
 //! - `server`: gpubench's server in one process (replicas, dp);
+//! - `forward`: what serves a batch (a replica, dp, the test hook's sleeper);
+//! - `graphs`: `--cuda-graphs`, a captured graph per batch bucket around it;
 //! - `processes`: one server process per device;
 //! - `pytorch`: the same server in PyTorch Python (threads, processes);
 //! - `records`: every request's fate, and the row's figures from them.
+pub(crate) mod forward;
 pub(crate) mod graphs;
 pub mod processes;
 pub mod pytorch;

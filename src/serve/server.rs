@@ -30,16 +30,16 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tch::{nn, Device, Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
+use super::forward::{Forward, Replica, Sleeper};
 use super::records::{Record, Served};
 use super::schedule::Arrival;
 use crate::config::{InferConfig, Preprocess, Scenario, ServeStrategy};
 use crate::metrics::collect::Window;
 use crate::metrics::interference::{host_window, HostSnapshot};
-use crate::model::{build_model, Model};
+use crate::model::build_model;
 use crate::strategy::dp::DataParallel;
-use crate::strategy::precision::autocast;
 
 /// A request the generator issued later than this after its scheduled time
 /// counts as late; many late requests mean the generator, not the server,
@@ -182,35 +182,6 @@ impl Shared {
     }
 }
 
-/// What serves a batch: a replica on one device, or DataParallel over all.
-pub(super) trait Forward {
-    fn forward(&mut self, x: &Tensor) -> Result<Tensor>;
-    /// After warm-up: `--cuda-graphs`' capture (`serve::graphs`); nothing otherwise.
-    fn capture(&mut self) -> Result<()> {
-        Ok(())
-    }
-}
-
-struct Replica {
-    _vs: nn::VarStore,
-    model: Model,
-    device: Device,
-    precision: crate::config::Precision,
-}
-
-impl Forward for Replica {
-    fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
-        let m = &self.model;
-        autocast(self.precision, self.device, || tch::no_grad(|| m.forward_t(x, false)))
-    }
-}
-
-impl Forward for DataParallel {
-    fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
-        self.infer(x)
-    }
-}
-
 /// The batch sizes warmed once each before the load, besides --warmup's
 /// rounds of the largest and of one: every size up to `max_batch` when cuDNN
 /// autotunes (`cudnn`: --cudnn-benchmark on a GPU; each new shape is tuned
@@ -227,19 +198,6 @@ pub(crate) fn warmup_sizes(cudnn: bool, max_batch: i64) -> Vec<i64> {
 /// exactly that long per batch. Rows say so in their note.
 pub(crate) fn test_service_ms() -> Option<f64> {
     crate::internal::Hook::ServiceMs.get()?.parse().ok().filter(|&ms: &f64| ms >= 0.0)
-}
-
-struct Sleeper {
-    per_batch: Duration,
-    classes: i64,
-    device: Device,
-}
-
-impl Forward for Sleeper {
-    fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
-        std::thread::sleep(self.per_batch);
-        Ok(Tensor::f_zeros([x.size()[0], self.classes], (Kind::Float, self.device))?)
-    }
 }
 
 /// One worker: its model, its staging buffer, its records.

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::env::DistEnv;
+use super::keys;
 use crate::dist::Store;
 
 /// How often every rank beats.
@@ -50,10 +51,10 @@ impl Place {
 /// Every rank's place, in rank order: each rank publishes its own and reads the others'.
 pub(crate) fn exchange(store: &Store, env: &DistEnv) -> Result<Vec<Place>> {
     let me = Place::here(env.rank);
-    store.set(&format!("gpubench/place/{}", env.rank), &serde_json::to_vec(&me)?)?;
+    store.set(&keys::place(env.rank), &serde_json::to_vec(&me)?)?;
     (0..env.world_size)
         .map(|r| {
-            let b = store.get(&format!("gpubench/place/{r}"))?;
+            let b = store.get(&keys::place(r))?;
             serde_json::from_slice(&b).map_err(|e| anyhow!("rank {r}'s place: {e}"))
         })
         .collect()
@@ -225,7 +226,7 @@ fn nap(sh: &Shared, d: Duration) -> bool {
 }
 
 fn beat(client: &Store, sh: &Shared, rank: usize) {
-    let mine = format!("gpubench/alive/{rank}");
+    let mine = keys::alive(rank);
     loop {
         if client.add(&mine, 1).is_ok() {
             sh.beats.lock().expect("liveness lock").mine = (Instant::now(), SystemTime::now());
@@ -234,10 +235,10 @@ fn beat(client: &Store, sh: &Shared, rank: usize) {
             // Rank 0 hosts the store: reading the others' counters never crosses the network.
             let world = sh.beats.lock().expect("liveness lock").seen.len();
             for r in 1..world {
-                if client.contains(&super::worker::result_key(r)).unwrap_or(false) {
+                if client.contains(&keys::result(r)).unwrap_or(false) {
                     sh.beats.lock().expect("liveness lock").done[r] = true;
                 }
-                if let Ok(n) = client.add(&format!("gpubench/alive/{r}"), 0) {
+                if let Ok(n) = client.add(&keys::alive(r), 0) {
                     let s = &mut sh.beats.lock().expect("liveness lock").seen[r];
                     if n != s.0 {
                         *s = (n, Instant::now(), SystemTime::now());

@@ -1,5 +1,5 @@
 //! ddp's processes: `env` says where a process sits in the job, `launcher` starts and watches this node's ranks,
-//! `worker` is one rank. The parallelism itself (the Reducer step) is `strategy::ddp`.
+//! `worker` is one rank, `liveness` watches the others through the store, whose keys `keys` names. The parallelism itself (the Reducer step) is `strategy::ddp`.
 //!
 //! **Our launcher.** `gpubench run --strategy ddp --gpus 0,1,2,3` with no rank in the environment is a launcher:
 //! it starts one worker per listed device (this binary, same arguments) with `RANK`, `LOCAL_RANK`, `WORLD_SIZE`,
@@ -38,6 +38,7 @@
 //! agreed global mean, data wait and `--breakdown` are rank 0's, and the first rank (in rank order) whose status
 //! is not ok sets the row's status, named in its error (`worker::combine`).
 pub mod env;
+pub(crate) mod keys;
 pub mod launcher;
 pub(crate) mod liveness;
 pub mod worker;

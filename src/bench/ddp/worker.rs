@@ -7,6 +7,7 @@ use std::time::Duration;
 use tch::{nn, Device, Tensor};
 
 use super::env::DistEnv;
+use super::keys;
 use super::liveness::{Liveness, Place};
 use crate::bench::measure::Measurement;
 use crate::bench::session::{self, Gather, Gathered, Local, Session};
@@ -55,10 +56,10 @@ pub(crate) fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
     let run_id = if is0 {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
         let id = crate::bench::row::new_run_id(nanos);
-        store.set("gpubench/run_id", id.as_bytes())?;
+        store.set(keys::RUN_ID, id.as_bytes())?;
         id
     } else {
-        String::from_utf8_lossy(&store.get("gpubench/run_id")?).into_owned()
+        String::from_utf8_lossy(&store.get(keys::RUN_ID)?).into_owned()
     };
     let places = super::liveness::exchange(&store, env).context("rendezvous: where each rank runs")?;
     let liveness = Liveness::start(env, places.clone(), timeout, end_lost(cfg, env, sinks.clone()))?;
@@ -101,12 +102,6 @@ fn end_lost(cfg: &RunConfig, env: &DistEnv, sinks: Sinks) -> Box<dyn FnOnce(&str
         // beside it, so the process ends here, the row lock still held.
         unsafe { libc::_exit(1) }
     })
-}
-
-/// Where rank `rank` leaves its measurements for rank 0 in the store; a rank
-/// that has left them is done, and no longer watched for loss.
-pub(crate) fn result_key(rank: usize) -> String {
-    format!("gpubench/result/{rank}")
 }
 
 /// A ddp rank, as the session template's part.
@@ -215,7 +210,7 @@ impl Session for Rank {
             interference: m.interference,
             energy_w: devices_energy,
         };
-        self.store.set(&result_key(self.env.rank), &serde_json::to_vec(&report)?)?;
+        self.store.set(&keys::result(self.env.rank), &serde_json::to_vec(&report)?)?;
         if self.env.rank != 0 {
             // Rank 0 hosts the store: it stays up until every rank has reported.
             return Ok(Gather::NoRow { code: if status == Status::Ok { 0 } else { 1 } });
@@ -225,7 +220,7 @@ impl Session for Rank {
         let mut reports = vec![report];
         let mut missing = vec![];
         for r in 1..self.env.world_size {
-            let key = result_key(r);
+            let key = keys::result(r);
             let bytes = if status == Status::Ok {
                 Some(self.store.get(&key).with_context(|| format!("waiting for rank {r}'s result"))?)
             } else {

@@ -82,11 +82,7 @@ impl Bars {
                 .y_desc(self.category_desc.as_str())
                 .x_label_formatter(&|v| vfmt(*v))
                 .y_label_formatter(&label_of)
-                .label_style(font(13))
-                .axis_desc_style(font(16))
-                .bold_line_style(GRID_BOLD)
-                .light_line_style(GRID_LIGHT)
-                .max_light_lines(1)
+                .house_style(13, 16)
                 .draw()
                 .map_err(pe)?;
             for (i, row) in self.values.iter().enumerate() {
@@ -119,11 +115,7 @@ impl Bars {
                 .y_desc(self.value_desc.as_str())
                 .x_label_formatter(&label_of)
                 .y_label_formatter(&|v| vfmt(*v))
-                .label_style(font(13))
-                .axis_desc_style(font(16))
-                .bold_line_style(GRID_BOLD)
-                .light_line_style(GRID_LIGHT)
-                .max_light_lines(1)
+                .house_style(13, 16)
                 .draw()
                 .map_err(pe)?;
             for (i, row) in self.values.iter().enumerate() {

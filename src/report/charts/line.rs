@@ -61,11 +61,7 @@ impl Chart for LineChart {
             .x_labels((x_max as usize).clamp(1, 16))
             .x_label_formatter(&int_label)
             .y_label_formatter(&|y| y_fmt(*y))
-            .label_style(font(14))
-            .axis_desc_style(font(16))
-            .bold_line_style(GRID_BOLD)
-            .light_line_style(GRID_LIGHT)
-            .max_light_lines(1)
+            .house_style(14, 16)
             .draw()
             .map_err(pe)?;
         for l in &self.lines {

@@ -59,11 +59,7 @@ impl Chart for XyChart {
             .y_desc(self.y_desc.as_str())
             .x_label_formatter(&|x| (self.x_fmt)(*x))
             .y_label_formatter(&|y| axis_num(*y))
-            .label_style(font(14))
-            .axis_desc_style(font(16))
-            .bold_line_style(GRID_BOLD)
-            .light_line_style(GRID_LIGHT)
-            .max_light_lines(1)
+            .house_style(14, 16)
             .draw()
             .map_err(pe)?;
         if let Some((y, _)) = &self.limit {

@@ -62,11 +62,7 @@ impl Chart for StepChart {
             .y_desc("run")
             .x_label_formatter(&|v| axis_num(*v))
             .y_label_formatter(&label_of)
-            .label_style(font(13))
-            .axis_desc_style(font(16))
-            .bold_line_style(GRID_BOLD)
-            .light_line_style(GRID_LIGHT)
-            .max_light_lines(1)
+            .house_style(13, 16)
             .draw()
             .map_err(pe)?;
         for (i, r) in self.runs.iter().enumerate() {

@@ -79,11 +79,7 @@ impl Chart for Trend {
                 category_at(*v, dates.len(), false).map(|i| dates[i].clone()).unwrap_or_default()
             })
             .y_label_formatter(&|v| fmt(*v))
-            .label_style(font(13))
-            .axis_desc_style(font(14))
-            .bold_line_style(GRID_BOLD)
-            .light_line_style(GRID_LIGHT)
-            .max_light_lines(1)
+            .house_style(13, 14)
             .draw()
             .map_err(pe)?;
         for &(a, b, mean, sd) in &self.levels {

@@ -60,11 +60,7 @@ fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, st
         .y_label_formatter(&name_at)
         .x_label_formatter(&|v| axis_num(*v))
         .x_desc("% of ideal")
-        .label_style(font(13))
-        .axis_desc_style(font(14))
-        .bold_line_style(GRID_BOLD)
-        .light_line_style(GRID_LIGHT)
-        .max_light_lines(1)
+        .house_style(13, 14)
         .draw()
         .map_err(pe)?;
     for (i, s) in steps.iter().enumerate() {
