@@ -1,6 +1,6 @@
 //! The entry: parse the command line into a subcommand's job (`cli`: every
 //! check that needs no work, once), then run it. gpubench's own child
-//! processes (`internal::Role`) come through here too, as hidden
+//! processes (`internal::Child`) come through here too, as hidden
 //! subcommands, so a child builds its configuration exactly as its parent did.
 //!
 //! `run_from` is the whole program on an argument list; the tests call it

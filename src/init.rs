@@ -230,7 +230,7 @@ fn init_device(cfg: &RunConfig) -> Device {
 /// Writes the initial weights a gpubench run with `cfg` starts from to
 /// `path`, where `cfg.init.writer` says: in this process, or in a
 /// short-lived `write-init` child (this binary around the same command
-/// line; `crate::internal::Role::WriteInit`), so that this process keeps no
+/// line; `crate::internal::Child::WriteInit`), so that this process keeps no
 /// CUDA context or cached block on a GPU it is about to benchmark, or that
 /// the PyTorch reference is about to (gpu-audit F6).
 pub(crate) fn write_start(cfg: &RunConfig, path: &Path) -> Result<InitMeta> {
@@ -240,7 +240,7 @@ pub(crate) fn write_start(cfg: &RunConfig, path: &Path) -> Result<InitMeta> {
     let exe = std::env::current_exe().context("locating the gpubench binary to write the init file")?;
     let mut cmd = std::process::Command::new(exe);
     let params = [path.as_os_str().to_os_string()];
-    cmd.args(crate::internal::Role::WriteInit.args(&params, crate::internal::served_line()))
+    cmd.args(crate::internal::Child::WriteInit.args(&params, crate::internal::served_line()))
         .stdout(std::process::Stdio::null());
     let ended = crate::proc::spawn(&mut cmd, None, 5).context("starting the process that writes the init file")?.wait();
     if !ended.exit.success() {

@@ -37,7 +37,7 @@ pub(crate) const PARENT_PID: &str = "GPUBENCH_PARENT_PID";
 
 /// A copy of gpubench started by gpubench, as a hidden subcommand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
+pub(crate) enum Child {
     /// One rank of a job our launcher started (ddp's `run`, or `allreduce`).
     Rank,
     /// One serving process of `infer --serving processes`.
@@ -49,14 +49,14 @@ pub(crate) enum Role {
     Cell,
 }
 
-impl Role {
+impl Child {
     /// The hidden subcommand's name.
     pub(crate) const fn subcommand(self) -> &'static str {
         match self {
-            Role::Rank => "rank",
-            Role::InferWorker => "infer-worker",
-            Role::WriteInit => "write-init",
-            Role::Cell => "cell",
+            Child::Rank => "rank",
+            Child::InferWorker => "infer-worker",
+            Child::WriteInit => "write-init",
+            Child::Cell => "cell",
         }
     }
 
@@ -80,9 +80,9 @@ impl Role {
 pub(crate) fn served_line() -> Vec<OsString> {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let skip = match args.first().and_then(|a| a.to_str()) {
-        Some(s) if s == Role::Rank.subcommand() => 1,
-        Some(s) if s == Role::InferWorker.subcommand() => 4,
-        Some(s) if s == Role::WriteInit.subcommand() => 2,
+        Some(s) if s == Child::Rank.subcommand() => 1,
+        Some(s) if s == Child::InferWorker.subcommand() => 4,
+        Some(s) if s == Child::WriteInit.subcommand() => 2,
         _ => 0,
     };
     args.into_iter().skip(skip).collect()
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn a_child_serves_the_parent_line() {
-        let a = Role::InferWorker.args(&["1".into(), "2".into(), "/tmp/d".into()], ["infer", "--cpu", "2"]);
+        let a = Child::InferWorker.args(&["1".into(), "2".into(), "/tmp/d".into()], ["infer", "--cpu", "2"]);
         let a: Vec<&str> = a.iter().map(|s| s.to_str().unwrap()).collect();
         assert_eq!(a, ["infer-worker", "1", "2", "/tmp/d", "infer", "--cpu", "2"]);
     }

@@ -1,5 +1,5 @@
 //! The hidden subcommands of gpubench's own child processes
-//! (`crate::internal::Role`): each wraps the command line it serves, which
+//! (`crate::internal::Child`): each wraps the command line it serves, which
 //! is parsed again as gpubench's own, so a child configures exactly as its
 //! parent did.
 use anyhow::Result;

@@ -15,7 +15,7 @@ use crate::device::{self, Devices};
 use crate::error::usage;
 use crate::report::export::Format;
 use crate::sweep::frontier::Lever;
-use crate::sweep::plan::{Cell, CellSpec, FrontierPlan, MaxBatchPlan, Pool, Vary};
+use crate::sweep::plan::{SweepCell, CellSpec, FrontierPlan, MaxBatchPlan, Pool, Vary};
 
 /// Find the largest per-device batch that trains without running out of
 /// memory (with --frontier: for each memory lever, side by side).
@@ -54,7 +54,7 @@ pub(crate) struct MaxBatchArgs {
     /// devices × --grad-accum). Each lever reaches it with its largest
     /// micro-batch and as few accumulation steps as that needs, measured.
     #[arg(long, value_name = "N")]
-    pub target_batch: Option<i64>,
+    pub target_global_batch: Option<i64>,
     #[command(flatten)]
     pub render: RenderOpts,
     #[command(flatten)]
@@ -78,7 +78,7 @@ impl Configure for MaxBatchArgs {
 pub(crate) fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
     let format = *a.render.format;
     if !a.frontier {
-        for (given, flag) in [(a.render.charts.is_some(), "--charts"), (a.render.html.is_some(), "--html"), (a.target_batch.is_some(), "--target-batch")] {
+        for (given, flag) in [(a.render.charts.is_some(), "--charts"), (a.render.html.is_some(), "--html"), (a.target_global_batch.is_some(), "--target-global-batch")] {
             if given {
                 return Err(usage(format!("{flag} is for --frontier's table and chart; add --frontier")));
             }
@@ -153,16 +153,16 @@ pub(crate) fn max_batch_plan(a: MaxBatchArgs) -> Result<MaxBatchPlan> {
         vary,
         repeat: 0,
     };
-    let first = Cell::new(spec(a.start, vec![]), &pool, &common, &cell_config)?;
+    let first = SweepCell::new(spec(a.start, vec![]), &pool, &common, &cell_config)?;
     let frontier = match a.frontier {
         false => None,
         true => Some(frontier_plan(&a, &line, n, &devices, &|vary| {
-            Cell::new(spec(a.start, vary), &pool, &common, &cell_config).map(|_| ())
+            SweepCell::new(spec(a.start, vary), &pool, &common, &cell_config).map(|_| ())
         })?),
     };
     let probe_pool = pool.clone();
     let cell =
-        move |b: i64, vary: &[(Vary, String)]| Cell::new(spec(b, vary.to_vec()), &probe_pool, &common, &cell_config);
+        move |b: i64, vary: &[(Vary, String)]| SweepCell::new(spec(b, vary.to_vec()), &probe_pool, &common, &cell_config);
     Ok(MaxBatchPlan {
         strategy,
         model,
@@ -198,10 +198,10 @@ fn frontier_plan(
             return Err(usage(format!("--{option} among the run options after --: --frontier tries {what} itself")));
         }
     }
-    if let Some(t) = a.target_batch {
+    if let Some(t) = a.target_global_batch {
         if t < 1 || t % n as i64 != 0 {
             return Err(usage(format!(
-                "--target-batch {t}: the global batch must be a positive multiple of the {n} device(s)"
+                "--target-global-batch {t}: the global batch must be a positive multiple of the {n} device(s)"
             )));
         }
     }
@@ -240,7 +240,7 @@ fn frontier_plan(
         };
         levers.push((lever, skip));
     }
-    Ok(FrontierPlan { levers, target: a.target_batch, charts: a.render.charts.charts.clone(), html: a.render.html.html.clone() })
+    Ok(FrontierPlan { levers, target: a.target_global_batch, charts: a.render.charts.charts.clone(), html: a.render.html.html.clone() })
 }
 
 

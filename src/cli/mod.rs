@@ -88,13 +88,13 @@ macro_rules! define {
         pub(crate) enum Command {
             $( $variant(Box<$m::$args>), )*
             // gpubench's own child processes (`crate::internal`), hidden from --help.
-            #[command(name = crate::internal::Role::Rank.subcommand(), hide = true)]
+            #[command(name = crate::internal::Child::Rank.subcommand(), hide = true)]
             Rank(internal::Wrapped),
-            #[command(name = crate::internal::Role::InferWorker.subcommand(), hide = true)]
+            #[command(name = crate::internal::Child::InferWorker.subcommand(), hide = true)]
             InferWorker(internal::InferWorkerArgs),
-            #[command(name = crate::internal::Role::WriteInit.subcommand(), hide = true)]
+            #[command(name = crate::internal::Child::WriteInit.subcommand(), hide = true)]
             WriteInit(internal::WriteInitArgs),
-            #[command(name = crate::internal::Role::Cell.subcommand(), hide = true)]
+            #[command(name = crate::internal::Child::Cell.subcommand(), hide = true)]
             Cell(internal::CellArgs),
             /// Checks a command line without running it (scripts use it).
             #[command(hide = true)]
@@ -232,6 +232,11 @@ const RETIRED: &[(&str, &str, &str)] = &[
     ("sweep", "--cell", "the hidden role `gpubench cell DIR INDEX` (emit the sweep again to get scripts that call it)"),
     ("max-batch", "--strategy", "--strategy among the run options after --, e.g. max-batch --cpu -- --strategy ddp"),
     ("max-batch", "--model", "--model among the run options after --, e.g. max-batch --cpu -- --model resnet18"),
+    (
+        "max-batch",
+        "--target-batch",
+        "--target-global-batch (a global batch; --target-batch-size elsewhere is per device)",
+    ),
 ];
 
 /// The usage line for a retired spelling that clap refused, if it is one.
@@ -254,9 +259,9 @@ fn retired(argv: &[OsString], e: &clap::Error) -> Option<anyhow::Error> {
 fn without_torch(module: &str) -> anyhow::Error {
     let name = module.replace('_', "-");
     usage(format!(
-        "`gpubench {name}` needs libtorch, and this gpubench was built without it (--no-default-features: report, \
-         compare, check, diagnose, history, collect, schema, upgrade, trace-summary, completions and man only); for the full \
-         build run scripts/setup, then cargo build --release"
+        "`gpubench {name}` needs libtorch, and this gpubench was built without it (--no-default-features: {} \
+         only); for the full build run scripts/setup, then cargo build --release",
+        crate::commands::torch_free_commands()
     ))
 }
 
@@ -420,6 +425,35 @@ mod tests {
             delimiter: a.get_value_delimiter(),
             hyphen_values: a.is_allow_hyphen_values_set(),
             help: a.get_help().map(|h| h.to_string()).unwrap_or_default(),
+        }
+    }
+
+    /// clap makes a flattened option group's doc comment the about of a
+    /// command that has none: `sweep --help` once began "The code under
+    /// test, for the rows' commit and branch columns".
+    #[test]
+    fn every_subcommand_has_an_about_of_its_own() {
+        use clap::Args;
+        let g = || clap::Command::new("group");
+        let groups: Vec<String> = [
+            opts::DeviceOpts::augment_args(g()),
+            opts::ModelOpts::augment_args(g()),
+            opts::HostOpts::augment_args(g()),
+            opts::StepOpts::augment_args(g()),
+            opts::OutputOpts::augment_args(g()),
+            opts::RenderOpts::augment_args(g()),
+            opts::DistOpts::augment_args(g()),
+            opts::ReducerOpts::augment_args(g()),
+            opts::CommitOpts::augment_args(g()),
+        ]
+        .iter()
+        .filter_map(|c| c.get_about().map(|a| a.to_string()))
+        .collect();
+        assert!(groups.len() >= 5, "the groups' docs are abouts: {groups:?}");
+        for sub in Cli::definition().get_subcommands().filter(|s| !s.is_hide_set()) {
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "{} has no about", sub.get_name());
+            assert!(!groups.contains(&about), "{}'s about is an option group's: {about}", sub.get_name());
         }
     }
 

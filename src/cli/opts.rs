@@ -130,13 +130,30 @@ pub(crate) enum Threads {
 }
 
 impl Threads {
-    /// The count: `Auto` measures the free cores (300 ms).
+    /// The count: `Auto` measures the free cores (300 ms). A count above
+    /// this machine's hardware threads is capped to them, with one line
+    /// (once per process): more intra-op threads than the node has only
+    /// oversubscribe it, and a typo's 100000 would stall the run starting
+    /// them. Every command's `--threads` comes through here.
     pub(crate) fn resolve(self) -> usize {
         match self {
-            Threads::Count(n) => n,
+            Threads::Count(n) => capped_threads(n, std::thread::available_parallelism().map_or(1, |c| c.get())),
             Threads::Auto => free_cores_now(),
         }
     }
+}
+
+/// `n` threads on a machine of `cores` hardware threads: at most `cores`,
+/// saying so once.
+fn capped_threads(n: usize, cores: usize) -> usize {
+    if n <= cores {
+        return n;
+    }
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!("gpubench: --threads {n} is more than this machine's {cores} hardware threads; using {cores}")
+    });
+    cores
 }
 
 /// As given, for the row's `variant`: `auto` stays `auto`, so that the
@@ -269,10 +286,11 @@ pub(crate) struct OutputOpts {
     pub quiet: QuietOpt,
 }
 
-/// The code under test, for the rows' `commit` and `branch` columns, where
-/// neither the CI's variables nor the working directory's checkout say it
-/// (or say it wrong: a build made from another checkout than the one the
-/// benchmark runs in).
+// The code under test, for the rows' `commit` and `branch` columns, where
+// neither the CI's variables nor the working directory's checkout say it (or
+// say it wrong: a build made from another checkout than the one the
+// benchmark runs in). A plain comment: clap makes a flattened group's doc
+// comment the about of a command that has none.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct CommitOpts {
     /// The commit of the code under test, recorded in every row (4 to 64 hex
@@ -438,5 +456,19 @@ impl DurationOpt {
             ))),
             Some(d) => super::parse::parse_duration("--duration", d).map(Some),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_count_above_the_machine_is_capped_to_it() {
+        assert_eq!(capped_threads(3, 8), 3);
+        assert_eq!(capped_threads(8, 8), 8);
+        assert_eq!(capped_threads(100_000, 8), 8);
+        assert_eq!(parse_threads("0").unwrap_err(), "--threads must be at least 1 (or auto)");
+        assert_eq!(parse_threads("auto"), Ok(Threads::Auto));
     }
 }

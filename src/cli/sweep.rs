@@ -17,7 +17,7 @@ use crate::config::{Impl, ModelKind, RunConfig, StrategyKind};
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, Devices};
 use crate::error::usage;
-use crate::sweep::plan::{default_counts, resolve_pool, Cell, Emit, K8s, Matrix, Plan, Pool, Vary};
+use crate::sweep::plan::{default_counts, resolve_pool, SweepCell, Emit, K8s, Matrix, Plan, Pool, Vary};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Preset {
@@ -26,6 +26,9 @@ pub(crate) enum Preset {
     Demo,
 }
 
+/// Run a matrix of configurations (strategies × devices × batch sizes ×
+/// models), each cell in its own process, and summarize it; or emit it as a
+/// Slurm array or Kubernetes Jobs
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Run options after -- go to every cell exactly as `gpubench run` takes them, e.g.\n  \
     gpubench sweep --cpu 2 --strategies dp,ddp --out r.csv -- --model tinycnn --image-size 32 --steps 5\n\
@@ -499,7 +502,7 @@ pub(crate) fn cell_job(dir: &Path, index: &str, digest: Option<&str>) -> Result<
         dir: dir.to_path_buf(),
         index: e.index,
         total: entries.len(),
-        cell: Cell::of_config(e.args.clone(), cfg),
+        cell: SweepCell::of_config(e.args.clone(), cfg),
         node_rank,
     })
 }

@@ -13,9 +13,6 @@ const BUILD: &str = "full";
 /// What the torch-free build is, as `info` says it.
 #[cfg(not(feature = "torch"))]
 const BUILD: &str = "torch-free";
-#[cfg(not(feature = "torch"))]
-const TORCH_FREE: &str = "no libtorch: report, compare, check, schema, upgrade and trace-summary only \
-                          (for the benchmarks: scripts/setup, then cargo build --release)";
 
 #[cfg(feature = "torch")]
 #[derive(Debug, Serialize)]
@@ -159,7 +156,10 @@ pub(crate) fn run(json: bool) -> Result<i32> {
         gpubench_commit: crate::results::GPUBENCH_COMMIT.into(),
         build: BUILD.into(),
         libtorch_version: None,
-        note: TORCH_FREE.into(),
+        note: format!(
+            "no libtorch: {} only (for the benchmarks: scripts/setup, then cargo build --release)",
+            super::torch_free_commands()
+        ),
         driver_version: device::driver_version().unwrap_or_else(|| "n/a".into()),
         cpu_model: device::cpu_model(),
         cpu_cores: device::cpu_cores(),

@@ -56,3 +56,43 @@ macro_rules! declare {
 }
 
 crate::subcommands!(declare);
+
+/// The registry's subcommands that need no libtorch, in registry order,
+/// as their modules are named (`trace_summary`).
+#[cfg(any(test, not(feature = "torch")))]
+macro_rules! torch_free {
+    ($($m:ident $variant:ident $args:ident [$($gate:tt)*];)*) => {
+        &[$( torch_free!(@one $m [$($gate)*]) ),*]
+    };
+    (@one $m:ident [torch]) => { None };
+    (@one $m:ident [$($any:tt)*]) => { Some(stringify!($m)) };
+}
+
+#[cfg(any(test, not(feature = "torch")))]
+const REGISTRY_TORCH_FREE: &[Option<&str>] = crate::subcommands!(torch_free);
+
+/// The subcommands the torch-free build has, as a sentence ("report,
+/// compare and man"): generated from the registry, so the line a torch-only
+/// subcommand gives there and `info` cannot go stale.
+#[cfg(any(test, not(feature = "torch")))]
+pub(crate) fn torch_free_commands() -> String {
+    let names: Vec<String> = REGISTRY_TORCH_FREE.iter().flatten().map(|m| m.replace('_', "-")).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        Some((last, _)) => last.clone(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_torch_free_list_is_the_registry_without_its_torch_lines() {
+        let list = super::torch_free_commands();
+        assert!(list.starts_with("info, report, compare, check"), "{list}");
+        assert!(list.contains("trace-summary") && list.ends_with(" and man"), "{list}");
+        for torch_only in ["run", "infer", "sweep", "max-batch", "peak", "data-bench"] {
+            assert!(!list.split([',', ' ']).any(|w| w == torch_only), "{torch_only} in {list}");
+        }
+    }
+}

@@ -10,8 +10,9 @@ use crate::report::history;
 use crate::report::html::{Page, Section};
 use crate::report::pipeline::{charts_for, emit_all, finish, verdict_tables, Outputs};
 use crate::report::serving::serving_table;
-use crate::report::summary::{load_files, report_table, summarize, Group, Scope};
-use crate::report::verdict;
+use crate::report::export::Table;
+use crate::report::summary::{load_files, report_table, summarize, Group, Run, Scope};
+use crate::report::verdict::{self, Verdict};
 use crate::results::long;
 use crate::results::Fields;
 
@@ -27,14 +28,13 @@ pub(crate) fn run(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     // Training and serving rows answer different questions: a table each.
     let (serving, training): (Vec<Group>, Vec<Group>) = groups.into_iter().partition(|g| g.key.is_infer());
     let mut tables = vec![];
-    let v = verdict::verdicts(&runs, &training, &expected_allreduce(&runs));
+    let Training { mut table, why, verdicts } = self::training(&runs, &training, files, true);
     let has_peaks = runs.iter().any(|r| r.row.is_peak());
     if !training.is_empty() || (serving.is_empty() && !has_allreduce && !has_peaks) {
-        let mut t = report_table(&runs, &training, files);
-        t.notes.extend(device_notes);
-        t.notes.extend(crate::report::published::notes(&runs, &training));
-        tables.push(t);
-        tables.extend(verdict_tables(&v, true));
+        table.notes.extend(device_notes);
+        table.notes.extend(crate::report::published::notes(&runs, &training));
+        tables.push(table);
+        tables.extend(verdicts);
     }
     if !serving.is_empty() {
         tables.push(serving_table(&runs, &serving, files));
@@ -46,8 +46,7 @@ pub(crate) fn run(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     let mut w = charts_for(charts_dir, html_path)?;
     let mut notes = vec![];
     if let Some(w) = &mut w {
-        notes = charts::report_charts(w, &runs, &training, &devices)?;
-        notes.extend(charts::verdict_chart(w, &v)?);
+        notes = training_charts(w, &runs, &training, &devices, &why)?;
         notes.extend(charts::serving_charts(w, &runs, &serving)?);
         charts::allreduce_charts(w, &runs)?;
     }
@@ -63,10 +62,39 @@ pub(crate) fn run(files: &[PathBuf], out: &Outputs) -> Result<i32> {
     Ok(0)
 }
 
+/// The training report over `groups`: its table, the scaling verdicts, and
+/// theirs. `report` and `sweep` both show it.
+pub(crate) struct Training {
+    pub table: Table,
+    pub why: Vec<Verdict>,
+    pub verdicts: Vec<Table>,
+}
+
+/// `curves_read`: whether the rows were searched for an all-reduce curve to
+/// hold ddp's communication against (a sweep's file holds none).
+pub(crate) fn training(runs: &[Run], groups: &[Group], files: &[PathBuf], curves_read: bool) -> Training {
+    let why = verdict::verdicts(runs, groups, &expected_allreduce(runs));
+    let verdicts = verdict_tables(&why, curves_read);
+    Training { table: report_table(runs, groups, files), why, verdicts }
+}
+
+/// The training report's charts: each scenario's, and the verdicts'.
+pub(crate) fn training_charts(
+    w: &mut charts::ChartWriter,
+    runs: &[Run],
+    groups: &[Group],
+    devices: &long::DeviceData,
+    why: &[Verdict],
+) -> Result<Vec<String>> {
+    let mut notes = charts::report_charts(w, runs, groups, devices)?;
+    notes.extend(charts::verdict_chart(w, why)?);
+    Ok(notes)
+}
+
 /// The page's history section, when the files hold a history: some
 /// configuration measured at enough commits (or sweeps) to be judged.
 /// Nothing otherwise: one night's results are no history.
-fn history_sections(runs: &[crate::report::summary::Run]) -> Result<Vec<Section>> {
+fn history_sections(runs: &[Run]) -> Result<Vec<Section>> {
     let Ok(h) = history::analyze(runs, &[], &history::Options::default()) else { return Ok(vec![]) };
     let mut w = charts::ChartWriter::in_memory();
     let notes = charts::history_charts(&mut w, &h)?;

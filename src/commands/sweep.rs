@@ -11,14 +11,13 @@ use std::time::{Duration, Instant};
 
 use crate::config::Format;
 use crate::error::usage;
-use crate::report::charts;
-use crate::comm::expected::expected_allreduce;
-use crate::report::pipeline::{charts_for, emit_all, finish, verdict_tables};
+use super::report::{training, training_charts, Training};
+use crate::report::pipeline::{charts_for, emit_all, finish};
 use crate::report::format::{fmt_mib, fmt_rate, row_peak_mem, short_error};
 use crate::results::{long, Status};
 use crate::sweep::cells::{lock_path, read_rows_if_any, wait_lock, CellOutcome, Interrupted, Runner};
 use crate::sweep::child;
-use crate::sweep::plan::{Cell, CellKey, Plan};
+use crate::sweep::plan::{SweepCell, CellKey, Plan};
 
 /// One line per finished cell.
 pub(crate) fn cell_line(i: usize, total: usize, what: &str, o: &CellOutcome) -> String {
@@ -102,7 +101,7 @@ pub(crate) fn run(plan: Plan) -> Result<i32> {
     // for any process of the killed sweep that could still append.
     wait_lock(&lock, &lock_file_path)?;
     // Which cells are done already.
-    let mut todo: Vec<&Cell> = plan.cells.iter().collect();
+    let mut todo: Vec<&SweepCell> = plan.cells.iter().collect();
     let mut skipped = 0;
     if plan.resume {
         let mut done: HashMap<CellKey, usize> = HashMap::new();
@@ -247,12 +246,10 @@ pub(crate) fn summarize_plan(plan: &Plan) -> Result<Summary> {
     let (devices, _) = long::load_devices(std::slice::from_ref(&plan.out));
     let idx: Vec<usize> = (0..runs.len()).collect();
     let groups = rs::summarize(&runs, &idx, Scope::of, &devices);
-    let mut table = rs::report_table(&runs, &groups, std::slice::from_ref(&plan.out));
-    table.title = format!("sweep summary ({} row(s) of this matrix in {})", runs.len(), plan.out.display());
-    let v = crate::report::verdict::verdicts(&runs, &groups, &expected_allreduce(&runs));
     // A sweep's file holds its cells only: no all-reduce curve to look for.
-    let verdicts = verdict_tables(&v, false);
-    Ok(Summary { table, runs, groups, devices, verdicts, why: v })
+    let Training { mut table, why, verdicts } = training(&runs, &groups, std::slice::from_ref(&plan.out), false);
+    table.title = format!("sweep summary ({} row(s) of this matrix in {})", runs.len(), plan.out.display());
+    Ok(Summary { table, runs, groups, devices, verdicts, why })
 }
 
 /// The report's charts for the sweep's rows into `--charts`, and the page
@@ -261,8 +258,7 @@ fn render(plan: &Plan, s: &Summary) -> Result<()> {
     use crate::report::html::Page;
     let (dir, html) = (plan.charts.as_deref(), plan.html.as_deref());
     let Some(mut w) = charts_for(dir, html)? else { return Ok(()) };
-    let mut notes = charts::report_charts(&mut w, &s.runs, &s.groups, &s.devices).context("charts not written")?;
-    notes.extend(charts::verdict_chart(&mut w, &s.why)?);
+    let notes = training_charts(&mut w, &s.runs, &s.groups, &s.devices, &s.why).context("charts not written")?;
     let page =
         |sections| Page { title: "gpubench sweep".into(), inputs: vec![plan.out.clone()], outcome: None, sections };
     let tables: Vec<crate::report::export::Table> = s.tables().into_iter().cloned().collect();
@@ -275,7 +271,7 @@ pub(crate) struct CellJob {
     pub dir: PathBuf,
     pub index: usize,
     pub total: usize,
-    pub cell: Cell,
+    pub cell: SweepCell,
     pub node_rank: Option<usize>,
 }
 
@@ -373,7 +369,7 @@ fn keep_previous_cell(final_path: &Path, index: usize) -> Result<()> {
 
 /// The row of a cell whose task was stopped by a signal: the scheduler's
 /// cancellation, preemption or time limit (Slurm sends SIGTERM for each).
-fn interrupted_row(cell: &Cell, sig: libc::c_int, ran: std::time::Duration) -> crate::results::csv::Row {
+fn interrupted_row(cell: &SweepCell, sig: libc::c_int, ran: std::time::Duration) -> crate::results::csv::Row {
     let mut row = crate::bench::row::base_row(&cell.cfg);
     row.threads = cell.cfg.threads.map(|t| t as u32);
     row.status = Status::Failed;

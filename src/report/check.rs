@@ -160,20 +160,20 @@ impl Test {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Verdict {
+pub(crate) enum Gate {
     Regressed,
     Missing,
     Improved,
     Unchanged,
 }
 
-impl Verdict {
+impl Gate {
     pub(crate) fn word(self) -> &'static str {
         match self {
-            Verdict::Regressed => "REGRESSED",
-            Verdict::Missing => "missing",
-            Verdict::Improved => "improved",
-            Verdict::Unchanged => "unchanged",
+            Gate::Regressed => "REGRESSED",
+            Gate::Missing => "missing",
+            Gate::Improved => "improved",
+            Gate::Unchanged => "unchanged",
         }
     }
 }
@@ -189,7 +189,7 @@ pub(crate) struct Finding {
     /// (current - baseline) / baseline.
     pub change: Option<f64>,
     pub test: Test,
-    pub verdict: Verdict,
+    pub verdict: Gate,
     /// Why a config is missing.
     pub why: String,
     /// Ok runs behind this finding that recorded interference, both sides.
@@ -224,7 +224,7 @@ pub(crate) fn decide(
     intervals: Option<(Interval, Interval)>,
     max_drop: f64,
     alpha: f64,
-) -> (Verdict, f64, Test) {
+) -> (Gate, f64, Test) {
     let (mb, mc) = (
         crate::report::summary::median(base).unwrap_or(f64::NAN),
         crate::report::summary::median(cur).unwrap_or(f64::NAN),
@@ -238,13 +238,13 @@ pub(crate) fn decide(
     };
     let significant = test.significant(alpha);
     let verdict = if !change.is_finite() {
-        Verdict::Unchanged
+        Gate::Unchanged
     } else if worse_by > max_drop && significant {
-        Verdict::Regressed
+        Gate::Regressed
     } else if -worse_by > max_drop && significant {
-        Verdict::Improved
+        Gate::Improved
     } else {
-        Verdict::Unchanged
+        Gate::Unchanged
     };
     (verdict, change, test)
 }
@@ -310,7 +310,7 @@ pub(crate) fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) ->
                 runs: (b.ok.len(), 0),
                 change: None,
                 test: Test::None,
-                verdict: Verdict::Missing,
+                verdict: Gate::Missing,
                 why,
                 disturbed: b.disturbed.len(),
             });
@@ -378,25 +378,25 @@ pub(crate) fn check(base_runs: &[Run], cur_runs: &[Run], opts: &CheckOptions) ->
 }
 
 impl CheckReport {
-    fn count(&self, v: Verdict) -> usize {
+    fn count(&self, v: Gate) -> usize {
         self.findings.iter().filter(|f| f.verdict == v).count()
     }
 
     /// 1 when something regressed, or something is missing under --strict.
     pub(crate) fn exit_code(&self) -> i32 {
-        let failed = self.count(Verdict::Regressed) > 0 || (self.strict && self.count(Verdict::Missing) > 0);
+        let failed = self.count(Gate::Regressed) > 0 || (self.strict && self.count(Gate::Missing) > 0);
         i32::from(failed)
     }
 
     pub(crate) fn summary(&self) -> String {
         let mut s = format!(
             "{} regressed, {} improved, {} unchanged, {} missing",
-            self.count(Verdict::Regressed),
-            self.count(Verdict::Improved),
-            self.count(Verdict::Unchanged),
-            self.count(Verdict::Missing)
+            self.count(Gate::Regressed),
+            self.count(Gate::Improved),
+            self.count(Gate::Unchanged),
+            self.count(Gate::Missing)
         );
-        if self.strict && self.count(Verdict::Missing) > 0 {
+        if self.strict && self.count(Gate::Missing) > 0 {
             s.push_str(" (--strict: missing configs fail)");
         }
         s.push_str(if self.exit_code() == 0 { ": PASS" } else { ": FAIL" });
@@ -508,19 +508,19 @@ mod tests {
         let base = [1000.0, 1002.0, 998.0];
         // 10% drop, tight: regressed
         let d = |b: &[f64], c: &[f64]| decide(Metric::Throughput, b, c, None, 0.05, 0.05).0;
-        assert_eq!(d(&base, &[900.0, 901.0, 899.0]), Verdict::Regressed);
+        assert_eq!(d(&base, &[900.0, 901.0, 899.0]), Gate::Regressed);
         // 10% drop but wildly noisy: not significant
-        assert_eq!(d(&base, &[600.0, 1200.0, 900.0]), Verdict::Unchanged);
+        assert_eq!(d(&base, &[600.0, 1200.0, 900.0]), Gate::Unchanged);
         // significant but within the threshold
-        assert_eq!(d(&base, &[980.0, 981.0, 979.0]), Verdict::Unchanged);
+        assert_eq!(d(&base, &[980.0, 981.0, 979.0]), Gate::Unchanged);
         // lower step time is better
-        assert_eq!(decide(Metric::StepP50, &[100.0], &[120.0], None, 0.05, 0.05).0, Verdict::Regressed);
-        assert_eq!(decide(Metric::StepP50, &[100.0], &[80.0], None, 0.05, 0.05).0, Verdict::Improved);
+        assert_eq!(decide(Metric::StepP50, &[100.0], &[120.0], None, 0.05, 0.05).0, Gate::Regressed);
+        assert_eq!(decide(Metric::StepP50, &[100.0], &[80.0], None, 0.05, 0.05).0, Gate::Improved);
         // Serving latency: lower is better, as step time is.
-        assert_eq!(decide(Metric::LatencyP99, &[40.0], &[60.0], None, 0.05, 0.05).0, Verdict::Regressed);
+        assert_eq!(decide(Metric::LatencyP99, &[40.0], &[60.0], None, 0.05, 0.05).0, Gate::Regressed);
         // single runs without intervals: the threshold decides, no p
         let (v, c, t) = decide(Metric::Throughput, &[1000.0], &[1100.0], None, 0.05, 0.05);
-        assert_eq!((v, t), (Verdict::Improved, Test::None));
+        assert_eq!((v, t), (Gate::Improved, Test::None));
         assert!((c - 0.1).abs() < 1e-12);
     }
 
@@ -530,11 +530,11 @@ mod tests {
         // 10% drop, intervals apart: regressed.
         let (v, _, t) =
             decide(Metric::Throughput, &[1000.0], &[900.0], Some((iv(990.0, 1010.0), iv(890.0, 910.0))), 0.05, 0.05);
-        assert_eq!((v, t), (Verdict::Regressed, Test::Intervals(true)));
+        assert_eq!((v, t), (Gate::Regressed, Test::Intervals(true)));
         // The same drop inside two wide intervals is noise.
         let (v, _, t) =
             decide(Metric::Throughput, &[1000.0], &[900.0], Some((iv(850.0, 1150.0), iv(800.0, 1000.0))), 0.05, 0.05);
-        assert_eq!((v, t), (Verdict::Unchanged, Test::Intervals(false)));
+        assert_eq!((v, t), (Gate::Unchanged, Test::Intervals(false)));
         // Repeats on both sides still use Welch's test.
         let (_, _, t) = decide(
             Metric::Throughput,
@@ -629,7 +629,7 @@ mod tests {
         c[1].edit(|r| r.throughput_img_s = None);
         let r = check_loaded(&b, &c, &opts()).unwrap();
         let dp = r.findings.iter().find(|f| f.key.strategy == "dp").unwrap();
-        assert_eq!((dp.verdict, dp.why.as_str()), (Verdict::Missing, "no ok run in current (1 oom)"));
+        assert_eq!((dp.verdict, dp.why.as_str()), (Gate::Missing, "no ok run in current (1 oom)"));
         assert_eq!(r.exit_code(), 0);
     }
 

@@ -6,7 +6,7 @@
 //!
 //! The parent writes the load to a temporary directory, starts the workers
 //! (this binary as the hidden `infer-worker K P DIR` subcommand around the
-//! same `infer` command line: `crate::internal::Role::InferWorker`), waits until each has
+//! same `infer` command line: `crate::internal::Child::InferWorker`), waits until each has
 //! built and warmed up its model (`ready.k`), then writes one start time
 //! (`go`) that all of them use; each writes its records (`records.k.csv`).
 //! A worker that dies ends the run within moments: the others are killed
@@ -21,7 +21,7 @@ use super::schedule;
 use super::server::{grace, host_notes, serve, Frames, ServeOutcome, StartSignal};
 use crate::config::{InferConfig, Scenario};
 use crate::device::Devices;
-use crate::internal::{Hook, Role};
+use crate::internal::{Child, Hook};
 use crate::metrics::collect::Window;
 use crate::metrics::interference::HostSnapshot;
 use crate::proc::{self, Watched};
@@ -124,7 +124,7 @@ fn parent(cfg: &InferConfig, out: &mut ServeOutcome) -> Result<()> {
     for k in 0..p {
         let mut cmd = Command::new(&program);
         let params = [k.to_string().into(), p.to_string().into(), dir.0.clone().into_os_string()];
-        cmd.args(Role::InferWorker.args(&params, line.iter().cloned()))
+        cmd.args(Child::InferWorker.args(&params, line.iter().cloned()))
             .env(crate::internal::PARENT_PID, std::process::id().to_string())
             .stdout(Stdio::null());
         let prefix = cfg.talks().then(|| format!("[worker {k}] "));

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::child;
-use super::plan::{Cell, CellKey};
+use super::plan::{CellKey, SweepCell};
 use crate::proc::Exit;
 use crate::results::csv::{self as results_csv, Row};
 
@@ -72,7 +72,7 @@ pub(crate) struct CellOutcome {
 }
 
 /// A row for a cell whose process ended without one.
-pub(crate) fn missing_row(c: &Cell, r: &child::ChildResult, mem_limited: bool) -> Row {
+pub(crate) fn missing_row(c: &SweepCell, r: &child::ChildResult, mem_limited: bool) -> Row {
     let cfg = &c.cfg;
     let mut row = crate::bench::row::base_row(cfg);
     // The cell's, not this process's.
@@ -104,7 +104,7 @@ pub(crate) struct Runner {
 
 impl Runner {
     /// Runs one cell to its row; Err(Interrupted) on Ctrl-C.
-    pub(crate) fn run(&self, c: &Cell) -> Result<CellOutcome> {
+    pub(crate) fn run(&self, c: &SweepCell) -> Result<CellOutcome> {
         let before: std::collections::HashSet<String> =
             read_rows_if_any(&self.out)?.into_iter().map(|r| r.run_id).collect();
         let mut argv: Vec<OsString> = vec!["run".into()];

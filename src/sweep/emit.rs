@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::child;
-use super::plan::{Cell, Emit, Plan};
+use super::plan::{Emit, Plan, SweepCell};
 use crate::error::usage;
 use crate::fleet::{collect, k8s, manifest, slurm};
 use crate::results::Status;
@@ -16,7 +16,7 @@ use crate::results::Status;
 /// The array's time limit for a cell, minutes: `--cell-timeout`, else twice
 /// a timed cell's warm-up and duration plus five minutes (start-up, model
 /// building), else half an hour.
-fn time_limit_min(cell: &Cell, timeout: Option<Duration>) -> u64 {
+fn time_limit_min(cell: &SweepCell, timeout: Option<Duration>) -> u64 {
     use crate::config::Length;
     let secs = match (timeout, &cell.cfg.timed, &cell.cfg.warmup) {
         (Some(t), _, _) => t.as_secs_f64(),

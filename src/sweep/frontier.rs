@@ -1,7 +1,7 @@
 //! `max-batch --frontier`: the ways out of "my batch does not fit", side by
 //! side. Each memory lever (none, `--checkpoint`, fp16, bf16, and each
 //! precision with `--checkpoint`) gets its own search for the largest
-//! per-device batch. With `--target-batch N`, each lever then reaches the
+//! per-device batch. With `--target-global-batch N`, each lever then reaches the
 //! global batch N with the largest micro-batch that fits and divides N's
 //! per-device share, accumulating gradients (`--grad-accum K`) over as few
 //! micro-batches as that needs, and that configuration is measured: the

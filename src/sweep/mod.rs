@@ -43,7 +43,7 @@
 //!
 //! **max-batch --frontier** searches once per memory lever (`frontier`: none, `--checkpoint`, fp16, bf16, each
 //! precision with `--checkpoint`; a lever the run refuses or the device lacks is skipped with why), each search
-//! starting at the plain run's answer. With `--target-batch N` the searches stop at N's per-device share, and each
+//! starting at the plain run's answer. With `--target-global-batch N` the searches stop at N's per-device share, and each
 //! lever's way to N (its largest micro-batch that divides the share, times `--grad-accum K`) is run and measured;
 //! the fastest is the answer. A table on stdout, `<out>.frontier.csv`, a chart (`--charts`) and a page (`--html`).
 pub mod cells;

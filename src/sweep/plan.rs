@@ -179,7 +179,7 @@ impl Matrix {
     /// The cells in order (repeat → model → batch → device count → strategy
     /// → `--vary` values → implementation), `single` only at one device, and
     /// the notes that say what was left out.
-    pub(crate) fn cells(&self, common: &[String], validate: &Validate) -> Result<(Vec<Cell>, Vec<String>)> {
+    pub(crate) fn cells(&self, common: &[String], validate: &Validate) -> Result<(Vec<SweepCell>, Vec<String>)> {
         let (pool, strategies, counts, impls) = (&self.pool, &self.strategies, &self.counts, &self.impls);
         let (models, batches, repeat) = (&self.models, &self.batches, self.repeat);
         let mut notes = vec![];
@@ -222,7 +222,7 @@ impl Matrix {
                                     }
                                     let spec =
                                         CellSpec { implementation: imp, strategy, n, model, batch, vary, repeat: r };
-                                    cells.push(Cell::new(spec, pool, common, validate)?);
+                                    cells.push(SweepCell::new(spec, pool, common, validate)?);
                                 }
                             }
                         }
@@ -243,7 +243,7 @@ impl Matrix {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub matrix: Matrix,
-    pub cells: Vec<Cell>,
+    pub cells: Vec<SweepCell>,
     pub notes: Vec<String>,
     pub out: PathBuf,
     pub charts: Option<PathBuf>,
@@ -284,7 +284,7 @@ pub struct K8s {
 }
 
 /// Makes max-batch's probe at a batch, with extra axis values (a lever's).
-pub type ProbeCell = dyn Fn(i64, &[(Vary, String)]) -> Result<Cell>;
+pub type ProbeCell = dyn Fn(i64, &[(Vary, String)]) -> Result<SweepCell>;
 
 /// `gpubench max-batch`, ready to search.
 pub struct MaxBatchPlan {
@@ -300,7 +300,7 @@ pub struct MaxBatchPlan {
     pub mem_limit: Option<u64>,
     pub timeout: Option<Duration>,
     /// The probe's cell at the start batch (validated before any probe runs).
-    pub first: Cell,
+    pub first: SweepCell,
     /// The probe's cell at a batch, with a lever's run options.
     pub cell: Box<ProbeCell>,
     pub frontier: Option<FrontierPlan>,
@@ -368,7 +368,7 @@ pub(crate) struct CellSpec {
 
 /// One run of the matrix.
 #[derive(Debug, Clone)]
-pub struct Cell {
+pub struct SweepCell {
     pub implementation: Impl,
     pub strategy: StrategyKind,
     pub n: usize,
@@ -383,12 +383,12 @@ pub struct Cell {
     pub key: CellKey,
 }
 
-impl Cell {
+impl SweepCell {
     /// Builds a cell's `run` arguments (its place in the matrix, then the
     /// options common to every cell, then its `--vary` values) and validates
     /// them as `run` would (through `validate`). Its key is that of the row
     /// its configuration makes, so it matches the rows the cell writes.
-    pub(crate) fn new(spec: CellSpec, pool: &Pool, common: &[String], validate: &Validate) -> Result<Cell> {
+    pub(crate) fn new(spec: CellSpec, pool: &Pool, common: &[String], validate: &Validate) -> Result<SweepCell> {
         let CellSpec { implementation, strategy, n, model, batch, vary, repeat } = spec;
         let mut args: Vec<String> =
             vec!["--strategy".into(), strategy.name().into(), "--model".into(), model.name().into()];
@@ -404,14 +404,14 @@ impl Cell {
         let cfg = validate(&args, pool.devices(n))?;
         let key = CellKey::of_row(&crate::bench::row::base_row(&cfg)).expect("a gpubench or pytorch row");
         let varied = vary.iter().map(|(v, value)| format!("{}={value}", v.option)).collect();
-        Ok(Cell { implementation, strategy, n, model, batch, repeat, varied, args, cfg, key })
+        Ok(SweepCell { implementation, strategy, n, model, batch, repeat, varied, args, cfg, key })
     }
 
     /// A cell from its run arguments and their configuration (an emitted
     /// sweep's cell, rebuilt where it runs).
-    pub(crate) fn of_config(args: Vec<String>, cfg: RunConfig) -> Cell {
+    pub(crate) fn of_config(args: Vec<String>, cfg: RunConfig) -> SweepCell {
         let key = CellKey::of_row(&crate::bench::row::base_row(&cfg)).expect("a gpubench or pytorch row");
-        Cell {
+        SweepCell {
             implementation: cfg.implementation,
             strategy: cfg.strategy,
             n: cfg.devices.len(),

@@ -660,3 +660,21 @@ fn threads_auto_takes_the_free_cores() {
     assert_usage_error(&format!("run --cpu {TINY} --threads 0"), "--threads must be at least 1");
     assert_usage_error(&format!("run --cpu {TINY} --threads many"), "give N or auto");
 }
+
+#[test]
+fn a_thread_count_above_the_machine_is_capped_with_one_line() {
+    // --threads 100000 did not end within 120 s: the process started that many intra-op threads.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.csv");
+    let o = gpubench(&format!(
+        "run --cpu {TINY} --batch-size 2 --steps 1 --warmup 0 --threads 100000 --out {}",
+        out.display()
+    ))
+    .output();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let said = format!("--threads 100000 is more than this machine's {cores} hardware threads; using {cores}");
+    assert_eq!(stderr(&o).matches(&said).count(), 1, "{}", stderr(&o));
+    let rows = gpubench::results::csv::read_rows(&out).unwrap();
+    assert_eq!(rows[0].threads, Some(cores as u32));
+}

@@ -501,7 +501,7 @@ fn the_frontier_reaches_a_target_batch_through_accumulation() {
     std::fs::write(&cpuinfo, "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16\n").unwrap();
     let o = sweep_in(
         dir.path(),
-        "max-batch --frontier --target-batch 64 --cpu --start 8 --max 16 --out mb.csv --charts ch --html f.html \
+        "max-batch --frontier --target-global-batch 64 --cpu --start 8 --max 16 --out mb.csv --charts ch --html f.html \
          -- --model tinycnn --image-size 16 --num-classes 10 --threads 2 --steps 1 --warmup 0",
     )
     .env("GPUBENCH_TEST_CPUINFO", &cpuinfo)
@@ -866,16 +866,21 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_usage_error("max-batch --cpu --granularity 0", "--granularity");
     assert_usage_error("max-batch --cpu 2 -- --strategy single", "single");
     let tiny = "max-batch --cpu --frontier";
-    assert_usage_error(&format!("{tiny} --target-batch 0"), "--target-batch 0: the global batch");
+    assert_usage_error(&format!("{tiny} --target-global-batch 0"), "--target-global-batch 0: the global batch");
     assert_usage_error(
-        "max-batch --cpu 2 --frontier --target-batch 5 -- --strategy ddp --model tinycnn",
+        "max-batch --cpu 2 --frontier --target-global-batch 5 -- --strategy ddp --model tinycnn",
         "multiple of the 2 device(s)",
     );
     assert_usage_error(&format!("{tiny} -- --precision bf16"), "--frontier tries each precision itself");
     assert_usage_error(&format!("{tiny} -- --grad-accum 2"), "--frontier tries --grad-accum itself");
     assert_usage_error(&format!("{tiny} --charts /etc/passwd"), "not a directory");
     assert_usage_error(&format!("{tiny} --html /nonexistent-gpubench-dir/f.html"), "--html");
-    assert_usage_error("max-batch --cpu --target-batch 64", "--frontier");
+    assert_usage_error("max-batch --cpu --target-global-batch 64", "--frontier");
+    // The old spelling read as a per-device batch beside predict's --target-batch-size.
+    assert_usage_error(
+        "max-batch --cpu --frontier --target-batch 64",
+        "max-batch --target-batch is no longer taken: use --target-global-batch",
+    );
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display();
     assert_usage_error(&format!("sweep --cpu 1 --models tinycnn --emit k8s {d}/k --pvc r"), "--image IMAGE");

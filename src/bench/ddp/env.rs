@@ -4,7 +4,7 @@
 //! SLURM_LOCALID). None of them set means this process is the launcher.
 //! Whether gpubench's own launcher started this rank is not read from the
 //! environment: such a rank runs as the hidden `rank` subcommand
-//! (`crate::internal::Role::Rank`).
+//! (`crate::internal::Child::Rank`).
 use anyhow::Result;
 
 use crate::error::usage;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::bench::row::base_row;
 use crate::config::RunConfig;
-use crate::internal::Role;
+use crate::internal::Child;
 use crate::proc::{self, Ended, Exit, Watched};
 use crate::results::{csv as results_csv, Status};
 
@@ -108,7 +108,7 @@ pub(crate) fn spawn_ranks(
     quiet: bool,
 ) -> Result<Vec<(usize, Watched)>> {
     let exe = std::env::current_exe().context("locating the gpubench binary to start workers")?;
-    let args = Role::Rank.args(&[], crate::internal::served_line());
+    let args = Child::Rank.args(&[], crate::internal::served_line());
     let mut workers: Vec<(usize, Watched)> = vec![];
     for lr in 0..local {
         let rank = node_rank * local + lr;
