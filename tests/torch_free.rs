@@ -23,7 +23,11 @@ fn info_says_which_build_this_is() {
     let o = gpubench("info --format json", &fixtures());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((j["build"].as_str(), j["libtorch_version"].is_null()), (Some("torch-free"), true), "{j}");
+    assert_eq!(
+        (j["info"]["build"].as_str(), j["info"]["libtorch_version"].is_null()),
+        (Some("torch-free"), true),
+        "{j}"
+    );
     let o = gpubench("info", &fixtures());
     assert!(text(&o.stdout).contains("torch-free build"), "{}", text(&o.stdout));
 }

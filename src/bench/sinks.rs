@@ -10,6 +10,7 @@ use crate::bench::measure::{Figures, Measurement};
 use crate::config::RunConfig;
 use crate::metrics::devices::DeviceMetrics;
 use crate::metrics::sampler::DeviceSample;
+use crate::report::envelope::Envelope;
 use crate::results::csv::Row;
 use crate::results::{long, Status};
 
@@ -85,12 +86,8 @@ impl Sinks {
         if self.format == crate::config::Format::Csv {
             print!("{}", crate::results::csv::rows_text(std::slice::from_ref(o.row)));
         } else if self.format == crate::config::Format::Json {
-            let s = JsonSummary {
-                row: o.row,
-                step_ms: o.m.step_secs.iter().map(|s| s * 1e3).collect(),
-                losses: &o.m.losses,
-            };
-            println!("{}", serde_json::to_string_pretty(&s).context("serializing the summary")?);
+            let own = RunSteps { step_ms: o.m.step_secs.iter().map(|s| s * 1e3).collect(), losses: &o.m.losses };
+            Envelope::new().rows(std::slice::from_ref(o.row))?.own("run", own)?.print().context("printing the run")?;
         } else if !self.quiet {
             print!("{}", human_summary(o.row, o.fig));
             print!("{}", device_table(o.devs));
@@ -108,8 +105,8 @@ impl Sinks {
 }
 
 #[derive(Serialize)]
-struct JsonSummary<'a> {
-    row: &'a Row,
+/// `--format json`'s own key `run`: each timed step and loss, beside the row.
+struct RunSteps<'a> {
     step_ms: Vec<f64>,
     losses: &'a [f64],
 }

@@ -6,7 +6,7 @@ use crate::data::bench::{data_bench, DataBenchSpec};
 pub(crate) fn run(spec: &DataBenchSpec, json: bool) -> Result<i32> {
     let r = data_bench(spec)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        crate::report::envelope::Envelope::new().own("data_bench", &r)?.print()?;
     } else {
         println!(
             "data-bench {}: {} files in {} classes, {}×{} crops, batch {}",

@@ -5,10 +5,11 @@ use std::path::Path;
 
 use crate::error::usage;
 use crate::report::charts;
-use crate::report::export::{exporter, Format};
+use crate::report::envelope::Envelope;
+use crate::report::export::Format;
 use crate::report::history::{self, acks, output};
 use crate::report::html::{Outcome, Page};
-use crate::report::pipeline::{charts_for, emit_all, finish, print};
+use crate::report::pipeline::{charts_for, emit_all, finish};
 use crate::report::summary::load_columns;
 use crate::results::packed::Columns;
 
@@ -64,11 +65,7 @@ pub(crate) fn run(job: &HistoryJob) -> Result<i32> {
     let page = |sections| Page { title: "gpubench history".into(), inputs: job.files.clone(), outcome, sections };
     finish(w, dir, html, notes, page, &tables)?;
     if job.format == Format::Json {
-        let e = exporter(Format::Json);
-        let docs = tables.iter().map(|t| Ok(serde_json::from_slice(&e.export(t)?)?)).collect::<Result<Vec<_>>>()?;
-        let mut bytes = serde_json::to_vec_pretty(&output::json(&h, serde_json::Value::Array(docs)))?;
-        bytes.push(b'\n');
-        print(&bytes)?;
+        Envelope::new().tables(&tables)?.own("history", output::json(&h))?.print()?;
     } else {
         emit_all(&tables, job.format)?;
     }

@@ -7,6 +7,7 @@ use anyhow::Result;
 use std::path::Path;
 
 use crate::config::{Format, InferConfig, Scenario};
+use crate::report::envelope::Envelope;
 use crate::report::format::{fmt_ms, fmt_rate};
 use crate::results::csv::Row;
 use crate::results::Status;
@@ -49,7 +50,7 @@ pub(crate) fn run(cfg: InferConfig) -> Result<i32> {
             let m = serve::measure(&cfg);
             write(&cfg, &m)?;
             match cfg.format {
-                Format::Json => println!("{}", serde_json::to_string(&m.row)?),
+                Format::Json => Envelope::new().rows(std::slice::from_ref(&m.row))?.print()?,
                 Format::Csv => print!("{}", crate::results::csv::rows_text(std::slice::from_ref(&m.row))),
                 _ if !cfg.quiet => print!("{}", summary(&m.row)),
                 _ => {}
@@ -224,10 +225,10 @@ fn search(cfg: &InferConfig, s: &crate::config::CapacitySearch) -> Result<i32> {
         ),
     };
     match cfg.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::json!({ "answer": found.best, "first_miss": found.first_miss, "unit": what, "probes": rows })
-        ),
+        Format::Json => Envelope::new()
+            .rows(&rows)?
+            .own("search", serde_json::json!({ "answer": found.best, "first_miss": found.first_miss, "unit": what }))?
+            .print()?,
         Format::Csv => print!("{}", crate::results::csv::rows_text(&rows)),
         _ if cfg.quiet => {}
         _ => {

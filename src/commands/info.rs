@@ -106,7 +106,7 @@ pub(crate) fn probe_backend(backend: &str, cuda: bool) -> Result<()> {
 pub(crate) fn run(json: bool) -> Result<i32> {
     let i = collect();
     if json {
-        println!("{}", serde_json::to_string_pretty(&i)?);
+        crate::report::envelope::Envelope::new().own("info", &i)?.print()?;
         return Ok(0);
     }
     println!("gpubench         {}, {} build", version(&i.gpubench_version, &i.gpubench_commit), i.build);
@@ -165,7 +165,7 @@ pub(crate) fn run(json: bool) -> Result<i32> {
         cpu_cores: device::cpu_cores(),
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&i)?);
+        crate::report::envelope::Envelope::new().own("info", &i)?.print()?;
         return Ok(0);
     }
     println!("gpubench         {}, {} build", version(&i.gpubench_version, &i.gpubench_commit), i.build);

@@ -4,6 +4,7 @@
 //! prediction beside measurement.
 use anyhow::Result;
 
+use crate::report::envelope::Envelope;
 use crate::bench::row::base_row;
 use crate::comm::predict::{predict, Prediction, Profile};
 use crate::config::{Format, PredictConfig};
@@ -35,7 +36,7 @@ pub(crate) fn run(cfg: PredictConfig) -> Result<i32> {
         Format::Json => {
             let v: Vec<_> =
                 preds.iter().map(|(p, x, c)| serde_json::json!({"profile": p, "prediction": x, "curve": c})).collect();
-            println!("{}", serde_json::json!({"predictions": v, "notes": notes}));
+            Envelope::new().rows(&rows)?.notes(notes).own("predictions", v)?.print()?;
             return Ok(0);
         }
         Format::Csv => {

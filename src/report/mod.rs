@@ -1,5 +1,6 @@
 //! Analysis and rendering of result rows: summaries (`summary`), machines side by side (`compare`), the CI gate
-//! (`check`, with `significance`), tables in several formats (`export`, `format`) and charts (`charts`). It only
+//! (`check`, with `significance`), tables in several formats (`export`, `format`; every `--format json` document is
+//! `envelope`'s) and charts (`charts`). It only
 //! reads rows (`results`); it never runs anything.
 //!
 //! `report`, `compare` and `check` read the results CSVs `run` writes, several at once. Rows are grouped by their
@@ -40,6 +41,7 @@ pub mod check;
 pub mod comm;
 pub mod compare;
 pub mod diagnose;
+pub mod envelope;
 pub mod export;
 pub mod format;
 pub mod history;

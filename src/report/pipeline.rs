@@ -5,11 +5,11 @@
 //! same tables and the very SVGs `--charts` writes. The report decides;
 //! this only writes.
 use anyhow::Result;
-use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::charts::{self, ChartWriter};
+use super::envelope::Envelope;
 use super::export::{exporter, Format, Table};
 use super::html::{self, Page, Section};
 use super::verdict::{self, Verdict};
@@ -23,33 +23,25 @@ pub(crate) fn print(bytes: &[u8]) -> Result<()> {
     }
 }
 
+/// One table, as `emit_all` prints tables.
 pub(crate) fn emit(table: &Table, format: Format) -> Result<()> {
-    print(&exporter(format).export(table)?)?;
-    // CSV has no place for notes; keep them visible without breaking parsers.
-    if format == Format::Csv {
-        for n in &table.notes {
-            eprintln!("note: {n}");
-        }
-    }
-    Ok(())
+    emit_all(std::slice::from_ref(table), format)
 }
 
 /// Several tables as one output: one after another in the text formats and
-/// CSV, and as **one** JSON document `{"tables": [...]}`, which a JSON
-/// parser reads whole. Handed to `sink` a table at a time where the format
-/// allows it: a report of 200,000 rows never holds its whole text twice.
+/// CSV, and as **one** JSON document (`envelope`), which a JSON parser reads
+/// whole. Handed to `sink` a table at a time where the format allows it: a
+/// report of 200,000 rows never holds its whole text twice.
 fn export_each(tables: &[Table], format: Format, mut sink: impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
-    let e = exporter(format);
-    if format != Format::Json {
-        return tables.iter().try_for_each(|t| sink(&e.export(t)?));
+    if format == Format::Json {
+        return sink(&Envelope::new().tables(tables)?.bytes()?);
     }
-    let docs = tables.iter().map(|t| Ok(serde_json::from_slice(&e.export(t)?)?)).collect::<Result<Vec<Value>>>()?;
-    let mut bytes = serde_json::to_vec_pretty(&serde_json::json!({ "tables": docs }))?;
-    bytes.push(b'\n');
-    sink(&bytes)
+    let e = exporter(format);
+    tables.iter().try_for_each(|t| sink(&e.export(t)?))
 }
 
-/// Prints `export_each`'s output; in CSV, the notes go to stderr.
+/// Prints `export_each`'s output; CSV has no place for notes, so they go to
+/// stderr, visible without breaking parsers.
 pub(crate) fn emit_all(tables: &[Table], format: Format) -> Result<()> {
     export_each(tables, format, print)?;
     if format == Format::Csv {
@@ -188,7 +180,7 @@ mod tests {
             out
         };
         let bytes = export_all(Format::Json);
-        let back: Value = serde_json::from_slice(&bytes).unwrap();
+        let back: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(back["tables"][1]["title"], "b");
         assert_eq!(back["tables"][0]["rows"][0]["n"], 1);
         let text = String::from_utf8(export_all(Format::Table)).unwrap();

@@ -201,3 +201,89 @@ pub fn num(row: &std::collections::HashMap<String, String>, col: &str) -> f64 {
 pub fn run_config(a: &str, placement: Placement) -> RunConfig {
     parse_run_args(&args(a)).unwrap().into_config(placement).unwrap()
 }
+
+/// Asserts that `doc` is the one `--format json` document: valid against
+/// docs/json.schema.json. The schema is checked with the keywords it uses
+/// (type, required, properties, additionalProperties, items, $ref,
+/// maxProperties); a keyword this checker does not know fails the test, so
+/// the schema cannot say more than is checked.
+pub fn assert_envelope(doc: &serde_json::Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/json.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut problems = vec![];
+    check_schema(&schema, &schema, doc, "$", &mut problems);
+    assert!(problems.is_empty(), "not the JSON envelope: {problems:?}\n{doc}");
+}
+
+fn check_schema(
+    root: &serde_json::Value,
+    s: &serde_json::Value,
+    v: &serde_json::Value,
+    at: &str,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    let Value::Object(s) = s else { panic!("schema at {at} is not an object") };
+    for (k, rule) in s {
+        match k.as_str() {
+            "$schema" | "title" | "description" | "$defs" => {}
+            "$ref" => {
+                let name = rule.as_str().unwrap().strip_prefix("#/$defs/").expect("a local $ref");
+                check_schema(root, &root["$defs"][name], v, at, out);
+            }
+            "type" => {
+                let types: Vec<&str> = match rule {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(ts) => ts.iter().map(|t| t.as_str().unwrap()).collect(),
+                    _ => panic!("type at {at}"),
+                };
+                let is = |t: &str| match t {
+                    "object" => v.is_object(),
+                    "array" => v.is_array(),
+                    "string" => v.is_string(),
+                    "number" => v.is_number(),
+                    "null" => v.is_null(),
+                    "boolean" => v.is_boolean(),
+                    other => panic!("type {other} at {at}"),
+                };
+                if !types.iter().any(|t| is(t)) {
+                    out.push(format!("{at}: not {types:?}"));
+                }
+            }
+            "required" => {
+                for key in rule.as_array().unwrap() {
+                    if v.get(key.as_str().unwrap()).is_none() {
+                        out.push(format!("{at}: no {key}"));
+                    }
+                }
+            }
+            "maxProperties" => {
+                if v.as_object().is_some_and(|o| o.len() as u64 > rule.as_u64().unwrap()) {
+                    out.push(format!("{at}: more than {rule} keys"));
+                }
+            }
+            "properties" => {
+                for (key, sub) in rule.as_object().unwrap() {
+                    if let Some(x) = v.get(key) {
+                        check_schema(root, sub, x, &format!("{at}.{key}"), out);
+                    }
+                }
+            }
+            "additionalProperties" => {
+                assert_eq!(rule, &Value::Bool(false), "additionalProperties at {at}");
+                let known = s.get("properties").and_then(|p| p.as_object());
+                for key in v.as_object().map(|o| o.keys().collect::<Vec<_>>()).unwrap_or_default() {
+                    if !known.is_some_and(|p| p.contains_key(key)) {
+                        out.push(format!("{at}: unexpected key {key}"));
+                    }
+                }
+            }
+            "items" => {
+                for (i, x) in v.as_array().into_iter().flatten().enumerate() {
+                    check_schema(root, rule, x, &format!("{at}[{i}]"), out);
+                }
+            }
+            other => panic!("docs/json.schema.json uses {other} at {at}, which assert_envelope does not check"),
+        }
+    }
+}

@@ -333,7 +333,9 @@ fn runs_end_to_end_single_dp_and_ddp() {
     ))
     .output();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    super::common::assert_envelope(&doc);
+    let v = &doc["data_bench"];
     assert_eq!(v["files"], 11);
     assert!(v["pipeline_img_s"].as_f64().unwrap() > 0.0 && v["decode_img_s"].as_f64().unwrap() > 0.0);
     assert_eq!(v["decode_files"], 9);

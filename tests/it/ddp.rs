@@ -132,7 +132,7 @@ fn losses_of(args: &str) -> (Vec<f64>, serde_json::Value) {
     let o = gpubench(&format!("run {args} --format json")).output();
     assert!(o.status.success(), "{args}: {}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    (j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect(), j["row"].clone())
+    (j["run"]["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect(), j["rows"][0].clone())
 }
 
 /// Micro-batch k of a step sees what rank k of a K-rank job sees: single

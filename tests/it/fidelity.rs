@@ -19,9 +19,9 @@ fn json_of(o: &std::process::Output) -> serde_json::Value {
 fn run_json(a: &str) -> (Vec<f64>, serde_json::Value) {
     let cpu = if args(a).iter().any(|x| x == "--cpu") { "" } else { "--cpu" };
     let j = json_of(&gpubench(&format!("run --format json --warmup 0 --steps 5 {cpu} {a}")).output());
-    let losses: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let losses: Vec<f64> = j["run"]["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     assert_eq!(losses.len(), 5, "{j}");
-    (losses, j["row"].clone())
+    (losses, j["rows"][0].clone())
 }
 
 fn assert_close(a: &[f64], b: &[f64], what: &str) {
@@ -82,9 +82,9 @@ fn fp16_and_bf16_losses_match_pytorch() {
         .env("GPUBENCH_INIT_IN_CHILD", "1")
         .output();
     let j = json_of(&o);
-    let theirs: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let theirs: Vec<f64> = j["run"]["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     assert_close(&theirs, &ours, "bf16, pytorch from a child-written start, same --seed, no init file");
-    assert!(j["row"]["note"].as_str().unwrap().contains("seed 6"), "{}", j["row"]);
+    assert!(j["rows"][0]["note"].as_str().unwrap().contains("seed 6"), "{}", j["rows"][0]);
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn dp_two_replicas_match_single_on_the_global_batch() {
         &gpubench(&format!("run --cpu 2 --format json --warmup 0 --steps 5 --strategy dp --batch-size 4 {opts}"))
             .output(),
     );
-    let dp: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let dp: Vec<f64> = j["run"]["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
     let (single, _) = run_json(&format!("--batch-size 8 {opts}"));
     assert_close(&dp, &single, "dp --cpu 2 vs single on the global batch");
 }
@@ -220,8 +220,8 @@ fn the_reference_runs_on_an_old_torch_for_the_legacy_route() {
             .env("GPUBENCH_PYTHON", &py)
             .output();
         let j = json_of(&o);
-        assert!(!j["row"]["libtorch_version"].as_str().unwrap().starts_with("2.11"), "{}", j["row"]);
-        let theirs: Vec<f64> = j["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert!(!j["rows"][0]["libtorch_version"].as_str().unwrap().starts_with("2.11"), "{}", j["rows"][0]);
+        let theirs: Vec<f64> = j["run"]["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
         assert_close(&theirs, &ours, &format!("old torch vs gpubench ({cfg})"));
     }
 }

@@ -23,7 +23,7 @@ fn json(args: &str) -> serde_json::Value {
 }
 
 fn losses(v: &serde_json::Value) -> Vec<f64> {
-    v["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+    v["run"]["losses"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
 }
 
 const RUN: &str = "run --format json --model resnet18 --image-size 64 --batch-size 16 --steps 5 --warmup 2";
@@ -36,7 +36,7 @@ fn single_on_gpu_0_reports_cuda_figures() {
     // A 5-step window on an H200 lasts tens of ms, shorter than NVML's
     // default sample interval (G6): 30 steps, sampled every 10 ms.
     let v = json("run --format json --model resnet18 --image-size 64 --batch-size 16 --steps 30 --warmup 2 --gpus 0 --sample-interval 10ms");
-    let r = &v["row"];
+    let r = &v["rows"][0];
     assert_eq!((r["status"].as_str(), r["device_kind"].as_str()), (Some("ok"), Some("cuda")));
     assert!(r["peak_mem_alloc_mb"].as_f64().unwrap() > 1.0, "allocator peak: {r}");
     assert!(!r["device_name"].as_str().unwrap().is_empty() && r["cuda_version"].as_str().unwrap() != "");
@@ -50,19 +50,19 @@ fn dp_on_one_gpu_and_two_replicas_on_one_gpu() {
         return;
     }
     let one = json(&format!("{RUN} --strategy dp --gpus 0"));
-    assert_eq!(one["row"]["status"], "ok");
+    assert_eq!(one["rows"][0]["status"], "ok");
     let two =
         json("run --format json --strategy dp --gpus 0,0 --model tinycnn --image-size 32 --batch-size 8 --steps 5 --warmup 1");
-    assert_eq!(two["row"]["status"], "ok");
-    assert!(two["row"]["note"].as_str().unwrap().contains("TEST MODE"), "{}", two["row"]);
+    assert_eq!(two["rows"][0]["status"], "ok");
+    assert!(two["rows"][0]["note"].as_str().unwrap().contains("TEST MODE"), "{}", two["rows"][0]);
     // On CUDA the master's work is timed only where the devices are synchronized anyway.
-    assert!(two["row"]["dp_replicate_ms"].is_null(), "launch times are not recorded: {}", two["row"]);
+    assert!(two["rows"][0]["dp_replicate_ms"].is_null(), "launch times are not recorded: {}", two["rows"][0]);
     let synced = json(
         "run --format json --strategy dp --gpus 0,0 --model tinycnn --image-size 32 --batch-size 8 --steps 5 --warmup 1 \
          --breakdown",
     );
     for c in ["dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms", "dp_compute_ms"] {
-        assert!(synced["row"][c].as_f64().is_some_and(|ms| ms >= 0.0), "{c}: {}", synced["row"]);
+        assert!(synced["rows"][0][c].as_f64().is_some_and(|ms| ms >= 0.0), "{c}: {}", synced["rows"][0]);
     }
 }
 
@@ -72,8 +72,8 @@ fn ddp_world_1_over_nccl() {
         return;
     }
     let v = json(&format!("{RUN} --strategy ddp --gpus 0 --backend nccl"));
-    assert_eq!((v["row"]["status"].as_str(), v["row"]["backend"].as_str()), (Some("ok"), Some("nccl")));
-    assert!(v["row"]["ddp_buckets"].as_u64().unwrap() >= 1);
+    assert_eq!((v["rows"][0]["status"].as_str(), v["rows"][0]["backend"].as_str()), (Some("ok"), Some("nccl")));
+    assert!(v["rows"][0]["ddp_buckets"].as_u64().unwrap() >= 1);
 }
 
 #[test]
@@ -112,8 +112,8 @@ fn ddp_two_ranks_over_nccl() {
         return;
     }
     let v = json(&format!("{RUN} --strategy ddp --gpus 0,1"));
-    assert_eq!((v["row"]["status"].as_str(), v["row"]["n_devices"].as_u64()), (Some("ok"), Some(2)));
-    assert!(v["row"]["ddp_backward_comm_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!((v["rows"][0]["status"].as_str(), v["rows"][0]["n_devices"].as_u64()), (Some("ok"), Some(2)));
+    assert!(v["rows"][0]["ddp_backward_comm_ms"].as_f64().unwrap() > 0.0);
 }
 
 /// `--cuda-graphs` replays the captured step on each new batch: with the
@@ -130,7 +130,7 @@ fn cuda_graphs_replay_every_batch_and_match_pytorchs_graphs() {
     let base = "run --format json --gpus 0 --model tinycnn --image-size 32 --batch-size 16 --steps 6 --warmup 1 \
                 --deterministic --lr 0";
     let (eager, graphed) = (json(base), json(&format!("{base} --cuda-graphs")));
-    assert!(graphed["row"]["variant"].as_str().unwrap().contains("cuda-graphs"), "{}", graphed["row"]);
+    assert!(graphed["rows"][0]["variant"].as_str().unwrap().contains("cuda-graphs"), "{}", graphed["rows"][0]);
     let (e, g) = (losses(&eager), losses(&graphed));
     assert!(e.iter().any(|l| *l != e[0]), "the batches differ: {e:?}");
     for (a, b) in g.iter().zip(&e) {
@@ -142,7 +142,7 @@ fn cuda_graphs_replay_every_batch_and_match_pytorchs_graphs() {
              --precision {p} --deterministic --seed 2 --lr 0.05 --cuda-graphs"
         );
         let (ours, theirs) = (json(&cfg), json(&format!("{cfg} --impl pytorch")));
-        assert_eq!(ours["row"]["status"], "ok", "{}", ours["row"]);
+        assert_eq!(ours["rows"][0]["status"], "ok", "{}", ours["rows"][0]);
         for (a, b) in losses(&ours).iter().zip(losses(&theirs)) {
             assert!((a - b).abs() <= 1e-3 * b.abs().max(1.0), "{p}: {:?} vs {:?}", losses(&ours), losses(&theirs));
         }

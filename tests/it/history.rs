@@ -16,7 +16,7 @@ fn wobble(i: usize) -> f64 {
 
 /// `n` nights of one single-GPU configuration on host `box`; from night
 /// `step_at` on 5 % slower, on driver 560.35.
-fn nights(n: usize, step_at: usize) -> String {
+pub(super) fn nights(n: usize, step_at: usize) -> String {
     let mut s = HEADER.to_string() + "\n";
     for i in 0..n {
         let (thr, driver) = if i >= step_at { (950.0, "560.35") } else { (1000.0, "550.54") };

@@ -186,7 +186,8 @@ fn a_server_of_known_capacity_is_found_and_overload_grows_latency() {
     let o = gpubench(&a).env("GPUBENCH_TEST_SERVICE_MS", "10").run();
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).expect("JSON answer");
-    let best = v["answer"].as_f64().expect("an answer");
+    super::common::assert_envelope(&v);
+    let best = v["search"]["answer"].as_f64().expect("an answer");
     assert!((400.0..=1180.0).contains(&best), "capacity 800 req/s, found {best}: {v}");
     let probes = rows(&out);
     assert!(probes.len() >= 4 && probes.iter().all(|r| r["note"].contains("capacity ")));
@@ -270,7 +271,7 @@ fn the_predictions_hook_writes_each_served_requests_logits() {
         .env("GPUBENCH_TEST_PREDICTIONS", dir.path())
         .output();
         assert_eq!(o.status.code(), Some(0), "{imp}: {}", stderr(&o));
-        let row: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let row = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["rows"][0].clone();
         let text = std::fs::read_to_string(dir.path().join("worker-0.txt")).unwrap();
         let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(' ').collect()).collect();
         assert_eq!(lines.len() as u64, row["completed"].as_u64().unwrap(), "{imp}: {row}");

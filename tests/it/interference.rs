@@ -15,7 +15,7 @@ fn a_cpu_hog_beside_the_run_is_named_in_its_row() {
     drop(hogs);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let said = v["row"]["interference"].as_str().unwrap();
+    let said = v["rows"][0]["interference"].as_str().unwrap();
     assert!(said.contains("host busy: other processes used"), "{said:?}");
     // One intra-op thread per core, with every core taken by the hogs: the
     // count that would fit is said.
@@ -49,6 +49,6 @@ fn a_busy_job_in_the_same_process_group_is_named_too() {
     }
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let said = v["row"]["interference"].as_str().unwrap();
+    let said = v["rows"][0]["interference"].as_str().unwrap();
     assert!(said.contains("host busy: other processes used"), "{said:?}");
 }

@@ -12,6 +12,7 @@ mod history;
 mod html;
 mod infer;
 mod interference;
+mod json;
 mod profile;
 mod report;
 mod run;

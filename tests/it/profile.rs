@@ -54,7 +54,8 @@ fn single_and_ddp_traces_hold_ops_ranges_collectives_and_ranks() {
     let o = gpubench(&format!("trace-summary {} --format json", two.display())).run();
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
-    let ranks = v.as_array().unwrap();
+    assert_envelope(&v);
+    let ranks = v["traces"].as_array().unwrap();
     assert_eq!(ranks.len(), 2);
     for (i, r) in ranks.iter().enumerate() {
         assert_eq!(r["rank"], i as i64);

@@ -503,7 +503,7 @@ fn diagnose_names_the_one_slowed_node_and_passes_an_even_fleet() {
     let o = gpubench(&format!("diagnose {} --baseline {} --format json", slowed.display(), even.display())).output();
     assert_eq!(o.status.code(), Some(1));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let bad: Vec<&str> = j["rows"]
+    let bad: Vec<&str> = j["tables"][0]["rows"]
         .as_array()
         .unwrap()
         .iter()

@@ -99,7 +99,7 @@ fn a_run_row_carries_the_commit_under_test_and_commit_overrides_it() {
     assert_eq!(cols(&rows[0]), [head.as_str(), "trunk", "", ""]);
     assert_eq!(cols(&rows[1]), ["abc123", "rel-1", "", "https://github.com/o/r/actions/runs/77"]);
     let info: serde_json::Value = serde_json::from_str(&stdout(&gpubench("info --format json").output())).unwrap();
-    let built = info["gpubench_commit"].as_str().unwrap();
+    let built = info["info"]["gpubench_commit"].as_str().unwrap();
     assert!(rows.iter().all(|r| r["gpubench_commit"] == built), "{built}");
     // Outside a repository and a CI: empty, and the run goes on.
     let o = gpubench(&run.replace("../r.csv", "r2.csv")).cwd(dir.path()).without_provenance().output();
@@ -134,10 +134,10 @@ fn resnet18_small_images_json_summary() {
         .output();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON on stdout");
-    assert_eq!(v["row"]["status"], "ok");
-    assert_eq!(v["row"]["model"], "resnet18");
-    assert_eq!(v["step_ms"].as_array().unwrap().len(), 3);
-    assert!(v["row"]["throughput_img_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["rows"][0]["status"], "ok");
+    assert_eq!(v["rows"][0]["model"], "resnet18");
+    assert_eq!(v["run"]["step_ms"].as_array().unwrap().len(), 3);
+    assert!(v["rows"][0]["throughput_img_s"].as_f64().unwrap() > 0.0);
 }
 
 #[test]
@@ -152,14 +152,17 @@ fn duration_based_run() {
     .output();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let steps = v["step_ms"].as_array().unwrap();
+    let steps = v["run"]["step_ms"].as_array().unwrap();
     let timed: f64 = steps.iter().map(|x| x.as_f64().unwrap()).sum();
     // Both phases ended by the clock, and the row counts every timed step.
     // (How much of the window the steps fill depends on the host: the loss
     // read between steps is not timed, and a busy host stretches it.)
-    assert_eq!((v["row"]["warmup_end"].as_str(), v["row"]["timed_end"].as_str()), (Some("time"), Some("duration")));
+    assert_eq!(
+        (v["rows"][0]["warmup_end"].as_str(), v["rows"][0]["timed_end"].as_str()),
+        (Some("time"), Some("duration"))
+    );
     assert!(timed > 0.0 && steps.len() > 1, "timed {timed} ms in {} steps", steps.len());
-    assert_eq!(v["row"]["steps"].as_u64(), Some(steps.len() as u64));
+    assert_eq!(v["rows"][0]["steps"].as_u64(), Some(steps.len() as u64));
 }
 
 #[test]
@@ -186,8 +189,8 @@ fn info_works_without_a_gpu() {
     assert!(s.contains("CUDA available"));
     let o = gpubench("info --format json").output();
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert!(v["cpu_cores"].as_u64().unwrap() >= 1);
-    assert!(v["libtorch_version"].as_str().unwrap().starts_with("2.11.0"));
+    assert!(v["info"]["cpu_cores"].as_u64().unwrap() >= 1);
+    assert!(v["info"]["libtorch_version"].as_str().unwrap().starts_with("2.11.0"));
 }
 
 #[test]
@@ -386,7 +389,7 @@ fn bf16_and_fp16_cpu_runs_train_and_say_so() {
             "run --cpu --model resnet18 --image-size 32 --batch-size 4 --steps 3 --warmup 1 --precision {p} \
              --channels-last --format json"
         ));
-        let r = &v["row"];
+        let r = &v["rows"][0];
         assert_eq!(r["precision"], p);
         assert_eq!(r["channels_last"], true);
         assert_eq!(r["status"], "ok");
@@ -401,8 +404,8 @@ fn deterministic_runs_give_bit_identical_losses() {
                 --seed 7 --threads 2 --format json";
     let a = json_run(args);
     let b = json_run(args);
-    assert_eq!(a["row"]["deterministic"], true);
-    let (la, lb) = (a["losses"].as_array().unwrap(), b["losses"].as_array().unwrap());
+    assert_eq!(a["rows"][0]["deterministic"], true);
+    let (la, lb) = (a["run"]["losses"].as_array().unwrap(), b["run"]["losses"].as_array().unwrap());
     assert_eq!(la.len(), 4);
     // compare the exact f64 bits, not approximately
     let bits = |v: &Vec<serde_json::Value>| v.iter().map(|x| x.as_f64().unwrap().to_bits()).collect::<Vec<_>>();
@@ -486,7 +489,7 @@ fn memory_by_part_counts_parameters_optimizer_state_and_activations() {
         );
         let o = gpubench(&a).output();
         assert!(o.status.success(), "{a}: {}", stderr(&o));
-        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["row"].clone()
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["rows"][0].clone()
     };
     let mb = |r: &serde_json::Value, c: &str| r[c].as_f64().unwrap_or_else(|| panic!("{c} in {r}"));
     let plain = part("");
@@ -510,7 +513,7 @@ fn dp_names_the_masters_extra_memory_by_cause() {
     let row = |a: &str| -> serde_json::Value {
         let o = gpubench(a).output();
         assert!(o.status.success(), "{a}: {}", stderr(&o));
-        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["row"].clone()
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["rows"][0].clone()
     };
     let tiny = "--model tinycnn --image-size 16 --num-classes 10 --batch-size 4 --steps 1 --warmup 0 --format json -q";
     let dp = row(&format!("run --strategy dp --cpu 2 {tiny}"));
@@ -541,7 +544,7 @@ fn peak_is_kept_and_runs_report_their_mfu_against_it() {
         .output();
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(v["rows"][0]["tflops"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["tables"][0]["rows"][0]["tflops"].as_f64().unwrap() > 0.0, "{v}");
     assert!(std::fs::read_to_string(&peaks).unwrap().contains("| fp32"));
     // --out keeps it as a results row too, which report shows as a peak, not a run.
     // (Its own cache, so that this small peak does not replace the one the run below reads.)
@@ -565,7 +568,7 @@ fn peak_is_kept_and_runs_report_their_mfu_against_it() {
             .env("GPUBENCH_PEAKS", p)
             .output();
     assert!(o.status.success(), "{}", stderr(&o));
-    let r = &serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["row"];
+    let r = &serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["rows"][0];
     // 3 x 2 x (8·8·3·16·9 + 4·4·16·32·9 + 32·10) multiply-adds
     let gflop = r["model_gflop_per_img"].as_f64().unwrap();
     assert!((gflop - 6.0 * 101_696.0 / 1e9).abs() < 1e-12, "{gflop}");
@@ -609,9 +612,9 @@ fn a_cpu_without_fast_bf16_kernels_is_told_and_peak_skips_them() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let precisions: Vec<&str> =
-        v["rows"].as_array().unwrap().iter().map(|r| r["precision"].as_str().unwrap()).collect();
+        v["tables"][0]["rows"].as_array().unwrap().iter().map(|r| r["precision"].as_str().unwrap()).collect();
     assert_eq!(precisions, ["fp32"], "{v}");
-    let note = v["notes"][0].as_str().unwrap();
+    let note = v["tables"][0]["notes"][0].as_str().unwrap();
     assert!(note.starts_with("bf16 skipped: this CPU (") && note.contains("has no AVX512-BF16"), "{v}");
     let o = gpubench(&format!("run --cpu {TINY} --batch-size 2 --steps 1 --warmup 0 --precision bf16 -q"))
         .env("GPUBENCH_TEST_CPUINFO", &info)
@@ -640,12 +643,12 @@ fn threads_auto_takes_the_free_cores() {
         .output();
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let t = v["row"]["threads"].as_u64().unwrap();
+    let t = v["rows"][0]["threads"].as_u64().unwrap();
     let cores = std::thread::available_parallelism().unwrap().get() as u64;
     assert!((1..=cores).contains(&t), "{t} of {cores}");
     // The configuration says auto, not the count: a sweep's cell, keyed when
     // it is planned, finds the row its run wrote whatever the neighbours left.
-    assert!(v["row"]["variant"].as_str().unwrap().contains("threads=auto"), "{}", v["row"]);
+    assert!(v["rows"][0]["variant"].as_str().unwrap().contains("threads=auto"), "{}", v["rows"][0]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.csv");
     let o = gpubench(&format!(
