@@ -62,9 +62,9 @@ fn main() -> anyhow::Result<()> {
     let dev = cfg.devices.device(0);
     println!(
         "{} {}×{} batch {} on {:?}, {} warm-up steps, then {} rounds of blocks of 1 untimed + {} timed steps",
-        cfg.model.name(),
-        cfg.image_size,
-        cfg.image_size,
+        cfg.workload.model.name(),
+        cfg.workload.image_size,
+        cfg.workload.image_size,
         cfg.batch_per_device,
         dev,
         warmup,
@@ -80,7 +80,8 @@ fn main() -> anyhow::Result<()> {
     let mut dp = DataParallel::new(&cfg)?;
     let (vs, model) = build_model(&cfg, dev);
     let mut opt = build_optimizer(&cfg, &vs)?;
-    let mut bare_data = Synthetic::new(cfg.batch_per_device, cfg.image_size, cfg.num_classes, dev, 1)?;
+    let mut bare_data =
+        Synthetic::new(cfg.batch_per_device, cfg.workload.image_size, cfg.workload.num_classes, dev, 1)?;
     let mut bare = |steps: u64| -> anyhow::Result<f64> {
         let mut step = || -> anyhow::Result<()> {
             let batch = bare_data.next_batch()?;
@@ -102,7 +103,7 @@ fn main() -> anyhow::Result<()> {
     };
     // (img/s of the block, its fastest step in seconds)
     let run = |c: &config::RunConfig, strat: &mut dyn Strategy| -> anyhow::Result<(f64, f64)> {
-        let mut data = Synthetic::new(strat.input_batch(), c.image_size, c.num_classes, dev, 1)?;
+        let mut data = Synthetic::new(strat.input_batch(), c.workload.image_size, c.workload.num_classes, dev, 1)?;
         let m = measure(c, strat, &mut data, &indicatif::ProgressBar::hidden(), None);
         anyhow::ensure!(m.error.is_empty(), "{}", m.error);
         let fastest = m.step_secs.iter().copied().fold(f64::INFINITY, f64::min);

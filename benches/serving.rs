@@ -40,7 +40,7 @@ fn take(args: &mut Vec<String>, flag: &str, default: f64) -> f64 {
 fn bare(cfg: &InferConfig, secs: f64) -> f64 {
     let device = cfg.devices.device(0);
     let (_vs, model) = build_model(&cfg.model_config(), device);
-    let x = Tensor::randn([cfg.max_batch, 3, cfg.image_size, cfg.image_size], (Kind::Float, device));
+    let x = Tensor::randn([cfg.max_batch, 3, cfg.workload.image_size, cfg.workload.image_size], (Kind::Float, device));
     let step = || {
         tch::no_grad(|| {
             let y = model.forward_t(&x, false);
@@ -69,7 +69,7 @@ fn main() -> anyhow::Result<()> {
     let argv: Vec<String> = ["--quiet", "--scenario", "offline"].iter().map(|s| s.to_string()).chain(args).collect();
     let mut cfg = parse_infer(&argv)?;
     // Frames already at the model's size: the comparison is of the machinery.
-    (cfg.frame_w, cfg.frame_h) = (cfg.image_size, cfg.image_size);
+    (cfg.frame_w, cfg.frame_h) = (cfg.workload.image_size, cfg.workload.image_size);
     cfg.scenario = Scenario::Offline;
     cfg.duration = Duration::from_secs_f64(secs);
     if let Some(t) = cfg.threads {
@@ -77,10 +77,10 @@ fn main() -> anyhow::Result<()> {
     }
     println!(
         "{} {}px, batch {}, {} on {}: offline server against a bare forward loop, {rounds} rounds of {secs} s\n",
-        cfg.model.name(),
-        cfg.image_size,
+        cfg.workload.model.name(),
+        cfg.workload.image_size,
         cfg.max_batch,
-        cfg.precision.name(),
+        cfg.workload.precision.name(),
         cfg.devices.describe()
     );
     println!("{:>5} {:>12} {:>12} {:>8}", "round", "bare img/s", "offline", "ratio");

@@ -249,6 +249,22 @@ impl Default for DdpConfig {
     }
 }
 
+/// The model a command builds and how its arithmetic runs: the part of
+/// every configuration that builds one (run, infer, predict), converted and
+/// checked once (`cli::opts::ModelOpts::workload`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub model: ModelKind,
+    pub num_classes: i64,
+    /// The model's square input, in pixels.
+    pub image_size: i64,
+    pub precision: Precision,
+    pub channels_last: bool,
+    pub cudnn_benchmark: bool,
+    /// Seed of the initial weights and of the synthetic or shuffled data.
+    pub seed: u64,
+}
+
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     pub strategy: StrategyKind,
@@ -261,9 +277,7 @@ pub struct RunConfig {
     /// Devices in the whole job: `devices.len()`, or every rank of every node
     /// for ddp. The global batch and the default learning rate follow it.
     pub world: usize,
-    pub model: ModelKind,
-    pub num_classes: i64,
-    pub image_size: i64,
+    pub workload: Workload,
     pub batch_per_device: i64,
     /// Micro-batches per optimizer step (`--grad-accum`, 1 without).
     pub grad_accum: u32,
@@ -282,7 +296,6 @@ pub struct RunConfig {
     pub optimizer: OptimizerKind,
     /// The optimizer step's implementation, resolved (never `Auto`).
     pub optimizer_impl: OptimizerImpl,
-    pub seed: u64,
     pub threads: Option<usize>,
     pub data: String,
     /// Decode threads per device for `--data PATH` (resolved: the cores
@@ -293,9 +306,6 @@ pub struct RunConfig {
     /// table (the summary), csv (the row) or json (the row, steps and losses).
     pub format: Format,
     pub quiet: bool,
-    pub precision: Precision,
-    pub channels_last: bool,
-    pub cudnn_benchmark: bool,
     pub deterministic: bool,
     pub breakdown: bool,
     pub sample_interval: Duration,
@@ -319,24 +329,14 @@ impl RunConfig {
     /// A configuration that builds `model` on `devices` and runs nothing by
     /// itself: what serving and the scaling model start from (their
     /// configurations set what they use on top).
-    pub(crate) fn for_model(
-        model: ModelKind,
-        num_classes: i64,
-        image_size: i64,
-        batch: i64,
-        devices: &Devices,
-        precision: Precision,
-        seed: u64,
-    ) -> RunConfig {
+    pub(crate) fn for_model(workload: &Workload, batch: i64, devices: &Devices) -> RunConfig {
         RunConfig {
             strategy: StrategyKind::Single,
             implementation: Impl::Gpubench,
             devices: devices.clone(),
             node_devices: devices.clone(),
             world: devices.len(),
-            model,
-            num_classes,
-            image_size,
+            workload: workload.clone(),
             batch_per_device: batch,
             grad_accum: 1,
             checkpoint: false,
@@ -349,7 +349,6 @@ impl RunConfig {
             weight_decay: 0.0,
             optimizer: OptimizerKind::Sgd,
             optimizer_impl: OptimizerImpl::Auto.resolve(),
-            seed,
             threads: None,
             data: "synthetic".into(),
             workers: 1,
@@ -357,9 +356,6 @@ impl RunConfig {
             out: None,
             format: Format::Table,
             quiet: false,
-            precision,
-            channels_last: false,
-            cudnn_benchmark: false,
             deterministic: false,
             breakdown: false,
             sample_interval: Duration::from_millis(100),
@@ -515,10 +511,7 @@ pub struct InferConfig {
     pub strategy: ServeStrategy,
     pub implementation: Impl,
     pub devices: Devices,
-    pub model: ModelKind,
-    pub num_classes: i64,
-    /// The model's square input, in pixels.
-    pub image_size: i64,
+    pub workload: Workload,
     /// Camera frames: width × height, uint8 RGB.
     pub frame_w: i64,
     pub frame_h: i64,
@@ -537,16 +530,12 @@ pub struct InferConfig {
     pub duration: Duration,
     /// Untimed batches per worker before the load starts, at the largest batch and at batch 1.
     pub warmup_batches: u64,
-    pub precision: Precision,
-    pub channels_last: bool,
-    pub cudnn_benchmark: bool,
     /// `--cuda-graphs on`: each batch-size bucket's forward captured once,
     /// then replayed (`serve::graphs`).
     pub cuda_graphs: bool,
     /// `--overlap on` (the default): on a GPU, the next batch's input is
     /// staged on a stream of its own while the current batch computes.
     pub overlap: bool,
-    pub seed: u64,
     /// Intra-op threads per worker on the CPU (the cores shared among them when not given).
     pub threads: Option<usize>,
     pub label: String,
@@ -582,18 +571,8 @@ impl InferConfig {
             label: self.label.clone(),
             format: self.format,
             quiet: self.quiet,
-            channels_last: self.channels_last,
-            cudnn_benchmark: self.cudnn_benchmark,
             sample_interval: self.sample_interval,
-            ..RunConfig::for_model(
-                self.model,
-                self.num_classes,
-                self.image_size,
-                self.max_batch,
-                &self.devices,
-                self.precision,
-                self.seed,
-            )
+            ..RunConfig::for_model(&self.workload, self.max_batch, &self.devices)
         }
     }
 }
@@ -695,13 +674,8 @@ pub struct PredictConfig {
     /// World sizes to predict (devices per node × nodes).
     pub devices: Vec<usize>,
     pub nodes: usize,
-    pub model: ModelKind,
-    pub num_classes: i64,
-    pub image_size: i64,
+    pub workload: Workload,
     pub batch_per_device: i64,
-    pub precision: Precision,
-    pub channels_last: bool,
-    pub cudnn_benchmark: bool,
     pub bucket_cap_mb: f64,
     pub comm_hook: CommHook,
     /// DDP's buffer broadcast before each forward (run's default).
@@ -713,7 +687,6 @@ pub struct PredictConfig {
     /// Timed steps go on past `steps` until this much was timed.
     pub min_time: std::time::Duration,
     pub warmup: u64,
-    pub seed: u64,
     pub label: String,
     pub out: Option<PathBuf>,
     /// table, csv (the rows) or json.
@@ -734,7 +707,7 @@ pub struct ScaleTo {
 impl PredictConfig {
     /// Images per device and image size of the step being predicted.
     pub(crate) fn target(&self) -> (i64, i64) {
-        self.scale_to.map_or((self.batch_per_device, self.image_size), |s| (s.batch, s.image_size))
+        self.scale_to.map_or((self.batch_per_device, self.workload.image_size), |s| (s.batch, s.image_size))
     }
 
     /// The training configuration of the profiled device, with `threads`
@@ -762,7 +735,6 @@ impl PredictConfig {
             label: self.label.clone(),
             format: self.format,
             quiet: self.quiet,
-            channels_last: self.channels_last,
             breakdown: true,
             ddp: DdpConfig {
                 backend: self.target_backend(),
@@ -770,15 +742,7 @@ impl PredictConfig {
                 comm_hook: self.comm_hook,
                 ..DdpConfig::default()
             },
-            ..RunConfig::for_model(
-                self.model,
-                self.num_classes,
-                self.image_size,
-                self.batch_per_device,
-                &self.device,
-                self.precision,
-                self.seed,
-            )
+            ..RunConfig::for_model(&self.workload, self.batch_per_device, &self.device)
         }
     }
 }

@@ -204,7 +204,12 @@ pub(crate) fn load_into(vs: &nn::VarStore, tensors: &[(String, Tensor)], path: &
 /// same device) and writes its initial state with `data_seed`.
 pub(crate) fn save_init(cfg: &RunConfig, path: &Path, data_seed: u64) -> Result<InitMeta> {
     let (vs, _model) = crate::model::build_model(cfg, init_device(cfg));
-    let meta = InitMeta { model: cfg.model.name().into(), num_classes: cfg.num_classes, seed: cfg.seed, data_seed };
+    let meta = InitMeta {
+        model: cfg.workload.model.name().into(),
+        num_classes: cfg.workload.num_classes,
+        seed: cfg.workload.seed,
+        data_seed,
+    };
     write_init(path, &vs, &meta)?;
     Ok(meta)
 }
@@ -235,7 +240,7 @@ fn init_device(cfg: &RunConfig) -> Device {
 /// the PyTorch reference is about to (gpu-audit F6).
 pub(crate) fn write_start(cfg: &RunConfig, path: &Path) -> Result<InitMeta> {
     if cfg.init.writer != crate::config::InitWriter::Child {
-        return crate::error::guarded(|| save_init(cfg, path, default_data_seed(cfg.seed)));
+        return crate::error::guarded(|| save_init(cfg, path, default_data_seed(cfg.workload.seed)));
     }
     let exe = std::env::current_exe().context("locating the gpubench binary to write the init file")?;
     let mut cmd = std::process::Command::new(exe);
@@ -267,7 +272,7 @@ impl Start {
         let mut start = Start::default();
         if let Some(path) = &cfg.init.from {
             let (tensors, meta) = read_init(path)?;
-            meta.check_fits(path, cfg.model, cfg.num_classes)?;
+            meta.check_fits(path, cfg.workload.model, cfg.workload.num_classes)?;
             start.init = Some((path.clone(), tensors, meta));
         }
         Ok(start)

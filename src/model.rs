@@ -29,10 +29,10 @@ pub type Model = Box<dyn Net>;
 /// rank starts from the same weights; convolution weights go channels-last
 /// when the run asks for it.
 pub fn build_model(cfg: &RunConfig, device: tch::Device) -> (nn::VarStore, Model) {
-    tch::manual_seed(cfg.seed as i64);
+    tch::manual_seed(cfg.workload.seed as i64);
     let vs = nn::VarStore::new(device);
-    let m = build(&vs.root(), cfg.model, cfg.num_classes);
-    if cfg.channels_last {
+    let m = build(&vs.root(), cfg.workload.model, cfg.workload.num_classes);
+    if cfg.workload.channels_last {
         for v in vs.variables().values() {
             // Only 4-D weights (convolutions) change layout.
             let _ = crate::ffi::to_channels_last(v);

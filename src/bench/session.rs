@@ -149,7 +149,10 @@ pub(crate) fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sin
         row.note = if row.note.is_empty() { said } else { format!("{}; {said}", row.note) };
     }
     row::fill_row(&mut row, &g.m, fig.as_ref());
-    row::fill_efficiency(&mut row, crate::arch::train_gflop_per_img(cfg.model, cfg.image_size, cfg.num_classes));
+    row::fill_efficiency(
+        &mut row,
+        crate::arch::train_gflop_per_img(cfg.workload.model, cfg.workload.image_size, cfg.workload.num_classes),
+    );
     row.skipped_steps = Some(g.skipped);
     row.data_skipped = g.data_skipped;
     row::fill_metrics(&mut row, &g.devs, session.master(cfg), &g.m);
@@ -181,7 +184,7 @@ fn memory_parts(
 /// Precision, TF32, cuDNN autotuning and determinism: process-wide settings,
 /// applied before any model exists.
 pub(crate) fn apply_knobs(cfg: &RunConfig) -> Result<()> {
-    crate::strategy::precision::apply_globals(cfg.precision, cfg.cudnn_benchmark, cfg.deterministic)
+    crate::strategy::precision::apply_globals(cfg.workload.precision, cfg.workload.cudnn_benchmark, cfg.deterministic)
 }
 
 /// The environment libraries read on their own: set once, first thing in
@@ -235,7 +238,7 @@ impl Session for LocalRun {
         SourceSpec {
             batch: strat.input_batch(),
             device: strat.input_device(),
-            seed: start.data_seed(cfg.seed),
+            seed: start.data_seed(cfg.workload.seed),
             rank: 0,
             world: 1,
             // dp loads the global batch on the master: --workers per device, all there.

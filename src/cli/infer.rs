@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use super::opts::{CommitOpts, CudaGraphs, DataOpt, DeviceOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts};
 use super::parse::{parse_duration, parse_fraction};
 use super::{Configure, Job};
-use crate::config::{CapacitySearch, Format, Impl, InferConfig, Precision, Preprocess, Scenario, ServeStrategy};
+use crate::config::{CapacitySearch, Format, Impl, InferConfig, Preprocess, Scenario, ServeStrategy};
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, DeviceKind};
 use crate::error::usage;
@@ -153,17 +153,6 @@ impl InferArgs {
         if a.max_batch <= 0 {
             return Err(usage("--max-batch must be at least 1"));
         }
-        let min = m.model.min_image_size();
-        if *m.image_size < min {
-            return Err(usage(format!(
-                "--image-size {} is too small for {}; use at least {min}",
-                *m.image_size,
-                m.model.name()
-            )));
-        }
-        if m.num_classes < 2 {
-            return Err(usage("--num-classes must be at least 2"));
-        }
         let searching = a.find_max_streams || a.find_max_rate;
         let scenario = match a.scenario {
             ScenarioArg::Offline | ScenarioArg::SingleStream => {
@@ -247,9 +236,7 @@ impl InferArgs {
             return Err(usage(format!("--data {}: no such folder; give a folder of JPEG images", *a.data)));
         }
         let devices = device::resolve(a.devices.gpus.as_deref(), a.devices.cpu, !talks)?;
-        if devices.kind == DeviceKind::Cpu && m.precision == Precision::Tf32 {
-            return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
-        }
+        let workload = m.workload(devices.kind)?;
         if *a.cuda_graphs {
             if devices.kind == DeviceKind::Cpu {
                 return Err(usage(
@@ -276,9 +263,7 @@ impl InferArgs {
             strategy: a.serving,
             implementation,
             devices,
-            model: m.model,
-            num_classes: m.num_classes,
-            image_size: *m.image_size,
+            workload,
             frame_w,
             frame_h,
             preprocess: a.preprocess,
@@ -295,12 +280,8 @@ impl InferArgs {
             search,
             duration,
             warmup_batches: a.warmup_batches,
-            precision: m.precision,
-            channels_last: m.channels_last,
-            cudnn_benchmark: m.cudnn_benchmark,
             cuda_graphs: *a.cuda_graphs,
             overlap: a.overlap,
-            seed: *m.seed,
             threads: a.host.threads.map(|t| t.resolve()),
             label: a.output.label.label.clone(),
             out: a.output.out.out.clone(),

@@ -535,10 +535,10 @@ mod tests {
                 let argv = std::iter::once("gpubench").chain(line.split_whitespace());
                 let cmd = Cli::parse_args(argv).unwrap_or_else(|e| panic!("{line}: {e}")).command;
                 let got = match cmd {
-                    Command::Run(a) => run::job(*a, false).map(|(_, cfg)| cfg.cudnn_benchmark),
-                    Command::Infer(a) => a.into_config(false).map(|cfg| cfg.cudnn_benchmark),
-                    Command::Sweep(a) => sweep::plan(*a).map(|p| p.cells[0].cfg.cudnn_benchmark),
-                    Command::MaxBatch(a) => max_batch::max_batch_plan(*a).map(|p| p.first.cfg.cudnn_benchmark),
+                    Command::Run(a) => run::job(*a, false).map(|(_, cfg)| cfg.workload.cudnn_benchmark),
+                    Command::Infer(a) => a.into_config(false).map(|cfg| cfg.workload.cudnn_benchmark),
+                    Command::Sweep(a) => sweep::plan(*a).map(|p| p.cells[0].cfg.workload.cudnn_benchmark),
+                    Command::MaxBatch(a) => max_batch::max_batch_plan(*a).map(|p| p.first.cfg.workload.cudnn_benchmark),
                     _ => unreachable!("{line}"),
                 };
                 assert_eq!(got.unwrap_or_else(|e| panic!("{line}: {e}")), want, "{line}");

@@ -10,7 +10,7 @@
 use clap::Args;
 use std::path::PathBuf;
 
-use super::parse::{parse_above_zero, parse_branch, parse_commit, parse_fraction};
+use super::parse::{parse_above_zero, parse_batch_size, parse_branch, parse_commit, parse_fraction, parse_steps};
 use crate::config::{Backend, CommHook, Impl, ModelKind, Precision};
 use crate::report::check::Metric;
 use crate::report::export::Format;
@@ -76,6 +76,38 @@ pub(crate) struct ModelOpts {
     pub seed: Seed,
 }
 
+impl ModelOpts {
+    /// The workload, for a command on devices of `kind`: the one place its
+    /// checks live (run, infer, predict and every sweep cell and max-batch
+    /// probe come through here), each one line naming the fix.
+    pub(crate) fn workload(&self, kind: crate::device::DeviceKind) -> anyhow::Result<crate::config::Workload> {
+        use crate::error::usage;
+        if self.num_classes < 2 {
+            return Err(usage("--num-classes must be at least 2"));
+        }
+        let min = self.model.min_image_size();
+        if *self.image_size < min {
+            return Err(usage(format!(
+                "--image-size {} is too small for {}; use at least {min}",
+                *self.image_size,
+                self.model.name()
+            )));
+        }
+        if kind == crate::device::DeviceKind::Cpu && self.precision == Precision::Tf32 {
+            return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
+        }
+        Ok(crate::config::Workload {
+            model: self.model,
+            num_classes: self.num_classes,
+            image_size: *self.image_size,
+            precision: self.precision,
+            channels_last: self.channels_last,
+            cudnn_benchmark: self.cudnn_benchmark,
+            seed: *self.seed,
+        })
+    }
+}
+
 option! {
     /// CUDA graphs: on captures the work once after warm-up and replays it
     /// (run: the whole training step, single and dp on one GPU; infer: the
@@ -103,7 +135,10 @@ option! {
 option! {
     /// Images per device in one step; the global batch is this times the
     /// devices (and times --grad-accum).
-    BatchSize { #[arg(long, default_value_t = 64, value_name = "N")] batch_size: i64 }
+    BatchSize {
+        #[arg(long, default_value_t = 64, value_name = "N", value_parser = parse_batch_size, allow_hyphen_values = true)]
+        batch_size: i64
+    }
 }
 
 option! {
@@ -214,7 +249,7 @@ option! {
 #[derive(Args, Debug, Clone)]
 pub(crate) struct StepOpts {
     /// Timed steps (run: ignored when --duration is given).
-    #[arg(long, default_value_t = 30, value_name = "N")]
+    #[arg(long, default_value_t = 30, value_name = "N", value_parser = parse_steps)]
     pub steps: u64,
     /// Warm-up steps, excluded from timing, or `auto` (run): until step
     /// times are steady (the medians of the last three windows of 5 steps

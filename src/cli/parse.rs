@@ -86,6 +86,25 @@ pub(crate) fn parse_above_zero(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
+/// `--batch-size`: images per device, 1 or more (checked here, where the
+/// option is defined, for every command that takes it).
+pub(crate) fn parse_batch_size(s: &str) -> std::result::Result<i64, String> {
+    match s.trim().parse::<i64>() {
+        Ok(v) if v >= 1 => Ok(v),
+        Ok(_) => Err("must be at least 1 (it is per device)".into()),
+        Err(_) => Err(format!("`{s}` is not a whole number of images")),
+    }
+}
+
+/// `--steps`: timed steps, 1 or more.
+pub(crate) fn parse_steps(s: &str) -> std::result::Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(v) if v >= 1 => Ok(v),
+        Ok(_) => Err("must be at least 1".into()),
+        Err(_) => Err(format!("`{s}` is not a whole number of steps")),
+    }
+}
+
 pub(crate) fn parse_alpha(s: &str) -> std::result::Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v < 1.0 => Ok(v),

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use super::opts::{BatchSize, DeviceCounts, DeviceOpts, ModelOpts, Nnodes, OutputOpts, ReducerOpts, StepOpts};
 use super::{Configure, Job};
-use crate::config::{CurveSource, Precision, PredictConfig, ScaleTo};
+use crate::config::{CurveSource, PredictConfig, ScaleTo};
 use crate::report::export::Format;
-use crate::device::{self, DeviceKind, Devices};
+use crate::device::{self, Devices};
 use crate::error::usage;
 
 /// Predict DDP's step time and scaling on N devices from one device's
@@ -125,22 +125,9 @@ impl PredictArgs {
             return Err(usage("--device-counts needs a world size of 2 or more (devices × --nnodes)"));
         }
         devices.retain(|&n| n * nodes >= 2);
-        if batch_size <= 0 {
-            return Err(usage("--batch-size must be at least 1 (it is per device)"));
-        }
         let min_time = super::parse::parse_duration_or_zero("--min-time", &a.min_time)?;
-        if steps == 0 {
-            return Err(usage("--steps must be at least 1"));
-        }
         let r = &a.reducer;
         let min = m.model.min_image_size();
-        if *m.image_size < min {
-            return Err(usage(format!(
-                "--image-size {} is too small for {}; use at least {min}",
-                *m.image_size,
-                m.model.name()
-            )));
-        }
         let scale_to = match a.scale_to {
             None => None,
             Some(t) if !t.is_finite() || t <= 0.0 => {
@@ -167,23 +154,13 @@ impl PredictArgs {
             let d = device::resolve(a.devices.gpus.as_deref(), None, *a.output.quiet || format != Format::Table)?;
             Devices { kind: d.kind, ordinals: d.ordinals.into_iter().take(1).collect() }
         };
-        if device.kind == DeviceKind::Cpu && m.precision == Precision::Tf32 {
-            return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
-        }
-        if m.num_classes < 2 {
-            return Err(usage("--num-classes must be at least 2"));
-        }
+        let workload = m.workload(device.kind)?;
         Ok(PredictConfig {
             device,
             devices,
             nodes,
-            model: m.model,
-            num_classes: m.num_classes,
-            image_size: *m.image_size,
+            workload,
             batch_per_device: batch_size,
-            precision: m.precision,
-            channels_last: m.channels_last,
-            cudnn_benchmark: m.cudnn_benchmark,
             bucket_cap_mb: r.bucket_cap_mb,
             comm_hook: r.comm_hook,
             broadcast_buffers: !r.no_broadcast_buffers,
@@ -192,7 +169,6 @@ impl PredictArgs {
             steps,
             min_time,
             warmup,
-            seed: *m.seed,
             label: a.output.label.label.clone(),
             out: a.output.out.out.clone(),
             format,

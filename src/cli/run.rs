@@ -17,7 +17,7 @@ use crate::bench::ddp::env::DistEnv;
 use crate::bench::Role;
 use crate::config::{
     Backend, CommHook, DdpConfig, Format, Impl, InitSpec, InitWriter, Length, ModelKind, OptimizerImpl, OptimizerKind,
-    Precision, RunConfig, StrategyKind,
+    RunConfig, StrategyKind,
 };
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, DeviceKind, Devices};
@@ -151,7 +151,7 @@ pub(crate) fn into_job(a: RunArgs, ours: bool) -> Result<Job> {
     let (role, cfg) = job(a, ours)?;
     // Said once, by the process the user started, before the first step.
     let cpu = cfg.devices.kind == crate::device::DeviceKind::Cpu;
-    if !ours && cpu && cfg.precision == crate::config::Precision::Bf16 {
+    if !ours && cpu && cfg.workload.precision == crate::config::Precision::Bf16 {
         if let Some(why) = crate::device::cpu_slow_bf16() {
             eprintln!("note: --precision bf16: {why}; expect it to run far slower than fp32");
         }
@@ -473,9 +473,6 @@ impl RunArgs {
         let m = &a.model;
         let implementation = *a.implementation;
         let batch_size = *a.batch_size;
-        if batch_size <= 0 {
-            return Err(usage("--batch-size must be at least 1 (it is per device)"));
-        }
         if !(1..=MAX_GRAD_ACCUM).contains(&a.grad_accum) {
             return Err(usage(format!(
                 "--grad-accum {}: micro-batches per step run from 1 to {MAX_GRAD_ACCUM}",
@@ -495,21 +492,9 @@ impl RunArgs {
                 ));
             }
         }
-        if m.num_classes < 2 {
-            return Err(usage("--num-classes must be at least 2"));
-        }
-        let min = m.model.min_image_size();
-        if *m.image_size < min {
-            return Err(usage(format!(
-                "--image-size {} is too small for {}; use at least {min}",
-                *m.image_size,
-                m.model.name()
-            )));
-        }
         let timed = match a.duration.as_deref() {
             Some("auto") => Length::Auto,
             Some(s) => Length::Time(parse_duration("--duration", s)?),
-            None if a.steps.steps == 0 => return Err(usage("--steps must be at least 1")),
             None => Length::Steps(a.steps.steps),
         };
         let warmup = match (&a.warmup_time, a.steps.warmup.as_str()) {
@@ -556,9 +541,7 @@ impl RunArgs {
             }
         }
         let cpu = devices.kind == DeviceKind::Cpu;
-        if cpu && m.precision == Precision::Tf32 {
-            return Err(usage("--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16"));
-        }
+        let workload = m.workload(devices.kind)?;
         if *a.cuda_graphs {
             if let Some(why) = cuda_graphs_refusal(&a, &devices, &warmup) {
                 return Err(usage(why));
@@ -655,9 +638,7 @@ impl RunArgs {
             devices,
             node_devices,
             world,
-            model: m.model,
-            num_classes: m.num_classes,
-            image_size: *m.image_size,
+            workload,
             batch_per_device: batch_size,
             grad_accum: a.grad_accum as u32,
             checkpoint: a.checkpoint,
@@ -670,7 +651,6 @@ impl RunArgs {
             weight_decay: a.weight_decay.unwrap_or(a.optimizer.default_weight_decay()),
             optimizer: a.optimizer,
             optimizer_impl: a.optimizer_impl.resolve(),
-            seed: *m.seed,
             threads: a.host.threads.map(|t| t.resolve()),
             workers: a.workers.unwrap_or_else(|| crate::data::default_workers(node_share)),
             data: a.data.data.clone(),
@@ -679,9 +659,6 @@ impl RunArgs {
             format,
             // Only rank 0 of a ddp job talks.
             quiet: *a.output.quiet || rank.as_ref().is_some_and(|e| e.rank != 0),
-            precision: m.precision,
-            channels_last: m.channels_last,
-            cudnn_benchmark: m.cudnn_benchmark,
             deterministic: a.deterministic,
             breakdown: a.breakdown,
             sample_interval,

@@ -638,7 +638,7 @@ mod tests {
         // --model after -- set the axis: one model, and not passed twice.
         assert_eq!((p.matrix.models.as_slice(), c.model), (&[ModelKind::Tinycnn][..], ModelKind::Tinycnn));
         assert_eq!(c.args.iter().filter(|a| a.contains("tinycnn")).count(), 1, "{:?}", c.args);
-        assert!(c.cfg.cudnn_benchmark && c.cfg.channels_last);
+        assert!(c.cfg.workload.cudnn_benchmark && c.cfg.workload.channels_last);
         assert_eq!(c.key.label, "box A");
     }
 
@@ -666,7 +666,7 @@ mod tests {
         .unwrap();
         assert_eq!(p.cells.len(), 6);
         assert_eq!(p.cells[0].describe(), "ddp ×2 tinycnn 16px b64 channels-last=on bucket-cap-mb=1");
-        assert!(p.cells[0].cfg.channels_last && !p.cells[3].cfg.channels_last);
+        assert!(p.cells[0].cfg.workload.channels_last && !p.cells[3].cfg.workload.channels_last);
         assert_eq!(p.cells[2].cfg.ddp.bucket_cap_mb, 50.0);
         let keys: std::collections::HashSet<_> = p.cells.iter().map(|c| c.key.clone()).collect();
         assert_eq!(keys.len(), 6, "every variant is its own cell");

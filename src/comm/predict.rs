@@ -210,13 +210,19 @@ fn companion(rc: crate::config::RunConfig, stop: Arc<AtomicBool>, steady: Arc<At
     }
     let (vs, model) = build_model(&rc, Device::Cpu);
     let mut opt = build_optimizer(&rc, &vs)?;
-    let mut data =
-        crate::data::synthetic::Synthetic::new(rc.batch_per_device, rc.image_size, rc.num_classes, Device::Cpu, 1)?;
+    let mut data = crate::data::synthetic::Synthetic::new(
+        rc.batch_per_device,
+        rc.workload.image_size,
+        rc.workload.num_classes,
+        Device::Cpu,
+        1,
+    )?;
     let mut steps = 0;
     while !stop.load(Ordering::Relaxed) {
         let b = data.next_batch()?;
         opt.zero_grad()?;
-        let loss = autocast(rc.precision, Device::Cpu, || loss_fn(&model.forward_t(&b.images, true), &b.labels))??;
+        let loss =
+            autocast(rc.workload.precision, Device::Cpu, || loss_fn(&model.forward_t(&b.images, true), &b.labels))??;
         loss.f_backward()?;
         opt.step()?;
         steps += 1;
@@ -262,7 +268,7 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
     if let Some(t) = threads {
         tch::set_num_threads(t as i32);
     }
-    crate::strategy::precision::apply_globals(cfg.precision, false, false)?;
+    crate::strategy::precision::apply_globals(cfg.workload.precision, cfg.workload.cudnn_benchmark, false)?;
     let device = cfg.device.device(0);
     let (backend, cuda) = match device {
         Device::Cuda(o) => (Backend::Nccl, Some(o)),
@@ -296,13 +302,13 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
     }
     // fp16 trains with loss scaling, as the ddp step does: its unscale and
     // its one host read per step belong in the profile's optimizer phase (G16).
-    let mut amp = crate::strategy::precision::Amp::new(cfg.precision);
+    let mut amp = crate::strategy::precision::Amp::new(cfg.workload.precision);
     let mut data = crate::data::synthetic::Synthetic::new(
         cfg.batch_per_device,
-        cfg.image_size,
-        cfg.num_classes,
+        cfg.workload.image_size,
+        cfg.workload.num_classes,
         device,
-        cfg.seed,
+        cfg.workload.seed,
     )?;
     let sync = || cfg.device.synchronize();
     let (mut f, mut b, mut o) = (vec![], vec![], vec![]);
@@ -317,8 +323,8 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
         sync();
         let t0 = Instant::now();
         reducer.prepare_forward()?;
-        let logits = autocast(cfg.precision, device, || model.forward_t(&batch.images, true))?;
-        let loss = autocast(cfg.precision, device, || loss_fn(&logits, &batch.labels))??;
+        let logits = autocast(cfg.workload.precision, device, || model.forward_t(&batch.images, true))?;
+        let loss = autocast(cfg.workload.precision, device, || loss_fn(&logits, &batch.labels))??;
         reducer.prepare_backward(&[])?;
         sync();
         let t1 = Instant::now();

@@ -21,7 +21,7 @@ fn apply_settings(threads: Option<usize>, cfg: &InferConfig) -> Result<()> {
     if let Some(t) = threads {
         tch::set_num_threads(t as i32);
     }
-    crate::strategy::precision::apply_globals(cfg.precision, cfg.cudnn_benchmark, false)
+    crate::strategy::precision::apply_globals(cfg.workload.precision, cfg.workload.cudnn_benchmark, false)
 }
 
 /// One `processes` worker: its share of the load, with its share of the threads.
@@ -78,8 +78,8 @@ fn describe(cfg: &InferConfig) -> String {
         cfg.strategy.name(),
         cfg.implementation.name(),
         cfg.devices.describe(),
-        cfg.model.name(),
-        cfg.image_size,
+        cfg.workload.model.name(),
+        cfg.workload.image_size,
         cfg.frame_w,
         cfg.frame_h,
         cfg.max_batch,

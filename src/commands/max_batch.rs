@@ -126,7 +126,7 @@ pub(crate) fn run(a: MaxBatchPlan) -> Result<i32> {
         a.strategy.name(),
         first.cfg.devices.describe(),
         a.model.name(),
-        first.cfg.image_size,
+        first.cfg.workload.image_size,
         a.start,
         mem_limit
             .map(|m| format!(", memory capped at {} per process", fmt_mib(m as f64 / 1048576.0)))
@@ -229,7 +229,7 @@ fn frontier(a: &MaxBatchPlan, f: &FrontierPlan, prober: &mut Prober, out: &Path,
         a.strategy.name(),
         a.first.cfg.devices.describe(),
         a.model.name(),
-        a.first.cfg.image_size,
+        a.first.cfg.workload.image_size,
         f.target.map(|t| format!(", target global batch {t}")).unwrap_or_default()
     );
     table.title = format!("frontier: {what}");

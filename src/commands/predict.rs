@@ -19,8 +19,8 @@ pub(crate) fn run(cfg: PredictConfig) -> Result<i32> {
     if !cfg.quiet && cfg.format == Format::Table {
         eprintln!(
             "gpubench predict: profiling {} {}px batch {} on {}, then DDP on {} device(s) × {} node(s)",
-            cfg.model.name(),
-            cfg.image_size,
+            cfg.workload.model.name(),
+            cfg.workload.image_size,
             cfg.batch_per_device,
             cfg.device.describe(),
             cfg.devices.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(","),
@@ -88,7 +88,7 @@ pub(crate) fn run(cfg: PredictConfig) -> Result<i32> {
 fn row(cfg: &PredictConfig, p: &Profile, x: &Prediction, curve: &str) -> Row {
     let mut rc = cfg.run_config(p.threads);
     rc.world = x.n;
-    (rc.batch_per_device, rc.image_size) = cfg.target();
+    (rc.batch_per_device, rc.workload.image_size) = cfg.target();
     let mut r = base_row(&rc);
     if let Some(s) = cfg.scale_to {
         r.device_name = format!("scaled to {} img/s/device", s.throughput);

@@ -28,7 +28,7 @@ pub(crate) fn run(role: Role, cfg: RunConfig) -> Result<i32> {
 
 /// The `write-init` child `init::write_start` starts: the weights, nothing else.
 pub(crate) fn write_init_only(cfg: &RunConfig, path: &std::path::Path) -> Result<i32> {
-    guarded(|| save_init(cfg, path, default_data_seed(cfg.seed)))?;
+    guarded(|| save_init(cfg, path, default_data_seed(cfg.workload.seed)))?;
     Ok(0)
 }
 

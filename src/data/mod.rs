@@ -123,15 +123,21 @@ pub(crate) fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> R
     let one = |rank: usize, world: usize| -> Result<Box<dyn DataSource>> {
         let Some(ds) = &ds else {
             let seed = spec.seed.wrapping_add(crate::init::RANK_SEED_STRIDE.wrapping_mul(rank as u64));
-            let s = synthetic::Synthetic::new(spec.batch, cfg.image_size, cfg.num_classes, spec.device, seed)?;
-            if cfg.channels_last {
+            let s = synthetic::Synthetic::new(
+                spec.batch,
+                cfg.workload.image_size,
+                cfg.workload.num_classes,
+                spec.device,
+                seed,
+            )?;
+            if cfg.workload.channels_last {
                 s.to_channels_last()?;
             }
             return Ok(Box::new(s));
         };
         let lc = imagefolder::LoaderConfig {
             batch: spec.batch as usize,
-            image_size: cfg.image_size as usize,
+            image_size: cfg.workload.image_size as usize,
             // The micro-batches' loaders share the rank's decode threads.
             workers: (spec.workers / k).max(1),
             seed: spec.seed,
@@ -141,7 +147,7 @@ pub(crate) fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> R
             // One set of warnings per rank, not one per micro-batch.
             warn: rank.is_multiple_of(k),
         };
-        Ok(Box::new(imagefolder::ImageFolder::new(ds.clone(), lc, spec.device, cfg.channels_last, &cfg.data)?))
+        Ok(Box::new(imagefolder::ImageFolder::new(ds.clone(), lc, spec.device, cfg.workload.channels_last, &cfg.data)?))
     };
     if k == 1 {
         return one(spec.rank, spec.world);

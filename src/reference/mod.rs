@@ -100,11 +100,11 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         "--device".into(),
         if cfg.devices.kind == DeviceKind::Cuda { "cuda" } else { "cpu" }.into(),
         "--model".into(),
-        cfg.model.name().into(),
+        cfg.workload.model.name().into(),
         "--num-classes".into(),
-        cfg.num_classes.to_string(),
+        cfg.workload.num_classes.to_string(),
         "--image-size".into(),
-        cfg.image_size.to_string(),
+        cfg.workload.image_size.to_string(),
         "--batch-size".into(),
         cfg.batch_per_device.to_string(),
         "--lr".into(),
@@ -121,7 +121,7 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         "--optimizer-impl".into(),
         cfg.optimizer_impl.resolve().name().into(),
         "--seed".into(),
-        cfg.seed.to_string(),
+        cfg.workload.seed.to_string(),
         "--init".into(),
         init.display().to_string(),
         "--json-out".into(),
@@ -140,10 +140,10 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
     if let Some(t) = cfg.threads {
         v.extend(["--threads".into(), t.to_string()]);
     }
-    v.extend(["--precision".into(), cfg.precision.name().into()]);
+    v.extend(["--precision".into(), cfg.workload.precision.name().into()]);
     for (on, flag) in [
-        (cfg.channels_last, "--channels-last"),
-        (cfg.cudnn_benchmark, "--cudnn-benchmark"),
+        (cfg.workload.channels_last, "--channels-last"),
+        (cfg.workload.cudnn_benchmark, "--cudnn-benchmark"),
         (cfg.deterministic, "--deterministic"),
         (cfg.checkpoint, "--checkpoint"),
         (cfg.cuda_graphs, "--cuda-graphs"),
@@ -349,7 +349,7 @@ pub(crate) fn run(cfg: &RunConfig) -> Result<i32> {
     fill_row(&mut row, &m, fig.as_ref());
     crate::bench::row::fill_efficiency(
         &mut row,
-        crate::arch::train_gflop_per_img(cfg.model, cfg.image_size, cfg.num_classes),
+        crate::arch::train_gflop_per_img(cfg.workload.model, cfg.workload.image_size, cfg.workload.num_classes),
     );
     sinks.write(&Outcome { row: &row, m: &m, fig: fig.as_ref(), devs: &[] })
 }

@@ -40,7 +40,7 @@ pub struct Measured {
 pub fn measure(cfg: &InferConfig) -> Measured {
     let mut row = base_row(&cfg.model_config());
     let workers = if cfg.strategy == ServeStrategy::Processes { cfg.devices.len() as u32 } else { 1 };
-    let arrivals = || schedule::schedule(&cfg.scenario, cfg.duration.as_secs_f64(), workers, cfg.seed);
+    let arrivals = || schedule::schedule(&cfg.scenario, cfg.duration.as_secs_f64(), workers, cfg.workload.seed);
     // On the CPU the counters are this process's: they say nothing of the
     // PyTorch server or of worker processes. NVML sees every process.
     let in_process = cfg.implementation == Impl::Gpubench && cfg.strategy != ServeStrategy::Processes;
@@ -216,7 +216,7 @@ fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, 
     row.throughput_ci95_hi = f.achieved_ci.map(|i| i.hi);
     crate::bench::row::fill_efficiency(
         row,
-        crate::arch::infer_gflop_per_img(cfg.model, cfg.image_size, cfg.num_classes),
+        crate::arch::infer_gflop_per_img(cfg.workload.model, cfg.workload.image_size, cfg.workload.num_classes),
     );
     let issued = f.requests.max(1) as f64;
     let late_pct =

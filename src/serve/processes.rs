@@ -70,7 +70,8 @@ pub(crate) fn run_worker(cfg: &InferConfig, k: u32, p: u32, dir: &Path) -> Resul
     mine.devices = Devices { kind: cfg.devices.kind, ordinals: vec![cfg.devices.ordinals[k as usize]] };
     mine.scenario = scenario;
     mine.duration = duration;
-    let arrivals = schedule::schedule(&scenario, duration.as_secs_f64(), p, cfg.seed).filter(|a| a.worker == k);
+    let arrivals =
+        schedule::schedule(&scenario, duration.as_secs_f64(), p, cfg.workload.seed).filter(|a| a.worker == k);
     let frames = Frames::load(&mine)?;
     let start = StartSignal::Files { ready: dir.join(format!("ready.{k}")), go: dir.join("go") };
     if Hook::InferCrash.get().is_some_and(|v| v == k.to_string()) {

@@ -82,7 +82,7 @@ impl Frames {
     }
 
     pub(crate) fn synthetic(cfg: &InferConfig) -> Frames {
-        tch::manual_seed(cfg.seed as i64 ^ 0xf4a3);
+        tch::manual_seed(cfg.workload.seed as i64 ^ 0xf4a3);
         Frames(
             (0..8).map(|_| Tensor::randint(256, [cfg.frame_h, cfg.frame_w, 3], (Kind::Uint8, Device::Cpu))).collect(),
         )
@@ -245,12 +245,12 @@ struct Buffers {
 
 impl Buffers {
     fn new(cfg: &InferConfig, device: Device) -> Result<Buffers> {
-        let (b, s, h, w) = (cfg.max_batch, cfg.image_size, cfg.frame_h, cfg.frame_w);
+        let (b, s, h, w) = (cfg.max_batch, cfg.workload.image_size, cfg.frame_h, cfg.frame_w);
         let on_gpu = device.is_cuda();
         let prep = if cfg.preprocess == Preprocess::Device { device } else { Device::Cpu };
         let batch = |d: Device| -> Result<Tensor> {
             let t = Tensor::f_zeros([b, 3, s, s], (Kind::Float, d))?;
-            if cfg.channels_last {
+            if cfg.workload.channels_last {
                 crate::ffi::to_channels_last(&t)?;
             }
             Ok(t)
@@ -292,12 +292,16 @@ impl<'a> Worker<'a> {
         let buffers =
             (0..if overlap { 2 } else { 1 }).map(|_| Buffers::new(cfg, device)).collect::<Result<Vec<_>>>()?;
         let mut model: Box<dyn Forward> = if let Some(ms) = sleeper {
-            Box::new(Sleeper { per_batch: Duration::from_secs_f64(ms / 1e3), classes: cfg.num_classes, device })
+            Box::new(Sleeper {
+                per_batch: Duration::from_secs_f64(ms / 1e3),
+                classes: cfg.workload.num_classes,
+                device,
+            })
         } else if dp {
             Box::new(DataParallel::new(&mcfg)?)
         } else {
             let (vs, model) = build_model(&mcfg, device);
-            Box::new(Replica { _vs: vs, model, device, precision: cfg.precision })
+            Box::new(Replica { _vs: vs, model, device, precision: cfg.workload.precision })
         };
         if let (true, Device::Cuda(o)) = (cfg.cuda_graphs, device) {
             // The graphs read the buffer the model is fed from.
@@ -343,7 +347,7 @@ impl<'a> Worker<'a> {
 
     /// `input` into the buffers of slot `k`.
     fn input_in(&self, k: usize, ids: &[u64]) -> Result<Tensor> {
-        let (s, n) = (self.cfg.image_size, ids.len() as i64);
+        let (s, n) = (self.cfg.workload.image_size, ids.len() as i64);
         let b = &self.buffers[k];
         let frames = &self.frames.0;
         let frame = |id: u64| &frames[(id % frames.len() as u64) as usize];
@@ -421,7 +425,7 @@ impl<'a> Worker<'a> {
         // cuDNN autotunes each new input shape at its first use; dynamic
         // batching meets every size up to --max-batch, so under
         // --cudnn-benchmark each is tuned here, not inside the load's p99 (G15).
-        let cudnn = self.cfg.cudnn_benchmark && self.cfg.devices.kind == crate::device::DeviceKind::Cuda;
+        let cudnn = self.cfg.workload.cudnn_benchmark && self.cfg.devices.kind == crate::device::DeviceKind::Cuda;
         for b in warmup_sizes(cudnn, self.cfg.max_batch) {
             self.serve(&big[..b as usize], t)?;
         }

@@ -116,7 +116,7 @@ impl Ddp {
             world,
             rank,
             grad_as_bucket_view: a.gradient_as_bucket_view,
-            amp: Amp::new(cfg.precision),
+            amp: Amp::new(cfg.workload.precision),
             checkpoint: cfg.checkpoint,
             slow: slow_rank(rank),
             forwards: 0,

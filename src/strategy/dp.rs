@@ -139,7 +139,7 @@ impl DataParallel {
             threads_per_replica,
             non_blocking,
             coalesced,
-            amp: Amp::new(cfg.precision),
+            amp: Amp::new(cfg.workload.precision),
             parts: MasterParts { reduce, ..Default::default() },
             work: None,
         })

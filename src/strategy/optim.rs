@@ -186,7 +186,16 @@ mod tests {
     /// A one-CPU run's configuration of `model`, for the optimizer alone.
     fn cpu_config(model: crate::config::ModelKind) -> RunConfig {
         let cpu = crate::device::Devices::cpu(1);
-        RunConfig::for_model(model, 10, 16, 1, &cpu, crate::config::Precision::Fp32, 0)
+        let w = crate::config::Workload {
+            model,
+            num_classes: 10,
+            image_size: 16,
+            precision: crate::config::Precision::Fp32,
+            channels_last: false,
+            cudnn_benchmark: false,
+            seed: 0,
+        };
+        RunConfig::for_model(&w, 1, &cpu)
     }
 
     /// Parameters after `steps` SGD steps with fixed pseudo-random

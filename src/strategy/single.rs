@@ -32,7 +32,7 @@ impl Single {
             model,
             opt,
             batch: cfg.batch_per_device,
-            amp: Amp::new(cfg.precision),
+            amp: Amp::new(cfg.workload.precision),
             params,
             checkpoint: cfg.checkpoint,
         })

@@ -415,7 +415,7 @@ impl SweepCell {
             implementation: cfg.implementation,
             strategy: cfg.strategy,
             n: cfg.devices.len(),
-            model: cfg.model,
+            model: cfg.workload.model,
             batch: cfg.batch_per_device,
             repeat: 0,
             varied: vec![],
@@ -436,7 +436,7 @@ impl SweepCell {
             1 => String::new(),
             k => format!(" ×{k} nodes"),
         };
-        format!("{s} ×{n}{nodes} {m} {}px b{}{varied}{which}", self.cfg.image_size, self.batch)
+        format!("{s} ×{n}{nodes} {m} {}px b{}{varied}{which}", self.cfg.workload.image_size, self.batch)
     }
 }
 

@@ -202,7 +202,7 @@ fn bad_inputs_give_one_line_and_exit_2() {
         (format!("{base} --batch-size 0"), "--batch-size"),
         (format!("{base} --steps 0"), "--steps"),
         // A negative number is the option's value, refused by its own check.
-        (format!("{base} --batch-size -4"), "--batch-size must be at least 1"),
+        (format!("{base} --batch-size -4"), "'--batch-size <N>': must be at least 1 (it is per device)"),
         (format!("{base} --steps -3"), "'--steps"),
         ("run --cpu --model resnet18 --image-size 16".into(), "too small"),
         (format!("{base} --duration soon"), "not a duration"),
@@ -253,7 +253,7 @@ fn bad_inputs_give_one_line_and_exit_2() {
 fn main_prints_one_line_and_exits_by_kind() {
     assert_usage_error_of(gpubench("run --strategy nope"), "run --strategy nope", "nope");
     let a = format!("run --cpu {TINY} --batch-size 0");
-    assert_usage_error_of(gpubench(&a), &a, "--batch-size must be at least 1");
+    assert_usage_error_of(gpubench(&a), &a, "'--batch-size <N>': must be at least 1");
     let g = gpubench(&format!("run --cpu {TINY}")).arg("--warmup-time").arg("5 parsecs");
     assert_usage_error_of(g, "--warmup-time '5 parsecs'", "not a duration");
     for flag in ["--help", "--version", "run --help"] {
@@ -680,4 +680,60 @@ fn a_thread_count_above_the_machine_is_capped_with_one_line() {
     assert_eq!(stderr(&o).matches(&said).count(), 1, "{}", stderr(&o));
     let rows = gpubench::results::csv::read_rows(&out).unwrap();
     assert_eq!(rows[0].threads, Some(cores as u32));
+}
+
+/// The one line a command line is refused with (exit 2), from the library.
+fn usage_line(a: &str) -> String {
+    let full = std::iter::once("gpubench".to_string()).chain(super::common::args(a));
+    match gpubench::app::run_from(full) {
+        Err(e) if gpubench::error::exit_code(&e) == 2 => gpubench::error::one_line(&e),
+        Err(e) => panic!("{a}: not a usage error: {e:#}"),
+        Ok(code) => panic!("{a}: ran and exited {code}"),
+    }
+}
+
+/// The workload and the schedule are each checked in one place: run,
+/// infer, predict, max-batch and sweep (whose probes and cells take run's
+/// options) refuse the same bad input with the same line. Before, each
+/// command had its copy of each check, and one had drifted.
+#[test]
+fn the_same_bad_model_or_schedule_is_the_same_line_from_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.csv");
+    let every = |opts: &str| {
+        vec![
+            format!("run --cpu {opts}"),
+            format!("predict --cpu --device-counts 2 --busbw 10 {opts}"),
+            format!("max-batch --cpu -- {opts}"),
+            format!("sweep --cpu 1 --strategies single --out {} -- {opts}", out.display()),
+        ]
+    };
+    let model = [
+        ("--model tinycnn --num-classes 1", "--num-classes must be at least 2"),
+        ("--model resnet18 --image-size 16", "--image-size 16 is too small for resnet18; use at least 32"),
+        (
+            "--model tinycnn --precision tf32",
+            "--precision tf32 is a CUDA tensor-core mode; on the CPU use fp32 or bf16",
+        ),
+    ];
+    let schedule = [
+        ("--model tinycnn --batch-size 0", "must be at least 1 (it is per device)"),
+        ("--model tinycnn --steps 0", "'--steps <N>': must be at least 1"),
+    ];
+    for (opts, want) in model.iter().chain(&schedule) {
+        let mut lines = every(opts);
+        if model.iter().any(|(o, _)| o == opts) {
+            lines.push(format!("infer --cpu 1 --frame-size 8x8 {opts}"));
+        }
+        // clap's own errors end with where to look: run's help after --.
+        let problem = |line: &str| {
+            line.split(" (in the run options after --").next().unwrap().replace(" (see gpubench --help)", "")
+        };
+        let said: Vec<String> = lines.iter().map(|a| problem(&usage_line(a))).collect();
+        assert!(said[0].contains(want), "{opts}: {:?}", said[0]);
+        for (a, s) in lines.iter().zip(&said) {
+            assert_eq!(s, &said[0], "{a}");
+        }
+    }
+    assert!(!out.exists(), "nothing written");
 }

@@ -129,7 +129,7 @@ impl Session for Rank {
     }
 
     fn source(&self, cfg: &RunConfig, _: &dyn Strategy, start: &Start) -> SourceSpec {
-        let data_seed = start.data_seed(cfg.seed);
+        let data_seed = start.data_seed(cfg.workload.seed);
         SourceSpec {
             batch: cfg.batch_per_device,
             device: cfg.devices.device(0),
