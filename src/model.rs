@@ -25,6 +25,12 @@ impl Net for ResNet {
 
 pub type Model = Box<dyn Net>;
 
+/// Held by the unit tests that compare models built from one seed:
+/// libtorch's generator is global, and two such tests in parallel shift each
+/// other's draws (each also retries, for the tests that draw unheld).
+#[cfg(test)]
+pub(crate) static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Builds the run's model on `device` with its seed, so every replica and
 /// rank starts from the same weights; convolution weights go channels-last
 /// when the run asks for it.
@@ -214,6 +220,7 @@ mod tests {
             // parallel draw from too: one of their draws between the seed and
             // the builder shifts every weight after it. A real difference in
             // order fails every attempt; a neighbour's draw almost never twice.
+            let _seeded = super::SEEDED.lock().unwrap_or_else(|e| e.into_inner());
             let tries: Vec<String> = (0..4).map_while(|_| same_as_tch(kind).err()).collect();
             assert!(tries.len() < 4, "{kind:?}: {}", tries.join("; "));
         }
