@@ -48,18 +48,18 @@ fn main() -> anyhow::Result<()> {
         eprintln!("bench-overhead: {}", gpubench::error::one_line(&e));
         std::process::exit(gpubench::error::exit_code(&e));
     });
-    let steps = match cfg.timed {
+    let steps = match cfg.schedule.timed {
         config::Length::Steps(n) => n,
         config::Length::Time(_) | config::Length::Auto => {
             eprintln!("bench-overhead: blocks are counted in steps; use --steps instead of --duration");
             std::process::exit(2);
         }
     };
-    let warmup = match cfg.warmup {
+    let warmup = match cfg.schedule.warmup {
         config::Length::Steps(n) => n,
         config::Length::Time(_) | config::Length::Auto => 2,
     };
-    let dev = cfg.devices.device(0);
+    let dev = cfg.placement.devices.device(0);
     println!(
         "{} {}×{} batch {} on {:?}, {} warm-up steps, then {} rounds of blocks of 1 untimed + {} timed steps",
         cfg.workload.model.name(),
@@ -74,7 +74,8 @@ fn main() -> anyhow::Result<()> {
 
     // Warm every variant up once with the configured warm-up; each block
     // then starts with one untimed step.
-    let block_cfg = config::RunConfig { warmup: config::Length::Steps(1), ..cfg.clone() };
+    let mut block_cfg = cfg.clone();
+    block_cfg.schedule.warmup = config::Length::Steps(1);
     let mut single = Single::new(&cfg)?;
     let mut sampled = Single::new(&cfg)?;
     let mut dp = DataParallel::new(&cfg)?;
@@ -92,13 +93,13 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         };
         step()?;
-        cfg.devices.synchronize();
+        cfg.placement.devices.synchronize();
         // The same work with one clock read pair around the block.
         let t = Instant::now();
         for _ in 0..steps {
             step()?;
         }
-        cfg.devices.synchronize();
+        cfg.placement.devices.synchronize();
         Ok((cfg.global_batch() as f64) * steps as f64 / t.elapsed().as_secs_f64())
     };
     // (img/s of the block, its fastest step in seconds)
@@ -111,7 +112,9 @@ fn main() -> anyhow::Result<()> {
     };
     bare(warmup)?;
     for s in [&mut single as &mut dyn Strategy, &mut sampled, &mut dp] {
-        run(&config::RunConfig { timed: config::Length::Steps(1), ..cfg.clone() }, s)?;
+        let mut one = cfg.clone();
+        one.schedule.timed = config::Length::Steps(1);
+        run(&one, s)?;
     }
 
     const NAMES: [&str; 5] = ["bare", "single", "dp×1", "sampled", "sampled@10ms"];
@@ -119,9 +122,9 @@ fn main() -> anyhow::Result<()> {
     let mut img_s: [Vec<f64>; N] = Default::default();
     let mut fastest = [f64::INFINITY; N];
     let sampled_at = |every: std::time::Duration, strat: &mut Single| -> anyhow::Result<(f64, f64)> {
-        let mon = gpubench::metrics::collect::Monitor::start(&cfg.devices, every);
+        let mon = gpubench::metrics::collect::Monitor::start(&cfg.placement.devices, every);
         let x = run(&block_cfg, strat);
-        drop(mon.finish(&cfg.devices, &[], None));
+        drop(mon.finish(&cfg.placement.devices, &[], None));
         x
     };
     for r in 0..rounds {
@@ -136,7 +139,7 @@ fn main() -> anyhow::Result<()> {
                 2 => run(&block_cfg, &mut dp)?,
                 // single with the sampler (NVML on CUDA, the process on the CPU)
                 // at the run's --sample-interval (100 ms unless given): the target.
-                3 => sampled_at(cfg.sample_interval, &mut sampled)?,
+                3 => sampled_at(cfg.host.sample_interval, &mut sampled)?,
                 // ten times faster than the default, to show what the sampler costs.
                 _ => sampled_at(std::time::Duration::from_millis(10), &mut sampled)?,
             };
@@ -168,7 +171,7 @@ fn main() -> anyhow::Result<()> {
     };
     ratio(1, 0, 0.98, "single / bare");
     ratio(2, 1, 0.97, "dp×1 / single");
-    ratio(3, 1, 0.99, &format!("sampled@{} / single", humantime::format_duration(cfg.sample_interval)));
+    ratio(3, 1, 0.99, &format!("sampled@{} / single", humantime::format_duration(cfg.host.sample_interval)));
     ratio(4, 1, 0.99, "sampled@10ms / single");
     // The fastest step of each variant: a neighbour's burst can only slow a
     // step down, so these ratios are the least disturbed view of the cost.

@@ -1,10 +1,15 @@
 //! The configurations of `run`, `infer`, `allreduce` and `predict`: plain
 //! types, complete and already validated.
 //!
-//! `RunConfig` is built once per process by the command line's one conversion
-//! (`cli::run`) and read by everything below it: the session, the strategies,
-//! the ddp launcher and workers, the PyTorch reference and each sweep cell.
-//! Nothing here parses flags, reads files or touches a device.
+//! They are made of parts, one per option group, each converted and checked
+//! once beside its flags (`cli::opts`, `cli::run`): `Workload` (the model and
+//! its arithmetic: run, infer, predict), `Output` (where rows go and how the
+//! command speaks: all four), and run's `Placement`, `Schedule`, `Optim`,
+//! `Host`, `Instruments` and `DdpConfig`. `RunConfig` is built once per
+//! process by the command line's one conversion (`cli::run`) and read by
+//! everything below it: the session, the strategies, the ddp launcher and
+//! workers, the PyTorch reference and each sweep cell. Nothing here parses
+//! flags, reads files or touches a device.
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
@@ -249,6 +254,28 @@ impl Default for DdpConfig {
     }
 }
 
+/// Where a measuring command's results go and how it speaks: the part of
+/// run, infer, predict and allreduce configurations, converted once
+/// (`cli::opts::OutputOpts::output`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    /// The rows' `label`.
+    pub label: String,
+    /// Rows are appended to this results file.
+    pub out: Option<PathBuf>,
+    /// What stdout gets: the human summary (table), the rows (csv) or the
+    /// JSON envelope.
+    pub format: Format,
+    pub quiet: bool,
+}
+
+impl Output {
+    /// Human output (progress, the summary, notes) is shown: the one rule.
+    pub(crate) fn talks(&self) -> bool {
+        !self.quiet && self.format == Format::Table
+    }
+}
+
 /// The model a command builds and how its arithmetic runs: the part of
 /// every configuration that builds one (run, infer, predict), converted and
 /// checked once (`cli::opts::ModelOpts::workload`).
@@ -263,12 +290,65 @@ pub struct Workload {
     pub cudnn_benchmark: bool,
     /// Seed of the initial weights and of the synthetic or shuffled data.
     pub seed: u64,
+    /// `run --deterministic`: deterministic kernels (false for serving and predict).
+    pub deterministic: bool,
 }
 
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    pub strategy: StrategyKind,
-    pub implementation: Impl,
+/// How long a run's phases last (`--steps`, `--warmup`, `--duration` and
+/// their rules).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Schedule {
+    pub timed: Length,
+    pub warmup: Length,
+    /// `--duration auto`: stop when throughput's interval is within ±this (relative).
+    pub ci_target: f64,
+    /// `--duration auto`: stop here at the latest.
+    pub max_duration: Duration,
+}
+
+/// The optimizer and its hyper-parameters, resolved (the defaults follow
+/// the global batch).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Optim {
+    /// SGD with momentum, or AdamW (`momentum` then unused).
+    pub optimizer: OptimizerKind,
+    /// The optimizer step's implementation, resolved (never `Auto`).
+    pub optimizer_impl: OptimizerImpl,
+    pub lr: f64,
+    pub momentum: f64,
+    pub weight_decay: f64,
+}
+
+/// The host side of a run: its threads, its input and how often it is
+/// sampled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Host {
+    /// Intra-op threads of the process (a node's, for ddp); None: the default rule.
+    pub threads: Option<usize>,
+    /// `synthetic`, or a folder of images.
+    pub data: String,
+    /// Decode threads per device for `--data PATH` (resolved: the cores
+    /// shared among this node's devices when not given).
+    pub workers: usize,
+    /// How often device telemetry and the process are sampled.
+    pub sample_interval: Duration,
+}
+
+/// What watches a run besides its clock: the phase breakdown, the telemetry
+/// timeline, PyTorch's profiler and NVTX ranges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instruments {
+    pub breakdown: bool,
+    pub telemetry: Option<PathBuf>,
+    /// `--profile DIR`: trace the first timed steps with PyTorch's profiler.
+    pub profile: Option<ProfileSpec>,
+    /// `--nvtx`: gpubench's ranges also as NVTX ranges, for Nsight Systems.
+    pub nvtx: bool,
+}
+
+/// The devices a run's process drives, its node's, and the job's size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
     /// The devices this process drives: every local device for single, dp,
     /// the ddp launcher and the PyTorch reference; its own device for a ddp rank.
     pub devices: Devices,
@@ -277,46 +357,27 @@ pub struct RunConfig {
     /// Devices in the whole job: `devices.len()`, or every rank of every node
     /// for ddp. The global batch and the default learning rate follow it.
     pub world: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub strategy: StrategyKind,
+    pub implementation: Impl,
+    pub placement: Placement,
     pub workload: Workload,
     pub batch_per_device: i64,
     /// Micro-batches per optimizer step (`--grad-accum`, 1 without).
     pub grad_accum: u32,
     /// Activation checkpointing per ResNet stage (`--checkpoint`).
     pub checkpoint: bool,
-    pub timed: Length,
-    pub warmup: Length,
-    /// `--duration auto`: stop when throughput's interval is within ±this (relative).
-    pub ci_target: f64,
-    /// `--duration auto`: stop here at the latest.
-    pub max_duration: Duration,
-    pub lr: f64,
-    pub momentum: f64,
-    pub weight_decay: f64,
-    /// SGD with momentum, or AdamW (`momentum` then unused).
-    pub optimizer: OptimizerKind,
-    /// The optimizer step's implementation, resolved (never `Auto`).
-    pub optimizer_impl: OptimizerImpl,
-    pub threads: Option<usize>,
-    pub data: String,
-    /// Decode threads per device for `--data PATH` (resolved: the cores
-    /// shared among this node's devices when not given).
-    pub workers: usize,
-    pub label: String,
-    pub out: Option<PathBuf>,
-    /// table (the summary), csv (the row) or json (the row, steps and losses).
-    pub format: Format,
-    pub quiet: bool,
-    pub deterministic: bool,
-    pub breakdown: bool,
-    pub sample_interval: Duration,
-    pub telemetry: Option<PathBuf>,
+    pub schedule: Schedule,
+    pub optim: Optim,
+    pub host: Host,
+    pub output: Output,
+    pub instruments: Instruments,
     pub init: InitSpec,
     /// Meaningful when `strategy` is ddp.
     pub ddp: DdpConfig,
-    /// `--profile DIR`: trace the first timed steps with PyTorch's profiler.
-    pub profile: Option<ProfileSpec>,
-    /// `--nvtx`: gpubench's ranges also as NVTX ranges, for Nsight Systems.
-    pub nvtx: bool,
     /// `--cuda-graphs on`: the step captured once, then replayed
     /// (`strategy::graphed`).
     pub cuda_graphs: bool,
@@ -333,37 +394,34 @@ impl RunConfig {
         RunConfig {
             strategy: StrategyKind::Single,
             implementation: Impl::Gpubench,
-            devices: devices.clone(),
-            node_devices: devices.clone(),
-            world: devices.len(),
+            placement: Placement { devices: devices.clone(), node_devices: devices.clone(), world: devices.len() },
             workload: workload.clone(),
             batch_per_device: batch,
             grad_accum: 1,
             checkpoint: false,
-            timed: Length::Steps(1),
-            warmup: Length::Steps(0),
-            ci_target: 0.02,
-            max_duration: Duration::from_secs(120),
-            lr: 0.0,
-            momentum: 0.0,
-            weight_decay: 0.0,
-            optimizer: OptimizerKind::Sgd,
-            optimizer_impl: OptimizerImpl::Auto.resolve(),
-            threads: None,
-            data: "synthetic".into(),
-            workers: 1,
-            label: String::new(),
-            out: None,
-            format: Format::Table,
-            quiet: false,
-            deterministic: false,
-            breakdown: false,
-            sample_interval: Duration::from_millis(100),
-            telemetry: None,
+            schedule: Schedule {
+                timed: Length::Steps(1),
+                warmup: Length::Steps(0),
+                ci_target: 0.02,
+                max_duration: Duration::from_secs(120),
+            },
+            optim: Optim {
+                optimizer: OptimizerKind::Sgd,
+                optimizer_impl: OptimizerImpl::Auto.resolve(),
+                lr: 0.0,
+                momentum: 0.0,
+                weight_decay: 0.0,
+            },
+            host: Host {
+                threads: None,
+                data: "synthetic".into(),
+                workers: 1,
+                sample_interval: Duration::from_millis(100),
+            },
+            output: Output { label: String::new(), out: None, format: Format::Table, quiet: false },
+            instruments: Instruments { breakdown: false, telemetry: None, profile: None, nvtx: false },
             init: InitSpec::default(),
             ddp: DdpConfig::default(),
-            profile: None,
-            nvtx: false,
             cuda_graphs: false,
             variant: String::new(),
         }
@@ -382,28 +440,28 @@ impl RunConfig {
             1 => String::new(),
             k => format!(" × {k} micro-batches"),
         };
-        format!("batch {} per device × {}{k} = {} global", self.batch_per_device, self.world, self.global_batch())
+        format!(
+            "batch {} per device × {}{k} = {} global",
+            self.batch_per_device,
+            self.placement.world,
+            self.global_batch()
+        )
     }
 
     /// Images in one micro-batch over the job: per device × devices.
     pub fn micro_global_batch(&self) -> i64 {
-        self.batch_per_device * self.world as i64
+        self.batch_per_device * self.placement.world as i64
     }
 
     /// Whether this run reads real files (`--data PATH`).
     pub(crate) fn reads_files(&self) -> bool {
-        self.data != "synthetic"
-    }
-
-    /// Human output (progress bar, summary, notes) is shown.
-    pub(crate) fn talks(&self) -> bool {
-        !self.quiet && self.format == Format::Table
+        self.host.data != "synthetic"
     }
 
     /// As written in the `devices` column: this node's devices, and the node
     /// count of a multi-node ddp job.
     pub(crate) fn devices_column(&self) -> String {
-        let d = self.node_devices.describe();
+        let d = self.placement.node_devices.describe();
         if self.strategy == StrategyKind::Ddp && self.ddp.nnodes > 1 {
             format!("{d} ×{} nodes", self.ddp.nnodes)
         } else {
@@ -538,19 +596,11 @@ pub struct InferConfig {
     pub overlap: bool,
     /// Intra-op threads per worker on the CPU (the cores shared among them when not given).
     pub threads: Option<usize>,
-    pub label: String,
-    pub out: Option<PathBuf>,
-    /// table (the summary), csv (the rows) or json.
-    pub format: Format,
-    pub quiet: bool,
+    pub output: Output,
     pub sample_interval: Duration,
 }
 
 impl InferConfig {
-    pub(crate) fn talks(&self) -> bool {
-        !self.quiet && self.format == Format::Table
-    }
-
     /// Intra-op threads each worker uses, so that workers do not
     /// oversubscribe the cores: the cores (or --threads) shared evenly, on
     /// CUDA as on the CPU, by gpubench's workers and PyTorch's alike. On
@@ -563,17 +613,14 @@ impl InferConfig {
     /// The training configuration whose model this server runs: model
     /// builders and the dp machinery take a `RunConfig`.
     pub fn model_config(&self) -> RunConfig {
-        RunConfig {
-            strategy: StrategyKind::Dp,
-            implementation: self.implementation,
-            max_duration: self.duration,
-            threads: self.threads,
-            label: self.label.clone(),
-            format: self.format,
-            quiet: self.quiet,
-            sample_interval: self.sample_interval,
-            ..RunConfig::for_model(&self.workload, self.max_batch, &self.devices)
-        }
+        let mut c = RunConfig::for_model(&self.workload, self.max_batch, &self.devices);
+        c.strategy = StrategyKind::Dp;
+        c.implementation = self.implementation;
+        c.schedule.max_duration = self.duration;
+        c.host.threads = self.threads;
+        c.host.sample_interval = self.sample_interval;
+        c.output = self.output.clone();
+        c
     }
 }
 
@@ -634,11 +681,8 @@ pub struct AllreduceConfig {
     pub master_addr: Option<String>,
     pub master_port: Option<u16>,
     pub timeout: Duration,
-    pub label: String,
-    pub out: Option<PathBuf>,
     /// table (nccl-tests' text), csv (the rows) or json (nccl-tests' JSON).
-    pub format: Format,
-    pub quiet: bool,
+    pub output: Output,
 }
 
 impl AllreduceConfig {
@@ -687,11 +731,7 @@ pub struct PredictConfig {
     /// Timed steps go on past `steps` until this much was timed.
     pub min_time: std::time::Duration,
     pub warmup: u64,
-    pub label: String,
-    pub out: Option<PathBuf>,
-    /// table, csv (the rows) or json.
-    pub format: Format,
-    pub quiet: bool,
+    pub output: Output,
 }
 
 /// Another device's one-device throughput at its own batch and image size
@@ -723,27 +763,21 @@ impl PredictConfig {
     }
 
     pub(crate) fn run_config(&self, threads: Option<usize>) -> RunConfig {
-        RunConfig {
-            strategy: StrategyKind::Ddp,
-            timed: Length::Steps(self.steps),
-            warmup: Length::Steps(self.warmup),
-            lr: 0.1 * self.batch_per_device as f64 / 256.0,
-            momentum: 0.9,
-            weight_decay: 1e-4,
-            optimizer: OptimizerKind::Sgd,
-            threads,
-            label: self.label.clone(),
-            format: self.format,
-            quiet: self.quiet,
-            breakdown: true,
-            ddp: DdpConfig {
-                backend: self.target_backend(),
-                bucket_cap_mb: self.bucket_cap_mb,
-                comm_hook: self.comm_hook,
-                ..DdpConfig::default()
-            },
-            ..RunConfig::for_model(&self.workload, self.batch_per_device, &self.device)
-        }
+        let mut c = RunConfig::for_model(&self.workload, self.batch_per_device, &self.device);
+        c.strategy = StrategyKind::Ddp;
+        (c.schedule.timed, c.schedule.warmup) = (Length::Steps(self.steps), Length::Steps(self.warmup));
+        c.optim.lr = 0.1 * self.batch_per_device as f64 / 256.0;
+        (c.optim.momentum, c.optim.weight_decay) = (0.9, 1e-4);
+        c.host.threads = threads;
+        c.output = Output { out: None, ..self.output.clone() };
+        c.instruments.breakdown = true;
+        c.ddp = DdpConfig {
+            backend: self.target_backend(),
+            bucket_cap_mb: self.bucket_cap_mb,
+            comm_hook: self.comm_hook,
+            ..DdpConfig::default()
+        };
+        c
     }
 }
 

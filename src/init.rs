@@ -221,7 +221,7 @@ pub(crate) fn save_init(cfg: &RunConfig, path: &Path, data_seed: u64) -> Result<
 /// for, a K80 say; G2): no gpubench run exists there whose weights the
 /// reference must match, so the CPU draws them.
 fn init_device(cfg: &RunConfig) -> Device {
-    let d = &cfg.devices;
+    let d = &cfg.placement.devices;
     let usable = d.kind == crate::device::DeviceKind::Cuda
         && d.ordinals[0] < crate::device::cuda_device_count()
         && crate::device::check_cuda(&d.ordinals[..1]).is_ok();

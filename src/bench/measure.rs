@@ -244,14 +244,14 @@ pub(crate) fn failure(err: &anyhow::Error) -> (Status, String) {
 }
 
 pub(crate) fn progress(cfg: &RunConfig) -> ProgressBar {
-    let visible = cfg.talks() && std::io::stderr().is_terminal();
+    let visible = cfg.output.talks() && std::io::stderr().is_terminal();
     if !visible {
         return ProgressBar::hidden();
     }
-    let pb = match cfg.timed {
+    let pb = match cfg.schedule.timed {
         Length::Steps(n) => ProgressBar::new(n),
         Length::Time(d) => ProgressBar::new(d.as_millis() as u64),
-        Length::Auto => ProgressBar::new(cfg.max_duration.as_millis() as u64),
+        Length::Auto => ProgressBar::new(cfg.schedule.max_duration.as_millis() as u64),
     };
     pb.set_draw_target(ProgressDrawTarget::stderr());
     pb.set_style(
@@ -279,7 +279,7 @@ pub fn measure(
     let res = guarded(|| -> Result<()> {
         pb.set_prefix("warm-up");
         let t_warm = Instant::now();
-        let mut warming = cfg.warmup != Length::Steps(0);
+        let mut warming = cfg.schedule.warmup != Length::Steps(0);
         // --warmup auto times each warm-up step (with a sync: warm-up is not
         // measured, so the sync costs nothing that counts).
         let mut warm_secs = vec![];
@@ -288,7 +288,7 @@ pub fn measure(
             let batch = data.next_step()?;
             let loss_t = strat.step_timed(&batch, &mut crate::strategy::NoClock)?;
             m.warmup_steps += 1;
-            let stop = match cfg.warmup {
+            let stop = match cfg.schedule.warmup {
                 Length::Steps(k) => m.warmup_steps >= k,
                 Length::Time(d) => t_warm.elapsed() >= d,
                 Length::Auto => {
@@ -307,14 +307,14 @@ pub fn measure(
             }
             warming = !stop;
         }
-        m.warmup_end = match cfg.warmup {
+        m.warmup_end = match cfg.schedule.warmup {
             Length::Steps(_) => "steps".into(),
             Length::Time(_) => "time".into(),
             Length::Auto if steady(&warm_secs) => format!("steady after {} steps", m.warmup_steps),
             Length::Auto => format!("not steady after {} steps (the cap)", m.warmup_steps),
         };
         // The profiler's set-up is not part of the timed run.
-        let mut profiling = match &cfg.profile {
+        let mut profiling = match &cfg.instruments.profile {
             Some(p) => {
                 start_profile(p, strat.devices().kind == crate::device::DeviceKind::Cuda)?;
                 Some(p)
@@ -330,16 +330,16 @@ pub fn measure(
         }
         let host0 = HostSnapshot::take();
         let cpu0 = crate::metrics::sampler::process_cpu_seconds();
-        if cfg.breakdown {
+        if cfg.instruments.breakdown {
             m.phase_secs = Some([vec![], vec![], vec![]]);
         }
-        crate::ffi::set_nvtx(cfg.nvtx);
+        crate::ffi::set_nvtx(cfg.instruments.nvtx);
         let mut probe = ActivationProbe::new(strat.devices());
         loop {
             probe.begin();
             let t0 = Instant::now();
             // Ranges while the profiler records, and on every step with --nvtx.
-            let ranged = profiling.is_some() || cfg.nvtx;
+            let ranged = profiling.is_some() || cfg.instruments.nvtx;
             let range = |name: &str| ranged.then(|| crate::ffi::Range::begin(name));
             let step_range = ranged.then(|| crate::ffi::Range::begin(&format!("ProfilerStep#{}", m.step_secs.len())));
             let wait_range = range("gpubench.data_wait");
@@ -379,7 +379,7 @@ pub fn measure(
                 cpu_secs: cpu0.zip(cpu).map(|(a, b)| b - a),
             });
             let n = m.step_secs.len();
-            let stop = match cfg.timed {
+            let stop = match cfg.schedule.timed {
                 Length::Steps(k) => {
                     pb.set_position(n as u64);
                     n as u64 >= k
@@ -392,11 +392,11 @@ pub fn measure(
                     t1 - t_run >= d
                 }
                 Length::Auto => {
-                    pb.set_position(t_run.elapsed().as_millis().min(cfg.max_duration.as_millis()) as u64);
+                    pb.set_position(t_run.elapsed().as_millis().min(cfg.schedule.max_duration.as_millis()) as u64);
                     // The check is O(n): after the first 200 steps, every 1 % more.
                     let check = n <= 200 || n % (n / 100) == 0;
-                    (check && precise_enough(&m.step_secs, cfg.ci_target, AUTO_MIN_STEPS))
-                        || t_run.elapsed() >= cfg.max_duration
+                    (check && precise_enough(&m.step_secs, cfg.schedule.ci_target, AUTO_MIN_STEPS))
+                        || t_run.elapsed() >= cfg.schedule.max_duration
                 }
             };
             let agree_range = range("gpubench.agree");
@@ -421,13 +421,13 @@ pub fn measure(
                 if let Some(e) = energy {
                     e.mark(t1);
                 }
-                m.timed_end = match cfg.timed {
+                m.timed_end = match cfg.schedule.timed {
                     Length::Steps(_) => "steps".into(),
                     Length::Time(_) => "duration".into(),
                     Length::Auto => {
                         let p =
                             throughput_precision(&m.step_secs).map_or("n/a".into(), |p| format!("±{:.1}%", p * 100.0));
-                        if precise_enough(&m.step_secs, cfg.ci_target, AUTO_MIN_STEPS) {
+                        if precise_enough(&m.step_secs, cfg.schedule.ci_target, AUTO_MIN_STEPS) {
                             format!("target met: {p}")
                         } else {
                             format!("max duration reached: {p}")
@@ -438,8 +438,8 @@ pub fn measure(
                     let cores = crate::device::cpu_cores();
                     // A CPU run's intra-op threads on this host: --threads, split
                     // among its replicas or ranks, else one per core.
-                    let threads =
-                        (strat.devices().kind == crate::device::DeviceKind::Cpu).then(|| cfg.threads.unwrap_or(cores));
+                    let threads = (strat.devices().kind == crate::device::DeviceKind::Cpu)
+                        .then(|| cfg.host.threads.unwrap_or(cores));
                     m.interference = host_window(&a, &b, cores).map(|w| w.notes(threads)).unwrap_or_default();
                 }
                 return Ok(());
@@ -497,7 +497,7 @@ pub fn figures(step_secs: &[f64], global_batch: i64, n_devices: usize) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::run::{parse_run_args, Placement};
+    use crate::cli::run::{parse_run_args, Seat};
     use crate::data::Batch;
     use crate::device::Devices;
     use std::time::Duration;
@@ -587,7 +587,7 @@ mod tests {
 
     fn cfg(args: &str) -> RunConfig {
         let v: Vec<&str> = args.split_whitespace().collect();
-        parse_run_args(&v).unwrap().into_config(Placement::Local(Devices::cpu(1))).unwrap()
+        parse_run_args(&v).unwrap().into_config(Seat::Local(Devices::cpu(1))).unwrap()
     }
 
     fn run(args: &str, strat: &mut Mock) -> Measurement {

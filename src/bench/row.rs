@@ -67,21 +67,21 @@ pub(crate) fn base_row(cfg: &RunConfig) -> Row {
         backend: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.backend.name() } else { "" }.into(),
         comm_hook: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.comm_hook.name() } else { "" }.into(),
         devices: cfg.devices_column(),
-        n_devices: cfg.world as u32,
+        n_devices: cfg.placement.world as u32,
         model: cfg.workload.model.name().into(),
         image_size: Some(cfg.workload.image_size as u32),
         precision: cfg.workload.precision.name().into(),
         channels_last: Some(cfg.workload.channels_last),
         cudnn_benchmark: Some(cfg.workload.cudnn_benchmark),
-        deterministic: Some(cfg.deterministic),
+        deterministic: Some(cfg.workload.deterministic),
         batch_per_device: Some(cfg.batch_per_device as u32),
         global_batch: Some(cfg.global_batch() as u32),
         grad_accum: Some(cfg.grad_accum),
         seed: Some(cfg.workload.seed),
         threads: Some(tch::get_num_threads() as u32),
-        variant: with_shared_gpu(&cfg.variant, &cfg.node_devices),
-        data: crate::data::column_name(&cfg.data),
-        ..identity_row(&cfg.devices, &cfg.label, cfg.implementation.into())
+        variant: with_shared_gpu(&cfg.variant, &cfg.placement.node_devices),
+        data: crate::data::column_name(&cfg.host.data),
+        ..identity_row(&cfg.placement.devices, &cfg.output.label, cfg.implementation.into())
     }
 }
 

@@ -65,7 +65,7 @@ pub(crate) trait Session {
     }
     /// Whether this process prints progress and the summary.
     fn talks(&self, cfg: &RunConfig) -> bool {
-        cfg.talks()
+        cfg.output.talks()
     }
     /// A build that fails ends the process with the error instead of a
     /// `failed` row (see `Rank`: its peers wait in a collective, and the
@@ -125,7 +125,7 @@ pub(crate) fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sin
             (Measurement { status: Some(s), error: msg, failed_at, ..Default::default() }, 0, None, None)
         }
     };
-    let (devs, samples, gpu_notes) = monitor.finish_with_notes(&cfg.devices, &session.roles(cfg), m.window);
+    let (devs, samples, gpu_notes) = monitor.finish_with_notes(&cfg.placement.devices, &session.roles(cfg), m.window);
     let mut m = m;
     m.interference.extend(gpu_notes);
     sinks.write_telemetry(&row.run_id, &samples)?;
@@ -134,13 +134,13 @@ pub(crate) fn run(cfg: &RunConfig, session: &mut dyn Session, start: &Start, sin
         Gather::Row(g) => *g,
         Gather::NoRow { code } => return Ok(code),
     };
-    let fig = figures(&g.m.step_secs, cfg.global_batch(), cfg.world);
+    let fig = figures(&g.m.step_secs, cfg.global_batch(), cfg.placement.world);
     if !g.m.interference.is_empty() && session.talks(cfg) {
         eprintln!("gpubench: warning: the run was disturbed: {}", g.m.interference.join("; "));
     }
-    row.workers = cfg.reads_files().then_some(cfg.workers as u32);
+    row.workers = cfg.reads_files().then_some(cfg.host.workers as u32);
     row.note = session.note(cfg);
-    if let Some(p) = &cfg.profile {
+    if let Some(p) = &cfg.instruments.profile {
         let said = format!(
             "profiled: the first {} timed steps traced to {} (their timing is not comparable)",
             p.steps,
@@ -184,7 +184,11 @@ fn memory_parts(
 /// Precision, TF32, cuDNN autotuning and determinism: process-wide settings,
 /// applied before any model exists.
 pub(crate) fn apply_knobs(cfg: &RunConfig) -> Result<()> {
-    crate::strategy::precision::apply_globals(cfg.workload.precision, cfg.workload.cudnn_benchmark, cfg.deterministic)
+    crate::strategy::precision::apply_globals(
+        cfg.workload.precision,
+        cfg.workload.cudnn_benchmark,
+        cfg.workload.deterministic,
+    )
 }
 
 /// The environment libraries read on their own: set once, first thing in
@@ -209,7 +213,7 @@ pub(crate) fn set_process_env(deterministic: bool, profile: bool, cpu: bool) {
 /// Starts telemetry for this process's devices; says once, on stderr, when
 /// NVML is not there.
 pub(crate) fn start_monitor(cfg: &RunConfig, talks: bool) -> Monitor {
-    let mon = Monitor::start(&cfg.devices, cfg.sample_interval);
+    let mon = Monitor::start(&cfg.placement.devices, cfg.host.sample_interval);
     if let Some(why) = &mon.unavailable {
         if talks {
             eprintln!("gpubench: per-device utilization, power and NVML memory are n/a: {why}");
@@ -242,16 +246,16 @@ impl Session for LocalRun {
             rank: 0,
             world: 1,
             // dp loads the global batch on the master: --workers per device, all there.
-            workers: cfg.workers * cfg.devices.len(),
+            workers: cfg.host.workers * cfg.placement.devices.len(),
         }
     }
 
     fn roles(&self, cfg: &RunConfig) -> Vec<String> {
         match cfg.strategy {
             // On the CPU all replicas share one process: one row for it.
-            StrategyKind::Dp if cfg.devices.kind == DeviceKind::Cpu => vec!["process".into()],
+            StrategyKind::Dp if cfg.placement.devices.kind == DeviceKind::Cpu => vec!["process".into()],
             StrategyKind::Dp => {
-                (0..cfg.devices.len()).map(|i| if i == 0 { "master" } else { "replica" }.into()).collect()
+                (0..cfg.placement.devices.len()).map(|i| if i == 0 { "master" } else { "replica" }.into()).collect()
             }
             _ => vec![cfg.strategy.name().into()],
         }
@@ -277,18 +281,18 @@ impl Session for LocalRun {
         if cfg.strategy != StrategyKind::Dp {
             return String::new();
         }
-        let master = match cfg.devices.kind {
-            DeviceKind::Cuda => format!("cuda:{}", cfg.devices.ordinals[0]),
+        let master = match cfg.placement.devices.kind {
+            DeviceKind::Cuda => format!("cuda:{}", cfg.placement.devices.ordinals[0]),
             DeviceKind::Cpu => "cpu:0".into(),
         };
-        let mut note = format!("master {master}; {} replicas", cfg.devices.len());
-        if cfg.devices.shares_a_gpu() {
+        let mut note = format!("master {master}; {} replicas", cfg.placement.devices.len());
+        if cfg.placement.devices.shares_a_gpu() {
             note += "; TEST MODE: several replicas share a GPU (threads, scatter and gather run, but this is not a \
                      multi-GPU measurement)";
         }
-        if cfg.devices.kind == DeviceKind::Cpu {
-            let total = cfg.threads.unwrap_or_else(device::cpu_cores);
-            note += &format!("; {} intra-op threads per replica", (total / cfg.devices.len()).max(1));
+        if cfg.placement.devices.kind == DeviceKind::Cpu {
+            let total = cfg.host.threads.unwrap_or_else(device::cpu_cores);
+            note += &format!("; {} intra-op threads per replica", (total / cfg.placement.devices.len()).max(1));
         }
         note
     }

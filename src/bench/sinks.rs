@@ -40,11 +40,17 @@ impl Sinks {
     /// The run's outputs. A ddp rank r > 0 writes its telemetry beside the
     /// file, to FILE.rank<r>.csv, so that ranks never interleave.
     pub(crate) fn new(cfg: &RunConfig, rank: Option<usize>) -> Sinks {
-        let telemetry = cfg.telemetry.as_ref().map(|t| match rank {
+        let telemetry = cfg.instruments.telemetry.as_ref().map(|t| match rank {
             Some(r) if r > 0 => t.with_extension(format!("rank{r}.csv")),
             _ => t.clone(),
         });
-        Sinks { out: cfg.out.clone(), telemetry, format: cfg.format, quiet: cfg.quiet, written: Default::default() }
+        Sinks {
+            out: cfg.output.out.clone(),
+            telemetry,
+            format: cfg.output.format,
+            quiet: cfg.output.quiet,
+            written: Default::default(),
+        }
     }
 
     /// Runs `append` under the row lock unless this run's row is written;

@@ -67,7 +67,7 @@ impl AllreduceArgs {
     /// This process's place (None: the launcher) and its configuration.
     pub(crate) fn job(self, ours: bool) -> Result<(Option<DistEnv>, AllreduceConfig)> {
         let a = self;
-        let format = a.output.format.one_of("allreduce", &[Format::Table, Format::Csv, Format::Json])?;
+        let mut output = a.output.output("allreduce", &[Format::Table, Format::Csv, Format::Json])?;
         let d = &a.dist;
         let min_bytes = parse_size("-b/--minbytes", &a.minbytes)?;
         let max_bytes = parse_size("-e/--maxbytes", &a.maxbytes)?;
@@ -88,7 +88,8 @@ impl AllreduceArgs {
         }
         super::run::check_nodes(*d.nnodes, d.node_rank, d.master_addr.as_deref(), d.master_port)?;
         let env = DistEnv::from_process(d.master_addr.as_deref(), d.master_port, ours)?;
-        let quiet = *a.output.quiet || env.as_ref().is_some_and(|e| e.rank != 0);
+        // Only rank 0 of a job speaks.
+        output.quiet |= env.as_ref().is_some_and(|e| e.rank != 0);
         let node = match (&a.devices.gpus, a.devices.cpu) {
             (Some(g), _) => device::resolve(Some(g), None, true)?,
             (None, Some(n)) => Devices::cpu(n),
@@ -104,7 +105,7 @@ impl AllreduceArgs {
         };
         if env.is_none() && node.kind == DeviceKind::Cpu {
             // Each rank is a libtorch process: 1000 of them once woke the OOM killer.
-            check_cpu_workers(node.len(), Workers::Processes, quiet)?;
+            check_cpu_workers(node.len(), Workers::Processes, output.quiet)?;
         }
         let backend = d.backend.unwrap_or(Backend::default_for(node.kind));
         if backend == Backend::Nccl && node.kind == DeviceKind::Cpu {
@@ -144,10 +145,7 @@ impl AllreduceArgs {
                 master_addr: d.master_addr.clone(),
                 master_port: d.master_port,
                 timeout: parse_duration("--dist-timeout", &d.dist_timeout)?,
-                label: a.output.label.label,
-                out: a.output.out.out,
-                format,
-                quiet,
+                output,
             },
         ))
     }

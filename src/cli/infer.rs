@@ -146,8 +146,8 @@ impl InferArgs {
     /// parent already said.
     pub(crate) fn into_config(self, worker: bool) -> Result<InferConfig> {
         let a = self;
-        let format = a.output.format.one_of("infer", &[Format::Table, Format::Csv, Format::Json])?;
-        let talks = !*a.output.quiet && format == Format::Table;
+        let output = a.output.output("infer", &[Format::Table, Format::Csv, Format::Json])?;
+        let talks = output.talks();
         let m = &a.model;
         let implementation = *a.implementation;
         if a.max_batch <= 0 {
@@ -283,10 +283,7 @@ impl InferArgs {
             cuda_graphs: *a.cuda_graphs,
             overlap: a.overlap,
             threads: a.host.threads.map(|t| t.resolve()),
-            label: a.output.label.label.clone(),
-            out: a.output.out.out.clone(),
-            format,
-            quiet: *a.output.quiet,
+            output,
             sample_interval: parse_duration("--sample-interval", &a.host.sample_interval)?,
         })
     }

@@ -104,6 +104,7 @@ impl ModelOpts {
             channels_last: self.channels_last,
             cudnn_benchmark: self.cudnn_benchmark,
             seed: *self.seed,
+            deterministic: false,
         })
     }
 }
@@ -319,6 +320,18 @@ pub(crate) struct OutputOpts {
     pub format: FormatOpt,
     #[command(flatten)]
     pub quiet: QuietOpt,
+}
+
+impl OutputOpts {
+    /// The output part, for `command`, which prints the formats `has`.
+    pub(crate) fn output(&self, command: &str, has: &[Format]) -> anyhow::Result<crate::config::Output> {
+        Ok(crate::config::Output {
+            label: self.label.label.clone(),
+            out: self.out.out.clone(),
+            format: self.format.one_of(command, has)?,
+            quiet: *self.quiet,
+        })
+    }
 }
 
 // The code under test, for the rows' `commit` and `branch` columns, where

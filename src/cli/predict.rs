@@ -76,7 +76,7 @@ impl Configure for PredictArgs {
 impl PredictArgs {
     pub(crate) fn into_config(self) -> Result<PredictConfig> {
         let a = self;
-        let format = a.output.format.one_of("predict", &[Format::Table, Format::Csv, Format::Json])?;
+        let output = a.output.output("predict", &[Format::Table, Format::Csv, Format::Json])?;
         a.devices.one_cpu("predict", " and the world sizes with --device-counts")?;
         let m = &a.model;
         let (batch_size, nodes) = (*a.batch_size, *a.nnodes);
@@ -151,7 +151,7 @@ impl PredictArgs {
         let device = if a.devices.cpu.is_some() {
             Devices::cpu(1)
         } else {
-            let d = device::resolve(a.devices.gpus.as_deref(), None, *a.output.quiet || format != Format::Table)?;
+            let d = device::resolve(a.devices.gpus.as_deref(), None, !output.talks())?;
             Devices { kind: d.kind, ordinals: d.ordinals.into_iter().take(1).collect() }
         };
         let workload = m.workload(device.kind)?;
@@ -169,10 +169,7 @@ impl PredictArgs {
             steps,
             min_time,
             warmup,
-            label: a.output.label.label.clone(),
-            out: a.output.out.out.clone(),
-            format,
-            quiet: *a.output.quiet,
+            output,
         })
     }
 }

@@ -5,7 +5,7 @@
 //! A process first finds its role (`Role`): a local run (single, dp), ddp's
 //! launcher, one ddp rank (started by our launcher, torchrun or Slurm), or
 //! the PyTorch reference; the role decides which devices the configuration
-//! is for (`Placement`).
+//! is for (`Seat`).
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ use crate::bench::ddp::env::DistEnv;
 use crate::bench::Role;
 use crate::config::{
     Backend, CommHook, DdpConfig, Format, Impl, InitSpec, InitWriter, Length, ModelKind, OptimizerImpl, OptimizerKind,
-    RunConfig, StrategyKind,
+    Host, Instruments, Optim, Placement, RunConfig, Schedule, StrategyKind,
 };
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, DeviceKind, Devices};
@@ -150,7 +150,7 @@ pub(crate) fn into_job(a: RunArgs, ours: bool) -> Result<Job> {
     a.commit.export();
     let (role, cfg) = job(a, ours)?;
     // Said once, by the process the user started, before the first step.
-    let cpu = cfg.devices.kind == crate::device::DeviceKind::Cpu;
+    let cpu = cfg.placement.devices.kind == crate::device::DeviceKind::Cpu;
     if !ours && cpu && cfg.workload.precision == crate::config::Precision::Bf16 {
         if let Some(why) = crate::device::cpu_slow_bf16() {
             eprintln!("note: --precision bf16: {why}; expect it to run far slower than fp32");
@@ -213,9 +213,9 @@ fn variant(a: &RunArgs) -> String {
     v.join(" ")
 }
 
-/// Which devices a configuration is for.
+/// A process's seat in its job: which devices its configuration is for.
 #[derive(Debug, Clone)]
-pub enum Placement {
+pub enum Seat {
     /// This process drives `devices`: single, dp, the ddp launcher (one
     /// worker per device) and the PyTorch reference.
     Local(Devices),
@@ -230,7 +230,7 @@ pub enum Placement {
 pub fn run_config<S: AsRef<str>>(args: &[S]) -> Result<RunConfig> {
     let a = parse_run_args(args)?;
     let devices = crate::device::resolve(a.devices.gpus.as_deref(), a.devices.cpu, true)?;
-    a.into_config(Placement::Local(devices))
+    a.into_config(Seat::Local(devices))
 }
 
 pub fn parse_run_args<S: AsRef<str>>(args: &[S]) -> Result<RunArgs> {
@@ -282,13 +282,13 @@ fn init_writer(role: &Role, cfg: &RunConfig, in_child: bool) -> InitWriter {
     };
     match writes {
         false => InitWriter::Nobody,
-        true if cfg.devices.kind == DeviceKind::Cuda || in_child => InitWriter::Child,
+        true if cfg.placement.devices.kind == DeviceKind::Cuda || in_child => InitWriter::Child,
         true => InitWriter::Here,
     }
 }
 
 fn role_and_config(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
-    let talks = !*a.output.quiet && *a.output.format == Format::Table;
+    let talks = a.output.output("run", &Format::ALL)?.talks();
     if let Some(n) = a.devices.cpu {
         let workers = match a.strategy == StrategyKind::Ddp {
             true => Workers::Processes,
@@ -299,21 +299,21 @@ fn role_and_config(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
     let (gpus, cpu) = (a.devices.gpus.clone(), a.devices.cpu);
     if *a.implementation == Impl::Pytorch {
         let devices = device::resolve_for_reference(gpus.as_deref(), cpu, !talks)?;
-        return Ok((Role::Pytorch, a.into_config(Placement::Local(devices))?));
+        return Ok((Role::Pytorch, a.into_config(Seat::Local(devices))?));
     }
     if a.strategy != StrategyKind::Ddp {
         let repeats = a.strategy == StrategyKind::Dp;
         let devices = device::resolve_with(gpus.as_deref(), cpu, !talks, repeats)?;
-        return Ok((Role::Local, a.into_config(Placement::Local(devices))?));
+        return Ok((Role::Local, a.into_config(Seat::Local(devices))?));
     }
     match DistEnv::from_process(a.dist.master_addr.as_deref(), a.dist.master_port, ours)? {
         None => {
             let devices = device::resolve_with(gpus.as_deref(), cpu, !talks, shared_gpu_test_mode(&a)?)?;
-            Ok((Role::Launcher, a.into_config(Placement::Local(devices))?))
+            Ok((Role::Launcher, a.into_config(Seat::Local(devices))?))
         }
         Some(env) => {
             let (mine, node) = rank_devices(&a, &env)?;
-            let cfg = a.into_config(Placement::Rank { mine, node, env: env.clone() })?;
+            let cfg = a.into_config(Seat::Rank { mine, node, env: env.clone() })?;
             Ok((Role::Rank(env), cfg))
         }
     }
@@ -466,10 +466,12 @@ pub(crate) fn check_nodes(nnodes: usize, node_rank: usize, addr: Option<&str>, p
 impl RunArgs {
     /// The configuration for `placement`, with every check that needs no
     /// device work; the only conversion from `run`'s arguments.
-    pub fn into_config(self, placement: Placement) -> Result<RunConfig> {
+    pub fn into_config(self, placement: Seat) -> Result<RunConfig> {
         let variant = variant(&self);
         let a = self;
-        let format = a.output.format.one_of("run", &[Format::Table, Format::Csv, Format::Json])?;
+        let mut output = a.output.output("run", &[Format::Table, Format::Csv, Format::Json])?;
+        // Only rank 0 of a ddp job speaks.
+        output.quiet |= matches!(&placement, Seat::Rank { env, .. } if env.rank != 0);
         let m = &a.model;
         let implementation = *a.implementation;
         let batch_size = *a.batch_size;
@@ -522,8 +524,8 @@ impl RunArgs {
             crate::data::imagefolder::check_layout(&a.data, m.num_classes)?;
         }
         let (devices, node_devices, rank) = match placement {
-            Placement::Local(d) => (d.clone(), d, None),
-            Placement::Rank { mine, node, env } => (mine, node, Some(env)),
+            Seat::Local(d) => (d.clone(), d, None),
+            Seat::Rank { mine, node, env } => (mine, node, Some(env)),
         };
         if a.strategy == StrategyKind::Single && devices.len() > 1 {
             return Err(usage(format!(
@@ -541,7 +543,7 @@ impl RunArgs {
             }
         }
         let cpu = devices.kind == DeviceKind::Cpu;
-        let workload = m.workload(devices.kind)?;
+        let workload = crate::config::Workload { deterministic: a.deterministic, ..m.workload(devices.kind)? };
         if *a.cuda_graphs {
             if let Some(why) = cuda_graphs_refusal(&a, &devices, &warmup) {
                 return Err(usage(why));
@@ -635,34 +637,27 @@ impl RunArgs {
         Ok(RunConfig {
             strategy: a.strategy,
             implementation,
-            devices,
-            node_devices,
-            world,
+            placement: Placement { devices, node_devices, world },
             workload,
             batch_per_device: batch_size,
             grad_accum: a.grad_accum as u32,
             checkpoint: a.checkpoint,
-            timed,
-            warmup,
-            ci_target: a.ci_target,
-            max_duration,
-            lr: a.lr.unwrap_or(a.optimizer.lr_at_256() * global as f64 / 256.0),
-            momentum: a.momentum,
-            weight_decay: a.weight_decay.unwrap_or(a.optimizer.default_weight_decay()),
-            optimizer: a.optimizer,
-            optimizer_impl: a.optimizer_impl.resolve(),
-            threads: a.host.threads.map(|t| t.resolve()),
-            workers: a.workers.unwrap_or_else(|| crate::data::default_workers(node_share)),
-            data: a.data.data.clone(),
-            label: a.output.label.label.clone(),
-            out: a.output.out.out.clone(),
-            format,
-            // Only rank 0 of a ddp job talks.
-            quiet: *a.output.quiet || rank.as_ref().is_some_and(|e| e.rank != 0),
-            deterministic: a.deterministic,
-            breakdown: a.breakdown,
-            sample_interval,
-            telemetry: a.telemetry.clone(),
+            schedule: Schedule { timed, warmup, ci_target: a.ci_target, max_duration },
+            optim: Optim {
+                optimizer: a.optimizer,
+                optimizer_impl: a.optimizer_impl.resolve(),
+                lr: a.lr.unwrap_or(a.optimizer.lr_at_256() * global as f64 / 256.0),
+                momentum: a.momentum,
+                weight_decay: a.weight_decay.unwrap_or(a.optimizer.default_weight_decay()),
+            },
+            host: Host {
+                threads: a.host.threads.map(|t| t.resolve()),
+                data: a.data.data.clone(),
+                workers: a.workers.unwrap_or_else(|| crate::data::default_workers(node_share)),
+                sample_interval,
+            },
+            output,
+            instruments: Instruments { breakdown: a.breakdown, telemetry: a.telemetry.clone(), profile, nvtx: a.nvtx },
             init: InitSpec { save: a.save_init.clone(), from: a.init_from.clone(), writer: InitWriter::Nobody },
             ddp: DdpConfig {
                 backend,
@@ -677,8 +672,6 @@ impl RunArgs {
                 timeout,
                 comm_hook: r.comm_hook,
             },
-            profile,
-            nvtx: a.nvtx,
             cuda_graphs: *a.cuda_graphs,
             variant,
         })
@@ -695,23 +688,23 @@ mod tests {
     fn adamw_takes_its_own_defaults_and_names_itself() {
         let cfg = |a: &str| {
             let argv: Vec<String> = a.split_whitespace().map(String::from).collect();
-            parse_run_args(&argv).unwrap().into_config(Placement::Local(Devices::cpu(2))).unwrap()
+            parse_run_args(&argv).unwrap().into_config(Seat::Local(Devices::cpu(2))).unwrap()
         };
         let c = cfg("--strategy dp --cpu 2 --batch-size 64 --optimizer adamw");
-        assert_eq!(c.optimizer, OptimizerKind::Adamw);
-        assert!((c.lr - 0.001 * 128.0 / 256.0).abs() < 1e-12, "{}", c.lr);
-        assert_eq!(c.weight_decay, 0.05);
+        assert_eq!(c.optim.optimizer, OptimizerKind::Adamw);
+        assert!((c.optim.lr - 0.001 * 128.0 / 256.0).abs() < 1e-12, "{}", c.optim.lr);
+        assert_eq!(c.optim.weight_decay, 0.05);
         assert!(c.variant.split(' ').any(|w| w == "adamw"), "{}", c.variant);
         assert!(!c.variant.contains("weight-decay"), "{}", c.variant);
         let c = cfg("--strategy dp --cpu 2 --batch-size 64 --optimizer adamw --weight-decay 1e-4");
         assert!(c.variant.contains("weight-decay=0.0001"), "{}", c.variant);
         let c = cfg("--strategy dp --cpu 2 --batch-size 64");
-        assert_eq!((c.optimizer, c.weight_decay), (OptimizerKind::Sgd, 1e-4));
+        assert_eq!((c.optim.optimizer, c.optim.weight_decay), (OptimizerKind::Sgd, 1e-4));
         // Accumulation multiplies the global batch, and the default lr with it.
         let a = cfg("--strategy dp --cpu 2 --batch-size 64 --grad-accum 4");
         assert_eq!((a.global_batch(), a.micro_global_batch(), a.grad_accum), (512, 128, 4));
-        assert!((a.lr - 0.2).abs() < 1e-12, "{}", a.lr);
-        assert!((c.lr - 0.05).abs() < 1e-12 && !c.variant.contains("adamw"), "{} {}", c.lr, c.variant);
+        assert!((a.optim.lr - 0.2).abs() < 1e-12, "{}", a.optim.lr);
+        assert!((c.optim.lr - 0.05).abs() < 1e-12 && !c.variant.contains("adamw"), "{} {}", c.optim.lr, c.variant);
     }
 
     /// `--cuda-graphs on` is refused, with one line naming why, wherever the
@@ -721,7 +714,7 @@ mod tests {
     fn cuda_graphs_are_refused_where_a_step_cannot_be_captured() {
         let cfg = |a: &str, devices: Devices| {
             let argv: Vec<String> = a.split_whitespace().map(String::from).collect();
-            parse_run_args(&argv).unwrap().into_config(Placement::Local(devices))
+            parse_run_args(&argv).unwrap().into_config(Seat::Local(devices))
         };
         let gpu = || Devices::cuda(vec![0]);
         let refused = |a: &str, devices: Devices, says: &str| {

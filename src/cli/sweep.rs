@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::opts::{CommitOpts, DeviceCounts, DeviceOpts, MemLimit, OutOpt, RenderOpts};
 use super::parse::{parse_duration, parse_size};
-use super::run::{parse_run_args, Placement};
+use super::run::{parse_run_args, Seat};
 use super::run_line::{parse_vary, RunLine};
 use super::{Configure, Job};
 use crate::commands::sweep::CellJob;
@@ -510,7 +510,7 @@ pub(crate) fn cell_job(dir: &Path, index: &str, digest: Option<&str>) -> Result<
 /// A cell's configuration: its `gpubench run` arguments on `devices`,
 /// validated as `gpubench run` validates them.
 pub(crate) fn cell_config(args: &[String], devices: Devices) -> Result<RunConfig> {
-    parse_run_args(args)?.into_config(Placement::Local(devices))
+    parse_run_args(args)?.into_config(Seat::Local(devices))
 }
 
 /// A sweep cell's configuration. A multi-node cell (`--nnodes`) learns its

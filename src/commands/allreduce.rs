@@ -22,7 +22,7 @@ pub(crate) fn run(env: Option<DistEnv>, cfg: AllreduceConfig) -> Result<i32> {
 }
 
 fn launch(cfg: &AllreduceConfig) -> Result<i32> {
-    if let (Some(out), 0) = (&cfg.out, cfg.node_rank) {
+    if let (Some(out), 0) = (&cfg.output.out, cfg.node_rank) {
         results_csv::check_writable(out)?;
     }
     let local = cfg.node_devices.len();
@@ -32,7 +32,7 @@ fn launch(cfg: &AllreduceConfig) -> Result<i32> {
         Some(p) => p,
         None => crate::dist::free_port()?,
     };
-    if !cfg.quiet && cfg.format == Format::Table {
+    if !cfg.output.quiet && cfg.output.format == Format::Table {
         eprintln!(
             "gpubench allreduce: {} on {}: {local} rank(s) on this node, world size {world}, {} to {} bytes ×{}",
             cfg.backend.name(),
@@ -42,7 +42,7 @@ fn launch(cfg: &AllreduceConfig) -> Result<i32> {
             cfg.factor
         );
     }
-    let ranks = spawn_ranks(local, cfg.node_rank, world, (&addr, port), cfg.quiet)?;
+    let ranks = spawn_ranks(local, cfg.node_rank, world, (&addr, port), cfg.output.quiet)?;
     let ended = wait_all(ranks, GRACE);
     match ended.first().filter(|(_, e)| !e.exit.success()) {
         None => Ok(0),
@@ -61,7 +61,7 @@ fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
         tch::set_num_threads((device::cpu_cores() / cfg.node_devices.len()).max(1) as i32);
     }
     let lead = env.rank == 0;
-    let talks = lead && !cfg.quiet && cfg.format == Format::Table;
+    let talks = lead && cfg.output.talks();
     if talks {
         print!("{}", table_head());
     }
@@ -72,7 +72,7 @@ fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
         if !lead {
             return Ok(());
         }
-        if let Some(out) = &cfg.out {
+        if let Some(out) = &cfg.output.out {
             results_csv::append_rows(out, &rows(cfg, env.world_size, std::slice::from_ref(r)))?;
         }
         if talks {
@@ -85,7 +85,7 @@ fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
     if !lead {
         return measured.map(|_| 0);
     }
-    match cfg.format {
+    match cfg.output.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&to_json(cfg, env.world_size, &results))?),
         Format::Csv => print!("{}", results_csv::rows_text(&rows(cfg, env.world_size, &results))),
         _ => {}
@@ -117,7 +117,7 @@ pub(crate) fn rows(cfg: &AllreduceConfig, world: usize, results: &[SizeResult]) 
         warmup: Some(cfg.warmup as u32),
         status: Status::Ok,
         note: "op sum; out-of-place = a copy into the output buffer + c10d's in-place all_reduce".into(),
-        ..identity_row(&cfg.node_devices, &cfg.label, crate::results::Implementation::Gpubench)
+        ..identity_row(&cfg.node_devices, &cfg.output.label, crate::results::Implementation::Gpubench)
     };
     let mut v = vec![];
     for r in results {

@@ -34,7 +34,7 @@ pub(crate) fn worker(cfg: InferConfig, k: u32, p: u32, dir: &Path) -> Result<i32
 }
 
 pub(crate) fn run(cfg: InferConfig) -> Result<i32> {
-    if let Some(out) = &cfg.out {
+    if let Some(out) = &cfg.output.out {
         crate::results::check_out(out)?;
     }
     if cfg.data != "synthetic" {
@@ -42,17 +42,17 @@ pub(crate) fn run(cfg: InferConfig) -> Result<i32> {
         serve::server::Frames::load(&cfg)?;
     }
     apply_settings(cfg.threads, &cfg)?;
-    if cfg.talks() {
+    if cfg.output.talks() {
         eprintln!("gpubench infer: {}", describe(&cfg));
     }
     match cfg.search {
         None => {
             let m = serve::measure(&cfg);
             write(&cfg, &m)?;
-            match cfg.format {
+            match cfg.output.format {
                 Format::Json => Envelope::new().rows(std::slice::from_ref(&m.row))?.print()?,
                 Format::Csv => print!("{}", crate::results::csv::rows_text(std::slice::from_ref(&m.row))),
-                _ if !cfg.quiet => print!("{}", summary(&m.row)),
+                _ if !cfg.output.quiet => print!("{}", summary(&m.row)),
                 _ => {}
             }
             // An overloaded server was measured as asked: its row says so, and
@@ -90,7 +90,7 @@ fn describe(cfg: &InferConfig) -> String {
 
 /// Appends the row and its devices to `--out`.
 fn write(cfg: &InferConfig, m: &Measured) -> Result<()> {
-    if let Some(out) = &cfg.out {
+    if let Some(out) = &cfg.output.out {
         crate::results::append_run(out, &m.row, &m.devs)?;
     }
     Ok(())
@@ -183,7 +183,7 @@ fn search(cfg: &InferConfig, s: &crate::config::CapacitySearch) -> Result<i32> {
         .collect::<Vec<_>>()
         .join("; ");
         write(&c, &m)?;
-        if cfg.talks() {
+        if cfg.output.talks() {
             println!(
                 "{} {i:>2}: {} {what}{}: {} · achieved {} req/s · p99 {} ms · {} dropped",
                 if kind == Probe::Confirm { "confirm" } else { "probe  " },
@@ -224,16 +224,16 @@ fn search(cfg: &InferConfig, s: &crate::config::CapacitySearch) -> Result<i32> {
             fmt_load(found.probes.last().map(|p| p.0).unwrap_or(start), integer)
         ),
     };
-    match cfg.format {
+    match cfg.output.format {
         Format::Json => Envelope::new()
             .rows(&rows)?
             .own("search", serde_json::json!({ "answer": found.best, "first_miss": found.first_miss, "unit": what }))?
             .print()?,
         Format::Csv => print!("{}", crate::results::csv::rows_text(&rows)),
-        _ if cfg.quiet => {}
+        _ if cfg.output.quiet => {}
         _ => {
         println!("{answer}");
-        if let Some(out) = &cfg.out {
+        if let Some(out) = &cfg.output.out {
             println!("{} probe(s); a row per probe in {}", found.probes.len(), Path::new(out).display());
         }
         }

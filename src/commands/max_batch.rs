@@ -124,7 +124,7 @@ pub(crate) fn run(a: MaxBatchPlan) -> Result<i32> {
         "gpubench max-batch{}: {} on {}, {} {}px; doubling from batch {} per device, then binary search{}",
         if a.frontier.is_some() { " --frontier" } else { "" },
         a.strategy.name(),
-        first.cfg.devices.describe(),
+        first.cfg.placement.devices.describe(),
         a.model.name(),
         first.cfg.workload.image_size,
         a.start,
@@ -156,7 +156,7 @@ pub(crate) fn run(a: MaxBatchPlan) -> Result<i32> {
 fn one_search(a: &MaxBatchPlan, prober: &mut Prober, out: &Path, temporary: bool) -> Result<i32> {
     let (s, outcomes) = prober.search(&[], a.start, a.max, "")?;
     let n = a.pool.len();
-    let text = final_report(a, &a.first.cfg.devices.describe(), n, &s, &outcomes, out, temporary);
+    let text = final_report(a, &a.first.cfg.placement.devices.describe(), n, &s, &outcomes, out, temporary);
     print!("{text}");
     Ok(if s.best.is_some() { 0 } else { 1 })
 }
@@ -227,7 +227,7 @@ fn frontier(a: &MaxBatchPlan, f: &FrontierPlan, prober: &mut Prober, out: &Path,
     let what = format!(
         "{} on {}, {} {}px{}",
         a.strategy.name(),
-        a.first.cfg.devices.describe(),
+        a.first.cfg.placement.devices.describe(),
         a.model.name(),
         a.first.cfg.workload.image_size,
         f.target.map(|t| format!(", target global batch {t}")).unwrap_or_default()

@@ -13,10 +13,10 @@ use crate::results::csv::{self as results_csv, Row};
 use crate::results::Status;
 
 pub(crate) fn run(cfg: PredictConfig) -> Result<i32> {
-    if let Some(out) = &cfg.out {
+    if let Some(out) = &cfg.output.out {
         results_csv::check_writable(out)?;
     }
-    if !cfg.quiet && cfg.format == Format::Table {
+    if !cfg.output.quiet && cfg.output.format == Format::Table {
         eprintln!(
             "gpubench predict: profiling {} {}px batch {} on {}, then DDP on {} device(s) × {} node(s)",
             cfg.workload.model.name(),
@@ -29,10 +29,10 @@ pub(crate) fn run(cfg: PredictConfig) -> Result<i32> {
     }
     let (preds, notes) = predict(&cfg)?;
     let rows: Vec<Row> = preds.iter().map(|(p, x, c)| row(&cfg, p, x, c)).collect();
-    if let Some(out) = &cfg.out {
+    if let Some(out) = &cfg.output.out {
         results_csv::append_rows(out, &rows)?;
     }
-    match cfg.format {
+    match cfg.output.format {
         Format::Json => {
             let v: Vec<_> =
                 preds.iter().map(|(p, x, c)| serde_json::json!({"profile": p, "prediction": x, "curve": c})).collect();
@@ -48,7 +48,7 @@ pub(crate) fn run(cfg: PredictConfig) -> Result<i32> {
         }
         _ => {}
     }
-    if cfg.quiet {
+    if cfg.output.quiet {
         return Ok(0);
     }
     println!(
@@ -87,7 +87,7 @@ pub(crate) fn run(cfg: PredictConfig) -> Result<i32> {
 
 fn row(cfg: &PredictConfig, p: &Profile, x: &Prediction, curve: &str) -> Row {
     let mut rc = cfg.run_config(p.threads);
-    rc.world = x.n;
+    rc.placement.world = x.n;
     (rc.batch_per_device, rc.workload.image_size) = cfg.target();
     let mut r = base_row(&rc);
     if let Some(s) = cfg.scale_to {

@@ -35,15 +35,15 @@ pub(crate) fn write_init_only(cfg: &RunConfig, path: &std::path::Path) -> Result
 /// single and dp: the whole run in this process.
 fn local(cfg: &RunConfig) -> Result<i32> {
     let sinks = Sinks::new(cfg, None);
-    if let Some(t) = cfg.threads {
+    if let Some(t) = cfg.host.threads {
         tch::set_num_threads(t as i32);
-    } else if cfg.devices.kind == crate::device::DeviceKind::Cuda {
+    } else if cfg.placement.devices.kind == crate::device::DeviceKind::Cuda {
         // The host threads of a GPU run stage its batches: a few, not every
         // core (`device::default_threads`, the rule serving follows too).
-        tch::set_num_threads(crate::device::default_threads(cfg.devices.kind, crate::device::cpu_cores(), 1) as i32);
+        tch::set_num_threads(crate::device::default_threads(cfg.placement.devices.kind, crate::device::cpu_cores(), 1) as i32);
     }
-    if cfg.talks() {
-        eprintln!("gpubench: {} on {}: {}", cfg.strategy.name(), cfg.devices.describe(), cfg.batch_phrase());
+    if cfg.output.talks() {
+        eprintln!("gpubench: {} on {}: {}", cfg.strategy.name(), cfg.placement.devices.describe(), cfg.batch_phrase());
     }
     let start = Start::load(cfg)?;
     session::run(cfg, &mut LocalRun, &start, &sinks)

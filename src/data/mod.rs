@@ -119,7 +119,7 @@ pub(crate) struct SourceSpec {
 pub(crate) fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> Result<Box<dyn DataSource>> {
     let k = cfg.grad_accum.max(1) as usize;
     // The tree is scanned once; each micro-batch's loader shards the same list.
-    let ds = if cfg.data == "synthetic" { None } else { Some(imagefolder::scan(&cfg.data)?) };
+    let ds = if cfg.host.data == "synthetic" { None } else { Some(imagefolder::scan(&cfg.host.data)?) };
     let one = |rank: usize, world: usize| -> Result<Box<dyn DataSource>> {
         let Some(ds) = &ds else {
             let seed = spec.seed.wrapping_add(crate::init::RANK_SEED_STRIDE.wrapping_mul(rank as u64));
@@ -147,7 +147,13 @@ pub(crate) fn make_source(cfg: &crate::config::RunConfig, spec: SourceSpec) -> R
             // One set of warnings per rank, not one per micro-batch.
             warn: rank.is_multiple_of(k),
         };
-        Ok(Box::new(imagefolder::ImageFolder::new(ds.clone(), lc, spec.device, cfg.workload.channels_last, &cfg.data)?))
+        Ok(Box::new(imagefolder::ImageFolder::new(
+            ds.clone(),
+            lc,
+            spec.device,
+            cfg.workload.channels_last,
+            &cfg.host.data,
+        )?))
     };
     if k == 1 {
         return one(spec.rank, spec.world);

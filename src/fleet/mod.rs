@@ -17,21 +17,21 @@ pub mod slurm;
 /// kubernetes or none), the job id, the array task (Slurm's array task, or
 /// a Kubernetes Indexed Job's completion index) and the node list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Placement {
+pub struct Scheduled {
     pub scheduler: String,
     pub job_id: String,
     pub array_task: Option<u32>,
     pub node_list: String,
 }
 
-/// Reads the placement through `get` (the environment, or a test's map).
+/// Reads where the scheduler placed this run through `get` (the environment, or a test's map).
 /// An array task's `SLURM_JOB_ID` may equal the array's own id for one of
 /// its tasks, so arrays are named by `SLURM_ARRAY_JOB_ID` and told apart by
 /// the task.
-pub fn placement(get: &dyn Fn(&str) -> Option<String>) -> Placement {
+pub fn placement(get: &dyn Fn(&str) -> Option<String>) -> Scheduled {
     let task = |k: &str| get(k).and_then(|v| v.trim().parse().ok());
     if let Some(job) = get("SLURM_ARRAY_JOB_ID").or_else(|| get("SLURM_JOB_ID")) {
-        return Placement {
+        return Scheduled {
             scheduler: "slurm".into(),
             job_id: job,
             array_task: task("SLURM_ARRAY_TASK_ID"),
@@ -39,18 +39,18 @@ pub fn placement(get: &dyn Fn(&str) -> Option<String>) -> Placement {
         };
     }
     if get("KUBERNETES_SERVICE_HOST").is_some() {
-        return Placement {
+        return Scheduled {
             scheduler: "kubernetes".into(),
             job_id: get("GPUBENCH_JOB_ID").unwrap_or_default(),
             array_task: task("JOB_COMPLETION_INDEX"),
             node_list: get("GPUBENCH_NODE_NAME").unwrap_or_default(),
         };
     }
-    Placement { scheduler: "none".into(), ..Default::default() }
+    Scheduled { scheduler: "none".into(), ..Default::default() }
 }
 
 /// This process's placement.
-pub fn this_placement() -> Placement {
+pub fn this_placement() -> Scheduled {
     placement(&|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
 }
 
@@ -179,7 +179,7 @@ mod tests {
         ]));
         assert_eq!(
             p,
-            Placement {
+            Scheduled {
                 scheduler: "slurm".into(),
                 job_id: "7".into(),
                 array_task: Some(3),

@@ -98,7 +98,7 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         "--strategy".into(),
         cfg.strategy.name().into(),
         "--device".into(),
-        if cfg.devices.kind == DeviceKind::Cuda { "cuda" } else { "cpu" }.into(),
+        if cfg.placement.devices.kind == DeviceKind::Cuda { "cuda" } else { "cpu" }.into(),
         "--model".into(),
         cfg.workload.model.name().into(),
         "--num-classes".into(),
@@ -108,18 +108,18 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         "--batch-size".into(),
         cfg.batch_per_device.to_string(),
         "--lr".into(),
-        cfg.lr.to_string(),
+        cfg.optim.lr.to_string(),
         "--optimizer".into(),
-        cfg.optimizer.name().into(),
+        cfg.optim.optimizer.name().into(),
         "--grad-accum".into(),
         cfg.grad_accum.to_string(),
         "--momentum".into(),
-        cfg.momentum.to_string(),
+        cfg.optim.momentum.to_string(),
         "--weight-decay".into(),
-        cfg.weight_decay.to_string(),
+        cfg.optim.weight_decay.to_string(),
         // The same step implementation as gpubench's row, like with like.
         "--optimizer-impl".into(),
-        cfg.optimizer_impl.resolve().name().into(),
+        cfg.optim.optimizer_impl.resolve().name().into(),
         "--seed".into(),
         cfg.workload.seed.to_string(),
         "--init".into(),
@@ -127,24 +127,24 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         "--json-out".into(),
         json_out.display().to_string(),
     ];
-    match cfg.timed {
+    match cfg.schedule.timed {
         Length::Steps(n) => v.extend(["--steps".into(), n.to_string()]),
         Length::Time(d) => v.extend(["--duration".into(), secs(d)]),
         Length::Auto => unreachable!("--duration auto is refused with --impl pytorch (cli::run)"),
     }
-    match cfg.warmup {
+    match cfg.schedule.warmup {
         Length::Steps(n) => v.extend(["--warmup".into(), n.to_string()]),
         Length::Time(d) => v.extend(["--warmup-time".into(), secs(d)]),
         Length::Auto => unreachable!("--warmup auto is refused with --impl pytorch (cli::run)"),
     }
-    if let Some(t) = cfg.threads {
+    if let Some(t) = cfg.host.threads {
         v.extend(["--threads".into(), t.to_string()]);
     }
     v.extend(["--precision".into(), cfg.workload.precision.name().into()]);
     for (on, flag) in [
         (cfg.workload.channels_last, "--channels-last"),
         (cfg.workload.cudnn_benchmark, "--cudnn-benchmark"),
-        (cfg.deterministic, "--deterministic"),
+        (cfg.workload.deterministic, "--deterministic"),
         (cfg.checkpoint, "--checkpoint"),
         (cfg.cuda_graphs, "--cuda-graphs"),
     ] {
@@ -154,8 +154,8 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
     }
     // single and dp on CUDA: our ordinals (the child inherits our
     // CUDA_VISIBLE_DEVICES, so they mean the same devices there).
-    if cfg.strategy != StrategyKind::Ddp && cfg.devices.kind == DeviceKind::Cuda {
-        let ids: Vec<String> = cfg.devices.ordinals.iter().map(|o| o.to_string()).collect();
+    if cfg.strategy != StrategyKind::Ddp && cfg.placement.devices.kind == DeviceKind::Cuda {
+        let ids: Vec<String> = cfg.placement.devices.ordinals.iter().map(|o| o.to_string()).collect();
         v.extend(["--gpus".into(), ids.join(",")]);
     }
     if cfg.strategy == StrategyKind::Ddp {
@@ -200,7 +200,7 @@ fn failure_line(lines: &[String]) -> String {
 /// `gpubench run --impl pytorch`: the run `cfg` describes, by PyTorch.
 pub(crate) fn run(cfg: &RunConfig) -> Result<i32> {
     let ddp = cfg.strategy == StrategyKind::Ddp;
-    let local = &cfg.devices;
+    let local = &cfg.placement.devices;
     let writes_row = !ddp || cfg.ddp.node_rank == 0;
     let sinks = Sinks::new(cfg, None);
     let py = find_python()?;
@@ -227,7 +227,7 @@ pub(crate) fn run(cfg: &RunConfig) -> Result<i32> {
         }
     };
 
-    if cfg.talks() {
+    if cfg.output.talks() {
         let base = py.torch_version.split('+').next().unwrap_or("");
         if base != TORCH_VERSION {
             eprintln!(
@@ -243,7 +243,7 @@ pub(crate) fn run(cfg: &RunConfig) -> Result<i32> {
             cfg.strategy.name(),
             local.describe(),
             cfg.batch_per_device,
-            cfg.world,
+            cfg.placement.world,
             cfg.global_batch()
         );
     }
@@ -268,7 +268,7 @@ pub(crate) fn run(cfg: &RunConfig) -> Result<i32> {
             .args(&args);
         match local.kind {
             DeviceKind::Cpu => {
-                let total = cfg.threads.unwrap_or_else(device::cpu_cores);
+                let total = cfg.host.threads.unwrap_or_else(device::cpu_cores);
                 // torch.distributed.run would otherwise set 1 (and say so); the
                 // script sets the same split itself.
                 cmd.env("OMP_NUM_THREADS", (total / local.len()).max(1).to_string());
@@ -289,7 +289,7 @@ pub(crate) fn run(cfg: &RunConfig) -> Result<i32> {
         cmd.env_remove(k);
     }
     cmd.stdout(Stdio::null());
-    let forward = (!cfg.quiet).then(|| "[pytorch] ".to_string());
+    let forward = (!cfg.output.quiet).then(|| "[pytorch] ".to_string());
     let ended = proc::spawn(&mut cmd, forward, 40).with_context(|| format!("starting {}", py.path.display()))?.wait();
     if !writes_row {
         return Ok(ended.exit.code());
@@ -345,7 +345,7 @@ pub(crate) fn run(cfg: &RunConfig) -> Result<i32> {
         None => format!("init: gpubench's weights for seed {}", meta.seed),
     };
     row.note = format!("{note}; {what}; {start}");
-    let fig = figures(&m.step_secs, cfg.global_batch(), cfg.world);
+    let fig = figures(&m.step_secs, cfg.global_batch(), cfg.placement.world);
     fill_row(&mut row, &m, fig.as_ref());
     crate::bench::row::fill_efficiency(
         &mut row,

@@ -128,7 +128,7 @@ fn parent(cfg: &InferConfig, out: &mut ServeOutcome) -> Result<()> {
         cmd.args(Child::InferWorker.args(&params, line.iter().cloned()))
             .env(crate::internal::PARENT_PID, std::process::id().to_string())
             .stdout(Stdio::null());
-        let prefix = cfg.talks().then(|| format!("[worker {k}] "));
+        let prefix = cfg.output.talks().then(|| format!("[worker {k}] "));
         match proc::spawn(&mut cmd, prefix, 20) {
             Ok(w) => kids.push(Some(w)),
             Err(e) => {

@@ -108,7 +108,7 @@ fn run_script(cfg: &InferConfig, arrivals: Schedule, out: &mut ServeOutcome) -> 
     let job_path = write("job.json", &job.to_string())?;
     let mut cmd = Command::new(&py.path);
     cmd.arg(&script).arg("--job").arg(&job_path).stdout(Stdio::piped());
-    let forward = cfg.talks().then(|| "[pytorch] ".to_string());
+    let forward = cfg.output.talks().then(|| "[pytorch] ".to_string());
     let mut child = proc::spawn(&mut cmd, forward, 40).with_context(|| format!("starting {}", py.path.display()))?;
     let stdout = child.child_mut().stdout.take().ok_or_else(|| anyhow!("no stdout from the script"))?;
     let reader = std::thread::spawn(move || {

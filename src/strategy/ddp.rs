@@ -76,7 +76,7 @@ impl Ddp {
     /// every rank, and rank 0's weights are broadcast anyway, as DDP does) and
     /// the Reducer over `pg`, with `cfg.ddp`'s settings.
     pub fn new(cfg: &RunConfig, pg: ProcessGroup) -> Result<Self> {
-        let device = cfg.devices.clone();
+        let device = cfg.placement.devices.clone();
         let a = &cfg.ddp;
         let (vs, model) = build_model(cfg, device.device(0));
         let opt = build_optimizer(cfg, &vs)?;

@@ -110,7 +110,7 @@ fn bytes(t: &Tensor) -> u64 {
 
 impl DataParallel {
     pub fn new(cfg: &RunConfig) -> Result<Self> {
-        let devices = cfg.devices.clone();
+        let devices = cfg.placement.devices.clone();
         let mut replicas = Vec::with_capacity(devices.len());
         for i in 0..devices.len() {
             let device = devices.device(i);
@@ -125,7 +125,7 @@ impl DataParallel {
         // Each replica thread's intra-op threads on the CPU (OpenMP's are per
         // calling thread): the process's share, by the one rule.
         let threads_per_replica = (devices.kind == DeviceKind::Cpu)
-            .then(|| crate::device::threads_per_worker(devices.kind, cfg.threads, devices.len()) as i32);
+            .then(|| crate::device::threads_per_worker(devices.kind, cfg.host.threads, devices.len()) as i32);
         let non_blocking = devices.kind == DeviceKind::Cuda;
         let distinct = (1..devices.len()).all(|i| !devices.ordinals[..i].contains(&devices.ordinals[i]));
         let coalesced =

@@ -47,27 +47,36 @@ pub enum Optimizer {
 impl Optimizer {
     /// The optimizer of `vs`'s trainable variables, as `cfg` says.
     pub fn new(cfg: &RunConfig, vs: &nn::VarStore) -> Result<Optimizer> {
-        let fused = match cfg.optimizer_impl.resolve() {
+        let fused = match cfg.optim.optimizer_impl.resolve() {
             OptimizerImpl::Loop | OptimizerImpl::Auto => {
                 // SGD keeps a momentum buffer per parameter (none without
                 // momentum), AdamW two moments: in the parameters' bytes.
                 let bytes = bytes_of(&vs.trainable_variables());
-                let state = match cfg.optimizer {
-                    OptimizerKind::Sgd if cfg.momentum == 0.0 => 0,
+                let state = match cfg.optim.optimizer {
+                    OptimizerKind::Sgd if cfg.optim.momentum == 0.0 => 0,
                     OptimizerKind::Sgd => bytes,
                     OptimizerKind::Adamw => 2 * bytes,
                 };
                 let (b1, b2) = ADAMW_BETAS;
-                let o = match cfg.optimizer {
+                let o = match cfg.optim.optimizer {
                     OptimizerKind::Sgd => {
-                        let sgd =
-                            nn::Sgd { momentum: cfg.momentum, dampening: 0.0, wd: cfg.weight_decay, nesterov: false };
-                        sgd.build(vs, cfg.lr)?
+                        let sgd = nn::Sgd {
+                            momentum: cfg.optim.momentum,
+                            dampening: 0.0,
+                            wd: cfg.optim.weight_decay,
+                            nesterov: false,
+                        };
+                        sgd.build(vs, cfg.optim.lr)?
                     }
                     OptimizerKind::Adamw => {
-                        let adamw =
-                            nn::AdamW { beta1: b1, beta2: b2, wd: cfg.weight_decay, eps: ADAMW_EPS, amsgrad: false };
-                        adamw.build(vs, cfg.lr)?
+                        let adamw = nn::AdamW {
+                            beta1: b1,
+                            beta2: b2,
+                            wd: cfg.optim.weight_decay,
+                            eps: ADAMW_EPS,
+                            amsgrad: false,
+                        };
+                        adamw.build(vs, cfg.optim.lr)?
                     }
                 };
                 return Ok(Optimizer::Loop(o, state));
@@ -77,14 +86,14 @@ impl Optimizer {
         };
         let params = vs.trainable_variables();
         let zeros = || params.iter().map(Tensor::f_zeros_like).collect::<Result<Vec<_>, _>>();
-        Ok(match cfg.optimizer {
+        Ok(match cfg.optim.optimizer {
             OptimizerKind::Sgd => Optimizer::Sgd {
                 fused,
                 bufs: zeros()?,
                 params,
-                lr: cfg.lr,
-                momentum: cfg.momentum,
-                weight_decay: cfg.weight_decay,
+                lr: cfg.optim.lr,
+                momentum: cfg.optim.momentum,
+                weight_decay: cfg.optim.weight_decay,
                 first_step: true,
             },
             OptimizerKind::Adamw => Optimizer::AdamW {
@@ -97,8 +106,8 @@ impl Optimizer {
                     .collect::<Result<Vec<_>, _>>()?,
                 params,
                 step: 0,
-                lr: cfg.lr,
-                weight_decay: cfg.weight_decay,
+                lr: cfg.optim.lr,
+                weight_decay: cfg.optim.weight_decay,
             },
         })
     }
@@ -194,6 +203,7 @@ mod tests {
             channels_last: false,
             cudnn_benchmark: false,
             seed: 0,
+            deterministic: false,
         };
         RunConfig::for_model(&w, 1, &cpu)
     }
@@ -213,14 +223,13 @@ mod tests {
                 root.var_copy(&format!("p{i}"), &init)
             })
             .collect();
-        let base = cpu_config(crate::config::ModelKind::Tinycnn);
-        let cfg = RunConfig {
+        let mut cfg = cpu_config(crate::config::ModelKind::Tinycnn);
+        cfg.optim = crate::config::Optim {
+            optimizer: kind,
+            optimizer_impl: imp,
             lr: 0.05,
             momentum: 0.9,
             weight_decay: kind.default_weight_decay(),
-            optimizer: kind,
-            optimizer_impl: imp,
-            ..base
         };
         let mut opt = Optimizer::new(&cfg, &vs).unwrap();
         for step in 0..steps {
@@ -266,7 +275,9 @@ mod tests {
         let _m = crate::model::build(&vs.root(), crate::config::ModelKind::Resnet18, 10);
         let base = cpu_config(crate::config::ModelKind::Resnet18);
         let state = |optimizer| {
-            let cfg = RunConfig { optimizer, momentum: 0.9, optimizer_impl: OptimizerImpl::Fused, ..base.clone() };
+            let mut cfg = base.clone();
+            (cfg.optim.optimizer, cfg.optim.momentum, cfg.optim.optimizer_impl) =
+                (optimizer, 0.9, OptimizerImpl::Fused);
             Optimizer::new(&cfg, &vs).unwrap().state_bytes()
         };
         let params = vs.trainable_variables();

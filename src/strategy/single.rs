@@ -22,7 +22,7 @@ pub struct Single {
 
 impl Single {
     pub fn new(cfg: &RunConfig) -> Result<Self> {
-        let devices = cfg.devices.clone();
+        let devices = cfg.placement.devices.clone();
         let (vs, model) = build_model(cfg, devices.device(0));
         let opt = build_optimizer(cfg, &vs)?;
         let params = vs.trainable_variables();

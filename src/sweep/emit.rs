@@ -18,7 +18,7 @@ use crate::results::Status;
 /// building), else half an hour.
 fn time_limit_min(cell: &SweepCell, timeout: Option<Duration>) -> u64 {
     use crate::config::Length;
-    let secs = match (timeout, &cell.cfg.timed, &cell.cfg.warmup) {
+    let secs = match (timeout, &cell.cfg.schedule.timed, &cell.cfg.schedule.warmup) {
         (Some(t), _, _) => t.as_secs_f64(),
         (None, Length::Time(d), w) => {
             let w = if let Length::Time(w) = w { w.as_secs_f64() } else { 60.0 };

@@ -414,7 +414,7 @@ impl SweepCell {
         SweepCell {
             implementation: cfg.implementation,
             strategy: cfg.strategy,
-            n: cfg.devices.len(),
+            n: cfg.placement.devices.len(),
             model: cfg.workload.model,
             batch: cfg.batch_per_device,
             repeat: 0,

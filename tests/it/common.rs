@@ -4,7 +4,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
-use gpubench::cli::run::{parse_run_args, Placement};
+use gpubench::cli::run::{parse_run_args, Seat};
 use gpubench::config::RunConfig;
 
 /// The small model every quick run uses.
@@ -198,7 +198,7 @@ pub fn num(row: &std::collections::HashMap<String, String>, col: &str) -> f64 {
 }
 
 /// `gpubench run ARGS` as the configuration for `placement`.
-pub fn run_config(a: &str, placement: Placement) -> RunConfig {
+pub fn run_config(a: &str, placement: Seat) -> RunConfig {
     parse_run_args(&args(a)).unwrap().into_config(placement).unwrap()
 }
 

@@ -2,7 +2,7 @@
 //! batch, and the launcher's behaviour with real worker processes.
 use super::common::*;
 use gpubench::bench::ddp::env::DistEnv;
-use gpubench::cli::run::Placement;
+use gpubench::cli::run::Seat;
 use gpubench::data::{synthetic::Synthetic, Batch, DataSource};
 use gpubench::device::Devices;
 use gpubench::dist::{Backend, ProcessGroup, Store};
@@ -26,7 +26,7 @@ fn rank_config(rank: usize, port: u16, opts: &str) -> gpubench::config::RunConfi
         master_port: port,
         ours: false,
     };
-    let placement = Placement::Rank { mine: Devices::cpu(1), node: Devices::cpu(2), env };
+    let placement = Seat::Rank { mine: Devices::cpu(1), node: Devices::cpu(2), env };
     run_config(&format!("--strategy ddp --cpu 2 --batch-size 4 {opts}"), placement)
 }
 
@@ -81,7 +81,7 @@ fn two_ranks(opts: &str, global_batch: i64, steps: [Vec<Vec<Batch>>; 2]) -> Vec<
 
 /// One process's parameters after stepping `batches` from `init`.
 fn single_from(init: &[Tensor], opts: &str, batches: &[Batch]) -> Vec<Tensor> {
-    let scfg = run_config(&format!("--batch-size 8 {opts}"), Placement::Local(Devices::cpu(1)));
+    let scfg = run_config(&format!("--batch-size 8 {opts}"), Seat::Local(Devices::cpu(1)));
     let mut single = Single::new(&scfg).unwrap();
     tch::no_grad(|| {
         for (dst, src) in single.var_store().trainable_variables().iter().zip(init) {

@@ -2,7 +2,7 @@
 //! same gradients and parameters as one device on the whole global batch (with
 //! the BatchNorm-free model, where splitting a batch changes nothing).
 use super::common::{run_config, TINY};
-use gpubench::cli::run::Placement;
+use gpubench::cli::run::Seat;
 use gpubench::config::RunConfig;
 use gpubench::data::{synthetic::Synthetic, Batch, DataSource};
 use gpubench::device::Devices;
@@ -10,7 +10,7 @@ use gpubench::strategy::{dp::DataParallel, single::Single, Strategy};
 use tch::Tensor;
 
 fn cfg(args: &str, devices: Devices) -> RunConfig {
-    run_config(args, Placement::Local(devices))
+    run_config(args, Seat::Local(devices))
 }
 
 fn grads(s: &dyn Strategy) -> Vec<Tensor> {

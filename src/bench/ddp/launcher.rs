@@ -36,21 +36,21 @@ pub(crate) fn rank_failure(what: &str, rank: usize, e: &Ended) -> String {
 /// exit code, or an error naming the first rank that failed.
 pub(crate) fn launch(cfg: &RunConfig) -> Result<i32> {
     let d = &cfg.ddp;
-    let local = cfg.devices.len();
-    let world = cfg.world;
+    let local = cfg.placement.devices.len();
+    let world = cfg.placement.world;
     let addr = d.master_addr.clone().unwrap_or_else(|| "127.0.0.1".into());
     let port = match d.master_port {
         Some(p) => p,
         None => crate::dist::free_port()?,
     };
-    if cfg.talks() {
+    if cfg.output.talks() {
         eprintln!(
             "gpubench: ddp on {}: {local} worker(s) on this node, world size {world}, rendezvous {addr}:{port}; {}",
-            cfg.devices.describe(),
+            cfg.placement.devices.describe(),
             cfg.batch_phrase()
         );
     }
-    let workers = spawn_ranks(local, d.node_rank, world, (&addr, port), cfg.quiet)?;
+    let workers = spawn_ranks(local, d.node_rank, world, (&addr, port), cfg.output.quiet)?;
     let rows_before = rows_in(cfg);
     let ended = wait_all(workers, GRACE);
     let all_exited = ended.iter().all(|(_, e)| e.exit != Exit::TimedOut);
@@ -64,7 +64,7 @@ pub(crate) fn launch(cfg: &RunConfig) -> Result<i32> {
         // Quiet, rank 0's own account of a failed run was not forwarded: it
         // is the one line to say.
         let said = ended.iter().find(|(r, _)| *r == 0).and_then(|(_, e)| e.tail.last());
-        if cfg.quiet && code != 0 {
+        if cfg.output.quiet && code != 0 {
             if let Some(last) = said {
                 return Err(anyhow!("{}", last.trim_start_matches("error: ")));
             }
@@ -86,7 +86,7 @@ pub(crate) fn launch(cfg: &RunConfig) -> Result<i32> {
     // it. Node 0's launcher writes it, or, when node 0 itself is what was
     // lost, the launcher that saw it go.
     let store_host_lost = lost.is_some_and(|l| l.contains("the rendezvous store's host"));
-    if let (Some(out), true) = (&cfg.out, d.node_rank == 0 || store_host_lost) {
+    if let (Some(out), true) = (&cfg.output.out, d.node_rank == 0 || store_host_lost) {
         let mut row = base_row(cfg);
         row.status = if e.looks_oom() { Status::Oom } else { Status::Failed };
         row.error = msg.clone();
@@ -137,7 +137,7 @@ pub(crate) fn spawn_ranks(
 
 /// Rows in the results file now (0 when there is none or it cannot be read).
 fn rows_in(cfg: &RunConfig) -> usize {
-    cfg.out.as_deref().and_then(|p| results_csv::read_rows(p).ok()).map_or(0, |r| r.len())
+    cfg.output.out.as_deref().and_then(|p| results_csv::read_rows(p).ok()).map_or(0, |r| r.len())
 }
 
 /// Waits for every worker. Once one has failed, the others get `grace` to

@@ -38,18 +38,22 @@ pub(crate) fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
     let sinks = Sinks::new(cfg, Some(env.rank));
     // This node's ranks share its cores (`device::default_threads`): all of
     // them on the CPU; on a GPU, a few each for staging batches.
-    tch::set_num_threads(crate::device::threads_per_worker(cfg.devices.kind, cfg.threads, env.ranks_on_node()) as i32);
-    if cfg.devices.kind == DeviceKind::Cuda {
+    tch::set_num_threads(crate::device::threads_per_worker(
+        cfg.placement.devices.kind,
+        cfg.host.threads,
+        env.ranks_on_node(),
+    ) as i32);
+    if cfg.placement.devices.kind == DeviceKind::Cuda {
         // The rank's GPU is current on this thread from the start (the
         // shim sets it again for NCCL), whatever backend it uses.
-        crate::ffi::cuda_set_device(cfg.devices.ordinals[0])?;
+        crate::ffi::cuda_set_device(cfg.placement.devices.ordinals[0])?;
     }
     // Every rank loads the same --init-from weights (and its data seed).
     let start = Start::load(cfg)?;
     let timeout = cfg.ddp.timeout;
     let store =
         Store::new(&env.master_addr, env.master_port, env.rank, env.world_size, is0, timeout).context("rendezvous")?;
-    let cuda_dev = (cfg.devices.kind == DeviceKind::Cuda).then(|| cfg.devices.ordinals[0]);
+    let cuda_dev = (cfg.placement.devices.kind == DeviceKind::Cuda).then(|| cfg.placement.devices.ordinals[0]);
     let pg = ProcessGroup::new(&store, cfg.ddp.backend, env.rank, env.world_size, cuda_dev, timeout)?;
     // One run id for the whole job, chosen by rank 0, so that every rank's
     // telemetry joins the row.
@@ -85,7 +89,7 @@ fn end_lost(cfg: &RunConfig, env: &DistEnv, sinks: Sinks) -> Box<dyn FnOnce(&str
     let cfg = cfg.clone();
     let writes = !env.ours && (env.rank == 0 || env.local_rank == 0);
     Box::new(move |verdict: &str| {
-        let held = sinks.append_once(|| match (&cfg.out, writes) {
+        let held = sinks.append_once(|| match (&cfg.output.out, writes) {
             (Some(out), true) => {
                 let mut row = crate::bench::row::base_row(&cfg);
                 row.status = Status::Failed;
@@ -132,13 +136,13 @@ impl Session for Rank {
         let data_seed = start.data_seed(cfg.workload.seed);
         SourceSpec {
             batch: cfg.batch_per_device,
-            device: cfg.devices.device(0),
+            device: cfg.placement.devices.device(0),
             // One seed for all ranks: their shards are disjoint, and synthetic
             // data is offset by the rank (`data::make_source`).
             seed: data_seed,
             rank: self.env.rank,
             world: self.env.world_size,
-            workers: cfg.workers,
+            workers: cfg.host.workers,
         }
     }
 
@@ -147,7 +151,7 @@ impl Session for Rank {
     }
 
     fn note(&self, cfg: &RunConfig) -> String {
-        match cfg.node_devices.shares_a_gpu() {
+        match cfg.placement.node_devices.shares_a_gpu() {
             true => "TEST MODE: several ranks share a GPU over Gloo (the rendezvous, Reducer and rank combining run, \
                      but this is not a multi-GPU measurement)"
                 .into(),
@@ -175,7 +179,7 @@ impl Session for Rank {
             buckets: s.num_buckets,
         });
         let mut devices = l.devs;
-        if cfg.devices.kind == DeviceKind::Cpu {
+        if cfg.placement.devices.kind == DeviceKind::Cpu {
             // Every rank's process is "cpu": tell them apart in the devices file.
             devices.iter_mut().for_each(|d| d.device = format!("cpu:rank{}", self.env.rank));
         }
@@ -248,7 +252,7 @@ impl Session for Rank {
             reports[0].error += &format!("; no result from rank(s) {} (they stopped without one)", list.join(", "));
         }
         let (mut m, reducer, mut devs) = combine(&reports);
-        if cfg.node_devices.shares_a_gpu() {
+        if cfg.placement.node_devices.shares_a_gpu() {
             // The one-GPU test mode: every rank reports the same GPU, whose
             // counters would be summed once per rank. Rank 0's line stands for it.
             let mut seen: Vec<String> = vec![];
