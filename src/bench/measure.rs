@@ -497,7 +497,8 @@ pub fn figures(step_secs: &[f64], global_batch: i64, n_devices: usize) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::run::{parse_run_args, Seat};
+    use crate::bench::placement::Seat;
+    use crate::cli::run::parse_run_args;
     use crate::data::Batch;
     use crate::device::Devices;
     use std::time::Duration;

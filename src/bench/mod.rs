@@ -1,9 +1,12 @@
 //! One process's measured run of gpubench's own implementation: the session
 //! template (`session`) over the measurement loop (`measure`), the row
-//! (`row`) and its outputs (`sinks`); ddp's launcher and ranks in `ddp`.
+//! (`row`) and its outputs (`sinks`); where the process sits in its job
+//! (`placement`); ddp's launcher and ranks in `ddp`; the matmul
+//! microbenchmark `peak` measures.
 pub mod ddp;
 pub mod measure;
 pub mod peak;
+pub mod placement;
 pub mod row;
 pub mod session;
 pub mod sinks;

@@ -86,7 +86,7 @@ pub(crate) struct CellArgs {
 impl Configure for CellArgs {
     fn configure(self) -> Result<Job> {
         let c = super::sweep::cell_job(&self.dir, &self.index, self.manifest_digest.as_deref())?;
-        Ok(Box::new(move || crate::commands::sweep::run_cell(&c)))
+        Ok(Box::new(move || crate::sweep::cell::run(&c)))
     }
 }
 

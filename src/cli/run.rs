@@ -2,10 +2,10 @@
 //! every check the command line can fail happens here, once per process,
 //! before any device is used or any file is written.
 //!
-//! A process first finds its role (`Role`): a local run (single, dp), ddp's
-//! launcher, one ddp rank (started by our launcher, torchrun or Slurm), or
-//! the PyTorch reference; the role decides which devices the configuration
-//! is for (`Seat`).
+//! A process first finds its role and seat (`bench::placement`): a local run
+//! (single, dp), ddp's launcher, one ddp rank (started by our launcher,
+//! torchrun or Slurm), or the PyTorch reference; the seat decides which
+//! devices the configuration is for.
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -13,14 +13,13 @@ use std::path::PathBuf;
 use super::opts::{BatchSize, CommitOpts, CudaGraphs, DataOpt, DeviceOpts, DistOpts, DurationOpt, HostOpts, ImplOpt, ModelOpts, OutputOpts, ReducerOpts, StepOpts, WorkersOpt};
 use super::parse::parse_duration;
 use super::{Configure, Job};
-use crate::bench::ddp::env::DistEnv;
+use crate::bench::placement::{self, Ask, Seat};
 use crate::bench::Role;
 use crate::config::{
     Backend, CommHook, DdpConfig, Format, Impl, InitSpec, InitWriter, Length, ModelKind, OptimizerImpl, OptimizerKind,
     Host, Instruments, Optim, Placement, RunConfig, Schedule, StrategyKind,
 };
-use crate::device::capacity::{check_cpu_workers, Workers};
-use crate::device::{self, DeviceKind, Devices};
+use crate::device::{DeviceKind, Devices};
 use crate::error::usage;
 
 /// Run the ResNet training loop under one strategy and record its speed.
@@ -213,16 +212,6 @@ fn variant(a: &RunArgs) -> String {
     v.join(" ")
 }
 
-/// A process's seat in its job: which devices its configuration is for.
-#[derive(Debug, Clone)]
-pub enum Seat {
-    /// This process drives `devices`: single, dp, the ddp launcher (one
-    /// worker per device) and the PyTorch reference.
-    Local(Devices),
-    /// One ddp rank: its own device, its node's devices and the job's size.
-    Rank { mine: Devices, node: Devices, env: DistEnv },
-}
-
 /// Parses `gpubench run ARGS` (without `gpubench run`); a bad argument is a
 /// usage error with clap's first line.
 /// `run` ARGS' configuration on this machine's devices, as `gpubench run`
@@ -254,8 +243,21 @@ pub(crate) fn job(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
     // with a driver but no usable GPU is refused by `resolve`. /proc only.
     let cpu = a.devices.cpu.is_some() || (a.devices.gpus.is_none() && crate::device::driver_version().is_none());
     crate::bench::session::set_process_env(a.deterministic, a.profile.is_some(), cpu);
-    let (role, mut cfg) = role_and_config(a, ours)?;
-    cfg.init.writer = init_writer(&role, &cfg, crate::internal::Hook::InitInChild.is_set());
+    let ask = Ask {
+        gpus: a.devices.gpus.as_deref(),
+        cpu: a.devices.cpu,
+        backend: a.dist.backend,
+        strategy: a.strategy,
+        implementation: *a.implementation,
+        master_addr: a.dist.master_addr.as_deref(),
+        master_port: a.dist.master_port,
+        talks: a.output.output("run", &Format::ALL)?.talks(),
+    };
+    let (role, seat) = placement::seat(&ask, ours)?;
+    let mut cfg = a.into_config(seat)?;
+    let (save, from) = (cfg.init.save.is_some(), cfg.init.from.is_some());
+    let in_child = crate::internal::Hook::InitInChild.is_set();
+    cfg.init.writer = placement::init_writer(&role, save, from, cfg.placement.devices.kind, in_child);
     // The one process of the job that writes its row checks its outputs,
     // before anything starts.
     let writes_row = match &role {
@@ -267,115 +269,6 @@ pub(crate) fn job(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
         crate::bench::sinks::Sinks::new(&cfg, None).check()?;
     }
     Ok((role, cfg))
-}
-
-/// Who writes the run's initial weights, one process per job: a local run
-/// or our launcher for `--save-init`; rank 0 of a job torchrun or Slurm
-/// started; and the PyTorch reference always (its script starts from
-/// gpubench's weights), unless it copies `--init-from`. On CUDA a child
-/// writes them (`in_child` makes the CPU do so too: a test hook).
-fn init_writer(role: &Role, cfg: &RunConfig, in_child: bool) -> InitWriter {
-    let writes = match role {
-        Role::Local | Role::Launcher => cfg.init.save.is_some(),
-        Role::Rank(env) => !env.ours && env.rank == 0 && cfg.init.save.is_some(),
-        Role::Pytorch => cfg.init.from.is_none(),
-    };
-    match writes {
-        false => InitWriter::Nobody,
-        true if cfg.placement.devices.kind == DeviceKind::Cuda || in_child => InitWriter::Child,
-        true => InitWriter::Here,
-    }
-}
-
-fn role_and_config(a: RunArgs, ours: bool) -> Result<(Role, RunConfig)> {
-    let talks = a.output.output("run", &Format::ALL)?.talks();
-    if let Some(n) = a.devices.cpu {
-        let workers = match a.strategy == StrategyKind::Ddp {
-            true => Workers::Processes,
-            false => Workers::Threads,
-        };
-        check_cpu_workers(n, workers, !talks || std::env::var_os("RANK").is_some())?;
-    }
-    let (gpus, cpu) = (a.devices.gpus.clone(), a.devices.cpu);
-    if *a.implementation == Impl::Pytorch {
-        let devices = device::resolve_for_reference(gpus.as_deref(), cpu, !talks)?;
-        return Ok((Role::Pytorch, a.into_config(Seat::Local(devices))?));
-    }
-    if a.strategy != StrategyKind::Ddp {
-        let repeats = a.strategy == StrategyKind::Dp;
-        let devices = device::resolve_with(gpus.as_deref(), cpu, !talks, repeats)?;
-        return Ok((Role::Local, a.into_config(Seat::Local(devices))?));
-    }
-    match DistEnv::from_process(a.dist.master_addr.as_deref(), a.dist.master_port, ours)? {
-        None => {
-            let devices = device::resolve_with(gpus.as_deref(), cpu, !talks, shared_gpu_test_mode(&a)?)?;
-            Ok((Role::Launcher, a.into_config(Seat::Local(devices))?))
-        }
-        Some(env) => {
-            let (mine, node) = rank_devices(&a, &env)?;
-            let cfg = a.into_config(Seat::Rank { mine, node, env: env.clone() })?;
-            Ok((Role::Rank(env), cfg))
-        }
-    }
-}
-
-/// Whether this ddp run may list a GPU more than once: the one-GPU test mode
-/// (`--gpus 0,0 --backend gloo`: several ranks share the GPU, so the rank
-/// combining, the straggler and the verdict run where only one GPU is at
-/// hand). NCCL refuses two ranks on one GPU at its first collective
-/// ("Duplicate GPU detected"), so without `--backend gloo` a repeated GPU is
-/// refused here, before anything starts.
-fn shared_gpu_test_mode(a: &RunArgs) -> Result<bool> {
-    let gloo = a.dist.backend == Some(Backend::Gloo);
-    let Some(list) = a.devices.gpus.as_deref() else { return Ok(gloo) };
-    let ords = device::parse_gpu_list_with(list, true)?;
-    match device::first_repeat(&ords) {
-        Some(o) if !gloo => Err(usage(format!(
-            "--gpus {list} lists GPU {o} twice: NCCL refuses two ranks on one GPU; add --backend gloo for the \
-             one-GPU test mode (the ranks share the GPU, which shows the code paths, not multi-GPU speed)"
-        ))),
-        _ => Ok(gloo),
-    }
-}
-
-/// A rank's device, `--gpus`[LOCAL_RANK] or `--cpu` when given, else
-/// cuda:LOCAL_RANK where CUDA exists, else the CPU; and its node's devices:
-/// the `--gpus`/`--cpu` list, or as many as the node has ranks.
-fn rank_devices(a: &RunArgs, env: &DistEnv) -> Result<(Devices, Devices)> {
-    let node_ranks = if env.ours { env.ranks_on_node() } else { env.local_world.unwrap_or(env.world_size) };
-    if let Some(n) = a.devices.cpu {
-        let node = if env.ours { device::resolve(None, Some(n), true)? } else { Devices::cpu(node_ranks) };
-        return Ok((Devices::cpu(1), node));
-    }
-    if let Some(list) = &a.devices.gpus {
-        let shared = shared_gpu_test_mode(a)?;
-        let ords = device::parse_gpu_list_with(list, shared)?;
-        let o = *ords.get(env.local_rank).ok_or_else(|| {
-            usage(format!(
-                "LOCAL_RANK {} has no device in --gpus {list}; list one device per local rank",
-                env.local_rank
-            ))
-        })?;
-        let all = device::resolve_with(Some(list), None, true, shared)?;
-        return Ok((Devices::cuda(vec![o]), all));
-    }
-    let count = device::cuda_device_count();
-    let mine = rank_gpu(env.local_rank, count)?;
-    match mine {
-        Some(o) => {
-            device::check_cuda(&[o])?;
-            Ok((Devices::cuda(vec![o]), Devices::cuda((0..node_ranks).collect())))
-        }
-        None => {
-            // No GPU visible: the CPU, unless a loaded driver says there should be one.
-            let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-            let cudart = crate::ffi::cuda_versions().cudart;
-            if let Some(msg) = device::no_device_message(device::driver_version().as_deref(), cudart, cvd.as_deref()) {
-                return Err(usage(msg));
-            }
-            Ok((Devices::cpu(1), Devices::cpu(node_ranks)))
-        }
-    }
 }
 
 /// `--profile DIR` can hold the traces: a directory, or a path whose
@@ -398,23 +291,6 @@ fn profile_dir_usable(dir: &std::path::Path) -> Result<()> {
         return Err(usage(format!("--profile {d}: {} is a file, so the directory cannot be made", at.display())));
     }
     crate::results::csv::writable_dir(at, "--profile", dir)
-}
-
-/// The GPU of local rank `local_rank` when `count` are visible: its own
-/// ordinal, or the only one when a launcher binds one GPU per task (Slurm's
-/// --gpus-per-task); never the CPU while GPUs are visible. Ranks that really
-/// share one GPU run with `--backend gloo`; NCCL refuses them at its first
-/// collective ("Duplicate GPU detected").
-fn rank_gpu(local_rank: usize, count: usize) -> Result<Option<usize>> {
-    match count {
-        0 => Ok(None),
-        1 => Ok(Some(0)),
-        n if local_rank < n => Ok(Some(local_rank)),
-        n => Err(usage(format!(
-            "LOCAL_RANK {local_rank} has no GPU of its own: this task sees {n}; bind one GPU per task, or list the \
-             node's GPUs with --gpus"
-        ))),
-    }
 }
 
 /// Why `--cuda-graphs on` cannot work for this run, if it cannot: one line
@@ -464,14 +340,14 @@ pub(crate) fn check_nodes(nnodes: usize, node_rank: usize, addr: Option<&str>, p
 }
 
 impl RunArgs {
-    /// The configuration for `placement`, with every check that needs no
+    /// The configuration for `seat`, with every check that needs no
     /// device work; the only conversion from `run`'s arguments.
-    pub fn into_config(self, placement: Seat) -> Result<RunConfig> {
+    pub fn into_config(self, seat: Seat) -> Result<RunConfig> {
         let variant = variant(&self);
         let a = self;
         let mut output = a.output.output("run", &[Format::Table, Format::Csv, Format::Json])?;
         // Only rank 0 of a ddp job speaks.
-        output.quiet |= matches!(&placement, Seat::Rank { env, .. } if env.rank != 0);
+        output.quiet |= matches!(&seat, Seat::Rank { env, .. } if env.rank != 0);
         let m = &a.model;
         let implementation = *a.implementation;
         let batch_size = *a.batch_size;
@@ -523,7 +399,7 @@ impl RunArgs {
         if *a.data != "synthetic" {
             crate::data::imagefolder::check_layout(&a.data, m.num_classes)?;
         }
-        let (devices, node_devices, rank) = match placement {
+        let (devices, node_devices, rank) = match seat {
             Seat::Local(d) => (d.clone(), d, None),
             Seat::Rank { mine, node, env } => (mine, node, Some(env)),
         };
@@ -741,16 +617,5 @@ mod tests {
         // The flag's grammar is cudnn-benchmark's.
         let e = parse_run_args(&["--cuda-graphs", "maybe"]).unwrap_err();
         assert!(e.to_string().contains("neither on nor off"), "{e}");
-    }
-
-    #[test]
-    fn a_rank_never_falls_back_to_the_cpu_while_gpus_are_visible() {
-        assert_eq!(rank_gpu(0, 0).unwrap(), None);
-        assert_eq!(rank_gpu(2, 4).unwrap(), Some(2));
-        // One GPU bound per task: every local rank uses it.
-        assert_eq!(rank_gpu(3, 1).unwrap(), Some(0));
-        let e = rank_gpu(3, 2).unwrap_err();
-        assert_eq!(crate::error::exit_code(&e), 2);
-        assert!(e.to_string().contains("LOCAL_RANK 3"), "{e}");
     }
 }

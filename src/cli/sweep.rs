@@ -9,15 +9,16 @@ use std::path::{Path, PathBuf};
 
 use super::opts::{CommitOpts, DeviceCounts, DeviceOpts, MemLimit, OutOpt, RenderOpts};
 use super::parse::{parse_duration, parse_size};
-use super::run::{parse_run_args, Seat};
+use super::run::parse_run_args;
+use crate::bench::placement::Seat;
 use super::run_line::{parse_vary, RunLine};
 use super::{Configure, Job};
-use crate::commands::sweep::CellJob;
+use crate::sweep::cell::CellJob;
 use crate::config::{Impl, ModelKind, RunConfig, StrategyKind};
 use crate::device::capacity::{check_cpu_workers, Workers};
 use crate::device::{self, Devices};
 use crate::error::usage;
-use crate::sweep::plan::{default_counts, resolve_pool, SweepCell, Emit, K8s, Matrix, Plan, Pool, Vary};
+use crate::sweep::plan::{default_counts, resolve_pool, Emit, K8s, Matrix, Plan, Pool, Vary};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Preset {
@@ -454,56 +455,16 @@ fn emit_of(a: &SweepArgs) -> Result<Option<Emit>> {
     Ok(Some(Emit { dir, max_parallel: a.max_parallel, max_array_size: a.max_array_size, submit: a.submit, sbatch: a.sbatch.clone(), k8s }))
 }
 
-/// `cell DIR INDEX`: the manifest's cell, validated here as its run would
-/// be (on the node that runs it), with this node's rank in a multi-node
-/// cell: SLURM_NODEID under srun, a PyTorchJob pod's RANK on Kubernetes.
+/// `cell DIR INDEX`: the manifest's cell (`sweep::cell::job`), validated as
+/// its run would be, on the node that runs it.
 pub(crate) fn cell_job(dir: &Path, index: &str, digest: Option<&str>) -> Result<CellJob> {
-    let entries = crate::fleet::manifest::read_checked(dir, digest)?;
-    let e = index.parse::<usize>().ok().and_then(|i| entries.get(i)).ok_or_else(|| {
-        usage(format!(
-            "cell {} {index}: the manifest has cells 0 to {}",
-            dir.display(),
-            entries.len().saturating_sub(1)
-        ))
-    })?;
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let kubernetes = var("SLURM_NODEID").is_none() && var("KUBERNETES_PORT").is_some();
-    let node = if kubernetes { var("RANK") } else { var("SLURM_NODEID") };
-    let node_rank = node
-        .map(|r| r.parse::<usize>().map_err(|_| usage(format!("cell {index}: node rank {r} is not a number"))))
-        .transpose()?;
-    // Inside a batch step, Slurm's SLURM_PROCID/SLURM_NTASKS describe the
-    // step's one task, not ranks of this cell, and a PyTorchJob pod's RANK
-    // is its node's: the cell launches its own ranks and must not take
-    // itself for rank 0 of a world of 1. Removed here, before anything of
-    // this process can start a thread.
-    for v in ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "RANK", "WORLD_SIZE", "LOCAL_RANK"] {
-        std::env::remove_var(v);
-    }
-    // The sweep's place in history, as it was where the sweep was emitted
-    // (the manifest's row): the commit under test, not whatever checkout
-    // this node runs in, and the sweep's one id. Set here, as above, for
-    // this process's rows and its ranks'.
-    use crate::fleet::{BRANCH_VAR, CI_URL_VAR, COMMIT_VAR, SWEEP_ID_VAR};
-    let r = &e.row;
-    for (var, value) in [(COMMIT_VAR, &r.commit), (BRANCH_VAR, &r.branch), (SWEEP_ID_VAR, &r.sweep_id), (CI_URL_VAR, &r.ci_url)] {
-        if !value.is_empty() {
-            std::env::set_var(var, value);
-        }
-    }
-    let line = RunLine::parse(&e.args)?;
-    let cpu = match line.value("cpu") {
-        Some(n) => Some(n.parse::<usize>().map_err(|_| usage(format!("cell {}: --cpu {n} is not a count", e.index)))?),
-        None => None,
-    };
-    let devices = device::resolve(line.value("gpus"), cpu, true)?;
-    let cfg = sweep_cell_config(&e.args, devices)?;
-    Ok(CellJob {
-        dir: dir.to_path_buf(),
-        index: e.index,
-        total: entries.len(),
-        cell: SweepCell::of_config(e.args.clone(), cfg),
-        node_rank,
+    crate::sweep::cell::job(dir, index, digest, &|i, args| {
+        let line = RunLine::parse(args)?;
+        let cpu = match line.value("cpu") {
+            Some(n) => Some(n.parse::<usize>().map_err(|_| usage(format!("cell {i}: --cpu {n} is not a count")))?),
+            None => None,
+        };
+        sweep_cell_config(args, device::resolve(line.value("gpus"), cpu, true)?)
     })
 }
 

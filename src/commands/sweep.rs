@@ -6,42 +6,17 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::config::Format;
 use crate::error::usage;
 use super::report::{training, training_charts, Training};
 use crate::report::pipeline::{charts_for, emit_all, finish};
-use crate::report::format::{fmt_mib, fmt_rate, row_peak_mem, short_error};
 use crate::results::{long, Status};
-use crate::sweep::cells::{lock_path, read_rows_if_any, wait_lock, CellOutcome, Interrupted, Runner};
+use crate::sweep::cell::cell_line;
+use crate::sweep::cells::{lock_path, read_rows_if_any, wait_lock, Interrupted, Runner};
 use crate::sweep::child;
 use crate::sweep::plan::{SweepCell, CellKey, Plan};
-
-/// One line per finished cell.
-pub(crate) fn cell_line(i: usize, total: usize, what: &str, o: &CellOutcome) -> String {
-    let r = &o.row;
-    let w = total.to_string().len();
-    let mut s = format!("[{i:>w$}/{total}] {what:<30} {:<8}", r.status);
-    if let Some(t) = r.throughput_img_s {
-        s += &format!(" {:>9} img/s", fmt_rate(t));
-        if let Some(p) = r.throughput_per_device_img_s {
-            s += &format!(" ({}/dev)", fmt_rate(p));
-        }
-    }
-    if let Some((m, kind)) = row_peak_mem(r) {
-        s += &format!(" · peak {} {kind}", fmt_mib(m));
-    }
-    s += &format!(" · {:.1}s", o.secs);
-    if !r.error.is_empty() {
-        s += &format!(" · {}", short_error(&r.error, 160));
-    }
-    if o.written_by_sweep {
-        s += " (row written by the sweep)";
-    }
-    s
-}
 
 /// A cell's line: on stdout above the summary table, on stderr when the
 /// summary is CSV, JSON or markdown, so that stdout is that document alone.
@@ -263,124 +238,6 @@ fn render(plan: &Plan, s: &Summary) -> Result<()> {
         |sections| Page { title: "gpubench sweep".into(), inputs: vec![plan.out.clone()], outcome: None, sections };
     let tables: Vec<crate::report::export::Table> = s.tables().into_iter().cloned().collect();
     finish(Some(w), dir, html, notes, page, &tables)
-}
-
-/// Cell `index` of the `total` an emitted sweep in `dir` holds, ready to
-/// run on this node (`node_rank` in a multi-node cell).
-pub(crate) struct CellJob {
-    pub dir: PathBuf,
-    pub index: usize,
-    pub total: usize,
-    pub cell: SweepCell,
-    pub node_rank: Option<usize>,
-}
-
-/// `cell DIR INDEX`: one cell into `DIR/cells/INDEX.csv`, written beside
-/// and renamed into place, so that a node never appends to a shared file
-/// and a reader never sees half of one. A cell run again replaces its file
-/// and keeps the previous one beside it, saying so.
-pub(crate) fn run_cell(job: &CellJob) -> Result<i32> {
-    use crate::fleet::manifest::cell_path;
-    let (dir, index, total) = (job.dir.as_path(), job.index, job.total);
-    let nodes = job.cell.cfg.ddp.nnodes;
-    let mut cell = job.cell.clone();
-    if nodes > 1 {
-        let (node_rank, addr, port) = crate::sweep::emit::node_placement(job.node_rank)?;
-        cell.args.extend([
-            "--node-rank".into(),
-            node_rank.to_string(),
-            "--master-addr".into(),
-            addr,
-            "--master-port".into(),
-            port.to_string(),
-        ]);
-        if node_rank > 0 {
-            // Node 0's launcher writes the row; the others only run their ranks.
-            child::install_interrupt_handler();
-            let mut argv: Vec<std::ffi::OsString> = vec!["run".into()];
-            argv.extend(cell.args.iter().map(std::ffi::OsString::from));
-            argv.push("--quiet".into());
-            let program = child::child_program()?;
-            let spec = child::ChildSpec {
-                program: &program,
-                args: argv,
-                env: vec![],
-                mem_limit: None,
-                inherit_fd: None,
-                timeout: None,
-            };
-            let res = child::run(&spec, || {})?;
-            println!("cell {index}: node {node_rank} of {nodes} ended ({:?})", res.ended.exit);
-            return Ok(if res.ended.exit == crate::proc::Exit::Code(0) { 0 } else { 1 });
-        }
-    }
-    let cell = &cell;
-    let final_path = cell_path(dir, index);
-    let tmp = final_path.with_file_name(format!(".{index}.{}.csv", std::process::id()));
-    child::install_interrupt_handler();
-    // The sweep's id came with the manifest, into this process's environment (`cli::sweep::cell_job`).
-    let runner = Runner {
-        program: child::child_program()?,
-        out: tmp.clone(),
-        mem_limit: None,
-        timeout: None,
-        inherit_fd: None,
-        sweep_id: None,
-    };
-    let t0 = std::time::Instant::now();
-    let o = runner.run(cell);
-    let tmp_devs = long::devices_path(&tmp);
-    let o = match o {
-        Ok(o) => o,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            let _ = std::fs::remove_file(&tmp_devs);
-            if !e.is::<crate::sweep::cells::Interrupted>() {
-                return Err(e);
-            }
-            // Cancelled or preempted: the scheduler sent SIGTERM (SIGKILL
-            // follows after its KillWait). The cell's processes are stopped
-            // already; its row says so, so that collect shows why and
-            // --resume emits it again.
-            let sig = child::interrupt_signal().unwrap_or(libc::SIGTERM);
-            let row = interrupted_row(cell, sig, t0.elapsed());
-            keep_previous_cell(&final_path, index)?;
-            crate::results::write_whole(&final_path, crate::results::csv::rows_text(std::slice::from_ref(&row)).as_bytes())?;
-            eprintln!("gpubench: cell {index}: {}", row.error);
-            return Ok(128 + sig);
-        }
-    };
-    keep_previous_cell(&final_path, index)?;
-    if tmp_devs.exists() {
-        std::fs::rename(&tmp_devs, long::devices_path(&final_path))?;
-    }
-    std::fs::rename(&tmp, &final_path).with_context(|| format!("writing {}", final_path.display()))?;
-    println!("{}", cell_line(index + 1, total, &cell.describe(), &o));
-    Ok(if o.row.status == Status::Ok { 0 } else { 1 })
-}
-
-/// A cell run again keeps its previous files beside the new ones.
-fn keep_previous_cell(final_path: &Path, index: usize) -> Result<()> {
-    if let Some(kept) = crate::results::keep_beside(final_path)? {
-        eprintln!("gpubench: cell {index} ran again; its previous file is kept as {}", kept.display());
-    }
-    Ok(())
-}
-
-/// The row of a cell whose task was stopped by a signal: the scheduler's
-/// cancellation, preemption or time limit (Slurm sends SIGTERM for each).
-fn interrupted_row(cell: &SweepCell, sig: libc::c_int, ran: std::time::Duration) -> crate::results::csv::Row {
-    let mut row = crate::bench::row::base_row(&cell.cfg);
-    row.threads = cell.cfg.host.threads.map(|t| t as u32);
-    row.status = Status::Failed;
-    let name = crate::proc::signal_name(sig);
-    row.error = format!(
-        "stopped by {name} after {:.1} s: the scheduler cancelled or preempted the task, or its time limit passed \
-         (`sweep --emit … --resume` emits it again)",
-        ran.as_secs_f64()
-    );
-    row.note = "row written by gpubench cell: the run was stopped before it wrote one".into();
-    row
 }
 
 #[cfg(test)]

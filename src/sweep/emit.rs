@@ -58,7 +58,7 @@ pub(crate) fn emit(plan: &Plan, e: &Emit) -> Result<i32> {
         };
         // The row keeps this process's provenance (the commit and branch
         // under test, the CI run) and takes the sweep's id: the cell sets
-        // them again where it runs (`cli::sweep::cell_job`), and a missing
+        // them again where it runs (`sweep::cell::job`), and a missing
         // cell's row carries them.
         let mut row = crate::bench::row::base_row(&c.cfg);
         row.run_id.clear();

@@ -46,6 +46,7 @@
 //! starting at the plain run's answer. With `--target-global-batch N` the searches stop at N's per-device share, and each
 //! lever's way to N (its largest micro-batch that divides the share, times `--grad-accum K`) is run and measured;
 //! the fastest is the answer. A table on stdout, `<out>.frontier.csv`, a chart (`--charts`) and a page (`--html`).
+pub mod cell;
 pub mod cells;
 pub mod child;
 pub mod emit;
