@@ -79,7 +79,7 @@ fn main() -> anyhow::Result<()> {
     let mut single = Single::new(&cfg)?;
     let mut sampled = Single::new(&cfg)?;
     let mut dp = DataParallel::new(&cfg)?;
-    let (vs, model) = build_model(&cfg, dev);
+    let (vs, model) = build_model(&cfg.workload, dev);
     let mut opt = build_optimizer(&cfg, &vs)?;
     let mut bare_data =
         Synthetic::new(cfg.batch_per_device, cfg.workload.image_size, cfg.workload.num_classes, dev, 1)?;

@@ -39,7 +39,7 @@ fn take(args: &mut Vec<String>, flag: &str, default: f64) -> f64 {
 /// Images per second of a bare no-grad forward loop for `secs`.
 fn bare(cfg: &InferConfig, secs: f64) -> f64 {
     let device = cfg.devices.device(0);
-    let (_vs, model) = build_model(&cfg.model_config(), device);
+    let (_vs, model) = build_model(&cfg.workload, device);
     let x = Tensor::randn([cfg.max_batch, 3, cfg.workload.image_size, cfg.workload.image_size], (Kind::Float, device));
     let step = || {
         tch::no_grad(|| {

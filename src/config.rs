@@ -387,9 +387,10 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// A configuration that builds `model` on `devices` and runs nothing by
-    /// itself: what serving and the scaling model start from (their
-    /// configurations set what they use on top).
+    /// A one-step training configuration of `workload` on `devices`, with
+    /// run's defaults: what predict's profile of a ddp step starts from
+    /// (`PredictConfig::run_config` sets its steps, optimizer and Reducer).
+    /// Serving builds its models from the `Workload` alone.
     pub(crate) fn for_model(workload: &Workload, batch: i64, devices: &Devices) -> RunConfig {
         RunConfig {
             strategy: StrategyKind::Single,
@@ -608,19 +609,6 @@ impl InferConfig {
     /// (G3: gpubench's workers had every core and PyTorch's one each).
     pub(crate) fn threads_per_worker(&self) -> usize {
         crate::device::threads_per_worker(self.devices.kind, self.threads, self.devices.len())
-    }
-
-    /// The training configuration whose model this server runs: model
-    /// builders and the dp machinery take a `RunConfig`.
-    pub fn model_config(&self) -> RunConfig {
-        let mut c = RunConfig::for_model(&self.workload, self.max_batch, &self.devices);
-        c.strategy = StrategyKind::Dp;
-        c.implementation = self.implementation;
-        c.schedule.max_duration = self.duration;
-        c.host.threads = self.threads;
-        c.host.sample_interval = self.sample_interval;
-        c.output = self.output.clone();
-        c
     }
 }
 

@@ -203,7 +203,7 @@ pub(crate) fn load_into(vs: &nn::VarStore, tensors: &[(String, Tensor)], path: &
 /// Builds the model exactly as a gpubench run with `cfg` would (same seed,
 /// same device) and writes its initial state with `data_seed`.
 pub(crate) fn save_init(cfg: &RunConfig, path: &Path, data_seed: u64) -> Result<InitMeta> {
-    let (vs, _model) = crate::model::build_model(cfg, init_device(cfg));
+    let (vs, _model) = crate::model::build_model(&cfg.workload, init_device(cfg));
     let meta = InitMeta {
         model: cfg.workload.model.name().into(),
         num_classes: cfg.workload.num_classes,

@@ -4,7 +4,7 @@ use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
 use crate::arch::{self, BlockKind};
-use crate::config::{ModelKind, RunConfig};
+use crate::config::{ModelKind, Workload};
 
 /// A model: a module, and for the ResNets their stages one by one
 /// (activation checkpointing runs them apart).
@@ -34,11 +34,11 @@ pub(crate) static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Builds the run's model on `device` with its seed, so every replica and
 /// rank starts from the same weights; convolution weights go channels-last
 /// when the run asks for it.
-pub fn build_model(cfg: &RunConfig, device: tch::Device) -> (nn::VarStore, Model) {
-    tch::manual_seed(cfg.workload.seed as i64);
+pub fn build_model(w: &Workload, device: tch::Device) -> (nn::VarStore, Model) {
+    tch::manual_seed(w.seed as i64);
     let vs = nn::VarStore::new(device);
-    let m = build(&vs.root(), cfg.workload.model, cfg.workload.num_classes);
-    if cfg.workload.channels_last {
+    let m = build(&vs.root(), w.model, w.num_classes);
+    if w.channels_last {
         for v in vs.variables().values() {
             // Only 4-D weights (convolutions) change layout.
             let _ = crate::ffi::to_channels_last(v);

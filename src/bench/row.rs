@@ -4,7 +4,7 @@
 //! sweep's row for a cell that died) starts from `base_row`, so the schema's
 //! meaning lives here once.
 use crate::bench::measure::{Figures, Measurement};
-use crate::config::{RunConfig, StrategyKind};
+use crate::config::{RunConfig, StrategyKind, Workload};
 use crate::device::{self, DeviceKind, Devices};
 use crate::metrics::devices::DeviceMetrics;
 use crate::results::csv::{Row, SCHEMA_VERSION};
@@ -58,30 +58,41 @@ pub(crate) fn identity_row(devices: &Devices, label: &str, implementation: Imple
     }
 }
 
-/// Run identity, set-up and workload: everything a row holds before the
-/// run's results, the same for every row of this process.
+/// Run identity and the workload on `devices`: what every row of a command
+/// that built a model holds (a training run's, a serving load's).
+pub(crate) fn workload_row(w: &Workload, devices: &Devices, label: &str, implementation: Implementation) -> Row {
+    Row {
+        devices: devices.describe(),
+        n_devices: devices.len() as u32,
+        model: w.model.name().into(),
+        image_size: Some(w.image_size as u32),
+        precision: w.precision.name().into(),
+        channels_last: Some(w.channels_last),
+        cudnn_benchmark: Some(w.cudnn_benchmark),
+        deterministic: Some(w.deterministic),
+        seed: Some(w.seed),
+        ..identity_row(devices, label, implementation)
+    }
+}
+
+/// Run identity, set-up and workload: everything a training row holds
+/// before the run's results, the same for every row of this process.
 pub(crate) fn base_row(cfg: &RunConfig) -> Row {
+    let p = &cfg.placement;
     Row {
         mode: "train".into(),
         strategy: cfg.strategy.name().into(),
         backend: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.backend.name() } else { "" }.into(),
         comm_hook: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.comm_hook.name() } else { "" }.into(),
         devices: cfg.devices_column(),
-        n_devices: cfg.placement.world as u32,
-        model: cfg.workload.model.name().into(),
-        image_size: Some(cfg.workload.image_size as u32),
-        precision: cfg.workload.precision.name().into(),
-        channels_last: Some(cfg.workload.channels_last),
-        cudnn_benchmark: Some(cfg.workload.cudnn_benchmark),
-        deterministic: Some(cfg.workload.deterministic),
+        n_devices: p.world as u32,
         batch_per_device: Some(cfg.batch_per_device as u32),
         global_batch: Some(cfg.global_batch() as u32),
         grad_accum: Some(cfg.grad_accum),
-        seed: Some(cfg.workload.seed),
         threads: Some(tch::get_num_threads() as u32),
-        variant: with_shared_gpu(&cfg.variant, &cfg.placement.node_devices),
+        variant: with_shared_gpu(&cfg.variant, &p.node_devices),
         data: crate::data::column_name(&cfg.host.data),
-        ..identity_row(&cfg.placement.devices, &cfg.output.label, cfg.implementation.into())
+        ..workload_row(&cfg.workload, &p.devices, &cfg.output.label, cfg.implementation.into())
     }
 }
 

@@ -208,7 +208,7 @@ fn companion(rc: crate::config::RunConfig, stop: Arc<AtomicBool>, steady: Arc<At
     if let Some(t) = rc.host.threads {
         tch::set_num_threads(t as i32);
     }
-    let (vs, model) = build_model(&rc, Device::Cpu);
+    let (vs, model) = build_model(&rc.workload, Device::Cpu);
     let mut opt = build_optimizer(&rc, &vs)?;
     let mut data = crate::data::synthetic::Synthetic::new(
         rc.batch_per_device,
@@ -278,7 +278,7 @@ fn profile_alone(cfg: &PredictConfig, threads: Option<usize>) -> Result<Profile>
     let port = crate::dist::free_port()?;
     let store = Store::new("127.0.0.1", port, 0, 1, true, timeout)?;
     let pg = ProcessGroup::new(&store, backend, 0, 1, cuda, timeout)?;
-    let (vs, model) = build_model(&rc, device);
+    let (vs, model) = build_model(&rc.workload, device);
     let mut opt = build_optimizer(&rc, &vs)?;
     let params = vs.trainable_variables();
     let trainable: std::collections::HashSet<*mut torch_sys::C_tensor> =

@@ -20,7 +20,7 @@ pub mod search;
 pub mod server;
 
 use crate::bench::measure::failure;
-use crate::bench::row::base_row;
+use crate::bench::row::workload_row;
 use crate::config::{Impl, InferConfig, Scenario, ServeStrategy};
 use crate::device::DeviceKind;
 use crate::metrics::collect::Monitor;
@@ -38,7 +38,7 @@ pub struct Measured {
 /// Serves `cfg`'s load once, with gpubench's server or PyTorch's, and
 /// returns its row (status failed or oom, with the error, when it failed).
 pub fn measure(cfg: &InferConfig) -> Measured {
-    let mut row = base_row(&cfg.model_config());
+    let mut row = workload_row(&cfg.workload, &cfg.devices, &cfg.output.label, cfg.implementation.into());
     let workers = if cfg.strategy == ServeStrategy::Processes { cfg.devices.len() as u32 } else { 1 };
     let arrivals = || schedule::schedule(&cfg.scenario, cfg.duration.as_secs_f64(), workers, cfg.workload.seed);
     // On the CPU the counters are this process's: they say nothing of the
@@ -283,7 +283,7 @@ mod tests {
         let f = records::ServeFigures { requests: 100, completed: 100, ..Default::default() };
         for (late, named) in [(0, false), (5, true)] {
             let out = ServeOutcome { records: vec![], late, error: None, window: None, interference: vec![] };
-            let mut row = base_row(&cfg.model_config());
+            let mut row = workload_row(&cfg.workload, &cfg.devices, &cfg.output.label, cfg.implementation.into());
             fill(&mut row, &cfg, &out, &f, &[]);
             assert_eq!(row.generator_late_pct, Some(late as f64), "{late}");
             assert_eq!(row.interference.contains("load generator fell behind: 5.0%"), named, "{}", row.interference);

@@ -284,7 +284,6 @@ impl<'a> Worker<'a> {
         }
         let t = cfg.threads_per_worker();
         tch::set_num_threads(if dp { t * cfg.devices.len() } else { t } as i32);
-        let mcfg = cfg.model_config();
         let sleeper = test_service_ms();
         // What overlap needs: a GPU to compute while the host stages, and one
         // device per worker (dp's forward copies between devices itself).
@@ -298,9 +297,10 @@ impl<'a> Worker<'a> {
                 device,
             })
         } else if dp {
-            Box::new(DataParallel::new(&mcfg)?)
+            let global = cfg.max_batch * cfg.devices.len() as i64;
+            Box::new(DataParallel::replicas(&cfg.workload, &cfg.devices, cfg.threads, global)?)
         } else {
-            let (vs, model) = build_model(&mcfg, device);
+            let (vs, model) = build_model(&cfg.workload, device);
             Box::new(Replica { _vs: vs, model, device, precision: cfg.workload.precision })
         };
         if let (true, Device::Cuda(o)) = (cfg.cuda_graphs, device) {

@@ -78,7 +78,7 @@ impl Ddp {
     pub fn new(cfg: &RunConfig, pg: ProcessGroup) -> Result<Self> {
         let device = cfg.placement.devices.clone();
         let a = &cfg.ddp;
-        let (vs, model) = build_model(cfg, device.device(0));
+        let (vs, model) = build_model(&cfg.workload, device.device(0));
         let opt = build_optimizer(cfg, &vs)?;
         let params = vs.trainable_variables();
         let trainable: std::collections::HashSet<*mut torch_sys::C_tensor> =

@@ -39,7 +39,7 @@ use tch::{nn, Device, Kind, Tensor};
 
 use super::precision::{autocast, Amp};
 use super::{build_optimizer, loss_fn, share, step_loss, MasterParts, MasterWork, Phase, PhaseClock, Strategy};
-use crate::config::RunConfig;
+use crate::config::{RunConfig, Workload};
 use crate::data::Batch;
 use crate::device::{DeviceKind, Devices};
 use crate::model::{build_model, Model};
@@ -59,7 +59,8 @@ pub struct DataParallel {
     devices: Devices,
     /// Replica 0 is the master's own model, as in PyTorch.
     replicas: Vec<Replica>,
-    opt: super::optim::Optimizer,
+    /// The master's optimizer; None for serving, which never steps one.
+    opt: Option<super::optim::Optimizer>,
     global_batch: i64,
     /// Intra-op threads per replica thread on the CPU, so that N replicas do
     /// not oversubscribe the cores; None on CUDA, where a replica thread only
@@ -108,24 +109,38 @@ fn bytes(t: &Tensor) -> u64 {
     t.numel() as u64 * t.kind().elt_size_in_bytes() as u64
 }
 
+/// A serving DataParallel was asked to train: a bug, said as one.
+fn serving_only() -> anyhow::Error {
+    anyhow!("this DataParallel was built for serving, without an optimizer; it cannot train")
+}
+
 impl DataParallel {
+    /// For training: the replicas of `cfg`'s model and the master's optimizer.
     pub fn new(cfg: &RunConfig) -> Result<Self> {
-        let devices = cfg.placement.devices.clone();
+        let p = &cfg.placement;
+        let mut dp = DataParallel::replicas(&cfg.workload, &p.devices, cfg.host.threads, cfg.micro_global_batch())?;
+        dp.opt = Some(build_optimizer(cfg, &dp.replicas[0].vs)?);
+        Ok(dp)
+    }
+
+    /// The replicas alone, one per device, for `global_batch` images a
+    /// forward: what serving needs (it never steps an optimizer).
+    pub(crate) fn replicas(w: &Workload, devices: &Devices, threads: Option<usize>, global_batch: i64) -> Result<Self> {
+        let devices = devices.clone();
         let mut replicas = Vec::with_capacity(devices.len());
         for i in 0..devices.len() {
             let device = devices.device(i);
-            let (vs, model) = build_model(cfg, device);
+            let (vs, model) = build_model(w, device);
             let params = vs.trainable_variables();
             let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
             named.sort_by(|a, b| a.0.cmp(&b.0));
             let vars = named.into_iter().map(|(_, t)| t).collect();
             replicas.push(Replica { vs, model, params, vars, device });
         }
-        let opt = build_optimizer(cfg, &replicas[0].vs)?;
         // Each replica thread's intra-op threads on the CPU (OpenMP's are per
         // calling thread): the process's share, by the one rule.
         let threads_per_replica = (devices.kind == DeviceKind::Cpu)
-            .then(|| crate::device::threads_per_worker(devices.kind, cfg.host.threads, devices.len()) as i32);
+            .then(|| crate::device::threads_per_worker(devices.kind, threads, devices.len()) as i32);
         let non_blocking = devices.kind == DeviceKind::Cuda;
         let distinct = (1..devices.len()).all(|i| !devices.ordinals[..i].contains(&devices.ordinals[i]));
         let coalesced =
@@ -134,15 +149,19 @@ impl DataParallel {
         Ok(DataParallel {
             devices,
             replicas,
-            opt,
-            global_batch: cfg.micro_global_batch(),
+            opt: None,
+            global_batch,
             threads_per_replica,
             non_blocking,
             coalesced,
-            amp: Amp::new(cfg.workload.precision),
+            amp: Amp::new(w.precision),
             parts: MasterParts { reduce, ..Default::default() },
             work: None,
         })
+    }
+
+    fn training_opt(&mut self) -> Result<&mut super::optim::Optimizer> {
+        self.opt.as_mut().ok_or_else(serving_only)
     }
 
     /// Copies the master's parameters and buffers onto every other replica,
@@ -378,7 +397,7 @@ impl Strategy for DataParallel {
         let master = self.replicas[0].device;
         // The master's gradients are zeroed once a step and take every
         // micro-batch's reduction; the replicas' are zeroed before each.
-        self.opt.zero_grad()?;
+        self.training_opt()?.zero_grad()?;
         let mut losses = Vec::with_capacity(k);
         let cuda = self.devices.kind == DeviceKind::Cuda;
         let timed = self.replicas.len() >= 2 && (!cuda || clock.synced());
@@ -409,7 +428,8 @@ impl Strategy for DataParallel {
             losses.push(loss.f_detach()?);
         }
         self.work = timed.then_some(work);
-        self.amp.step(&self.replicas[0].params, &mut self.opt)?;
+        let opt = self.opt.as_mut().ok_or_else(serving_only)?;
+        self.amp.step(&self.replicas[0].params, opt)?;
         clock.mark(Phase::Optimizer);
         step_loss(losses)
     }
@@ -419,7 +439,8 @@ impl Strategy for DataParallel {
     }
 
     fn make_capturable(&mut self) -> Result<()> {
-        super::graphed::capturable(&mut self.amp, &self.opt, self.devices.len())
+        let opt = self.opt.as_ref().ok_or_else(serving_only)?;
+        super::graphed::capturable(&mut self.amp, opt, self.devices.len())
     }
 
     fn devices(&self) -> &Devices {
@@ -431,7 +452,7 @@ impl Strategy for DataParallel {
     }
 
     fn optimizer_state_bytes(&self) -> u64 {
-        self.opt.state_bytes()
+        self.opt.as_ref().map_or(0, |o| o.state_bytes())
     }
 
     fn master_parts(&self) -> Option<MasterParts> {

@@ -23,7 +23,7 @@ pub struct Single {
 impl Single {
     pub fn new(cfg: &RunConfig) -> Result<Self> {
         let devices = cfg.placement.devices.clone();
-        let (vs, model) = build_model(cfg, devices.device(0));
+        let (vs, model) = build_model(&cfg.workload, devices.device(0));
         let opt = build_optimizer(cfg, &vs)?;
         let params = vs.trainable_variables();
         Ok(Single {

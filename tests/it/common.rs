@@ -4,7 +4,8 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
-use gpubench::cli::run::{parse_run_args, Seat};
+use gpubench::bench::placement::Seat;
+use gpubench::cli::run::parse_run_args;
 use gpubench::config::RunConfig;
 
 /// The small model every quick run uses.

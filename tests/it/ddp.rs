@@ -2,7 +2,7 @@
 //! batch, and the launcher's behaviour with real worker processes.
 use super::common::*;
 use gpubench::bench::ddp::env::DistEnv;
-use gpubench::cli::run::Seat;
+use gpubench::bench::placement::Seat;
 use gpubench::data::{synthetic::Synthetic, Batch, DataSource};
 use gpubench::device::Devices;
 use gpubench::dist::{Backend, ProcessGroup, Store};
@@ -428,7 +428,7 @@ fn compressed_gradients_equal_the_rounded_average() {
                     let mut ddp = Ddp::new(&dcfg, pg).unwrap();
                     let p0 = params(&ddp);
                     // This rank's own gradient, from the same weights and chunk.
-                    let (vs, model) = gpubench::model::build_model(&dcfg, tch::Device::Cpu);
+                    let (vs, model) = gpubench::model::build_model(&dcfg.workload, tch::Device::Cpu);
                     tch::no_grad(|| {
                         for (d, s) in vs.trainable_variables().iter().zip(&p0) {
                             d.shallow_clone().copy_(s);

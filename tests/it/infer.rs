@@ -69,6 +69,8 @@ fn every_request_is_answered_or_dropped_exactly_once_under_each_strategy_and_sce
     assert!(r["error"].contains("older than --drop-older-than 20ms"), "{}", r["error"]);
     assert!(num(r, "dropped") > 0.0 && num(r, "completed") + num(r, "dropped") == num(r, "requests"));
     assert!(num(r, "achieved_rate") < num(r, "offered_rate"));
+    // A serving row carries what serving did, not training columns made up for it.
+    assert_eq!((r["grad_accum"].as_str(), r["global_batch"].as_str(), r["mode"].as_str()), ("", "", "infer"));
     // Without --drop-older-than, what the grace period could not serve is the reason.
     let a = format!("{SMALL} --cpu 1 --scenario server --rate 5000 --duration 300ms --out {}", out.display());
     let o = slow(&a);

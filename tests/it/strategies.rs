@@ -2,7 +2,7 @@
 //! same gradients and parameters as one device on the whole global batch (with
 //! the BatchNorm-free model, where splitting a batch changes nothing).
 use super::common::{run_config, TINY};
-use gpubench::cli::run::Seat;
+use gpubench::bench::placement::Seat;
 use gpubench::config::RunConfig;
 use gpubench::data::{synthetic::Synthetic, Batch, DataSource};
 use gpubench::device::Devices;
