@@ -1,6 +1,9 @@
 //! gpubench's file formats, read and written: the results CSV (one row per
-//! run), its per-device companion and the telemetry timeline (`long`), the
-//! run outcome (`Status`) and the column reference (`schema`).
+//! run: `columns` defines them, `csv` reads and writes them, `packed` holds
+//! many rows in little memory), its per-device companion and the telemetry
+//! timeline (`long`), the kept matmul peaks (`peak`), the GPU names the
+//! datasheets know (`gpu`), the run outcome (`Status`) and the column
+//! reference (`schema`).
 pub mod columns;
 pub mod csv;
 pub mod gpu;

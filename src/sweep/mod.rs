@@ -1,7 +1,9 @@
 //! The sweep engine: many runs, each in its own child process (`gpubench run … --out FILE --quiet` of this
 //! binary), so that an out-of-memory error, a crash or a leak in one cell cannot touch the next. `plan` makes the
-//! matrix, `cells` runs a cell and finds (or writes) its row, `child` watches a cell's process, `search` is
-//! max-batch's search (arguments and preset: `cli::sweep`; commands: `commands::sweep`, `commands::max_batch`).
+//! matrix, `vary` reads `--vary OPTION=V1,V2`, `cells` runs a cell and finds (or writes) its row, `child` watches a
+//! cell's process, `emit` writes the matrix as Slurm or Kubernetes jobs and `cell` runs one of their cells where it
+//! lands, `search` is max-batch's search and `frontier` its memory levers side by side (arguments and preset:
+//! `cli::sweep`; commands: `commands::sweep`, `commands::max_batch`).
 //!
 //! **The matrix**: `--strategies`, `--device-counts` (a cell with N devices uses the first N of `--gpus`; on the
 //! CPU, `--cpu N` is the most replicas or ranks; default 1, 2, 4, … and all), `--batch-sizes` (per device),
@@ -10,7 +12,7 @@
 //! `single` runs at one device only. `run`'s options that make sense for every cell are passed on, and every
 //! cell is validated as `gpubench run` would before the first starts (bad input: one line, exit 2).
 //! `--preset demo` fills what the command line left open: tinycnn at 64 px, batch 32 and 128, on 1 and 2 CPU
-//! replicas, 7 s after 3 warm-up steps, on a machine without a GPU (or with `--cpu`); else resnet50, batch 64,
+//! replicas, 3 s after `--warmup auto`, on a machine without a GPU (or with `--cpu`); else resnet50, batch 64,
 //! on 1 and all GPUs, 5 s after 5 warm-up steps; rows to `results/demo.csv`, charts to `results/demo-charts/`.
 //!
 //! **Running**: a line per finished cell, then the report's table over the matrix's rows (and, with

@@ -278,7 +278,7 @@ pub(crate) fn build(
 
     // The 1-device throughput of each workload, machine and point, for scaling:
     // `single` preferred, as report's baseline is.
-    let mut one: HashMap<(crate::report::summary::Workload, &Where, &str), (u8, f64)> = HashMap::new();
+    let mut one: HashMap<(crate::report::summary::WorkloadKey, &Where, &str), (u8, f64)> = HashMap::new();
     for ((key, w), points) in &by_config {
         if key.n_devices != 1 {
             continue;

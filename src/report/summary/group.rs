@@ -180,7 +180,7 @@ pub(crate) fn baseline_of(groups: &[Group], i: usize) -> Option<usize> {
 /// `baseline_of` for every group, in one pass over them.
 fn find_baselines(groups: &[Group]) -> Vec<Option<usize>> {
     let rank = |b: &Group| (strategy_rank(&b.key.strategy), b.key.strategy.clone());
-    let mut best: BTreeMap<(&Scope, Workload), usize> = BTreeMap::new();
+    let mut best: BTreeMap<(&Scope, WorkloadKey), usize> = BTreeMap::new();
     for (j, b) in groups.iter().enumerate().filter(|(_, b)| b.key.n_devices == 1 && b.throughput.is_some()) {
         // The first of equal rank stays, as a search in group order finds it.
         let slot = best.entry((&b.scope, b.key.workload())).or_insert(j);

@@ -17,7 +17,7 @@ pub(crate) const INTERVAL_NOTE: &str =
 /// apart and `≈` where they overlap (noise cannot rank them). Groups without
 /// an interval (rows from before intervals) are left out of the ranking.
 pub(crate) fn ranking_notes(groups: &[Group]) -> Vec<String> {
-    let mut by: BTreeMap<(Scope, Workload, u32), Vec<&Group>> = BTreeMap::new();
+    let mut by: BTreeMap<(Scope, WorkloadKey, u32), Vec<&Group>> = BTreeMap::new();
     for g in groups.iter().filter(|g| g.throughput.is_some() && g.throughput_ci.is_some()) {
         by.entry((g.scope.clone(), g.key.workload(), g.key.n_devices)).or_default().push(g);
     }

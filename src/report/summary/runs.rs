@@ -66,7 +66,7 @@ pub(crate) fn load_columns(paths: &[PathBuf], keep: Columns) -> Result<Vec<Run>>
 
 /// Model, image size, precision, batch per device, serving load and set-up:
 /// what scaling is measured across.
-pub(crate) type Workload = (String, Option<u32>, String, Option<u32>, String, String);
+pub(crate) type WorkloadKey = (String, Option<u32>, String, Option<u32>, String, String);
 
 /// The configuration a result belongs to; rows with equal keys are repeats.
 /// Every option that changes the measurement is in it: precision (fp32 and
@@ -236,7 +236,7 @@ impl ConfigKey {
 
     /// The key without strategy, device count and communication: what
     /// scaling is measured across.
-    pub(crate) fn workload(&self) -> Workload {
+    pub(crate) fn workload(&self) -> WorkloadKey {
         (
             self.model.clone(),
             self.image_size,
