@@ -80,7 +80,7 @@ pub(crate) fn workload_row(w: &Workload, devices: &Devices, label: &str, impleme
 pub(crate) fn base_row(cfg: &RunConfig) -> Row {
     let p = &cfg.placement;
     Row {
-        mode: "train".into(),
+        mode: crate::results::Mode::Train,
         strategy: cfg.strategy.name().into(),
         backend: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.backend.name() } else { "" }.into(),
         comm_hook: if cfg.strategy == StrategyKind::Ddp { cfg.ddp.comm_hook.name() } else { "" }.into(),

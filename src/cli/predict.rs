@@ -93,7 +93,7 @@ impl PredictArgs {
                     return Err(usage(format!("--allreduce {}: no such file", p.display())));
                 }
                 let rows = crate::results::csv::read_rows(p)?;
-                if !rows.iter().any(|r| r.mode == "allreduce") {
+                if !rows.iter().any(|r| r.mode == crate::results::Mode::Allreduce) {
                     return Err(usage(format!(
                         "--allreduce {}: no all-reduce rows in it; write them with gpubench allreduce --out {}",
                         p.display(),

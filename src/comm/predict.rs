@@ -524,7 +524,7 @@ mod tests {
     #[test]
     fn a_files_dtypes_are_never_pooled_and_the_wire_dtype_wins() {
         let point = |dtype: &str, ms: f64| crate::results::csv::Row {
-            mode: "allreduce".into(),
+            mode: crate::results::Mode::Allreduce,
             status: crate::results::Status::Ok,
             in_place: Some(true),
             n_devices: 2,

@@ -103,7 +103,7 @@ fn rank(cfg: &AllreduceConfig, env: &DistEnv) -> Result<i32> {
 /// A row per size and placement, in the results file's schema.
 pub(crate) fn rows(cfg: &AllreduceConfig, world: usize, results: &[SizeResult]) -> Vec<Row> {
     let base = Row {
-        mode: "allreduce".into(),
+        mode: crate::results::Mode::Allreduce,
         strategy: "allreduce".into(),
         backend: cfg.backend.name().into(),
         devices: if cfg.nnodes > 1 {

@@ -107,7 +107,7 @@ fn peak_row(
         _ => crate::device::Devices { kind: DeviceKind::Cpu, ordinals: vec![0] },
     };
     let mut row = crate::bench::row::identity_row(&devices, &plan.label, crate::results::Implementation::Gpubench);
-    row.mode = "peak".into();
+    row.mode = crate::results::Mode::Peak;
     row.status = crate::results::Status::Ok;
     row.device_name = name.to_string();
     row.devices = devices.ordinals.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(",");

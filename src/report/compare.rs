@@ -326,10 +326,10 @@ mod tests {
     #[test]
     fn peaks_and_all_reduce_curves_make_no_set() {
         let mut peak = row("single", 1, 0.0);
-        peak.mode = "peak".into();
+        peak.mode = crate::results::Mode::Peak;
         peak.label = "other".into();
         let mut ar = row("single", 2, 0.0);
-        ar.mode = "allreduce".into();
+        ar.mode = crate::results::Mode::Allreduce;
         let runs = vec![run("a.csv", row("single", 1, 1.0), ""), run("a.csv", peak, ""), run("b.csv", ar, "")];
         let sets = partition_sets(&runs);
         assert_eq!((sets.len(), sets[0].members.clone()), (1, vec![0]));

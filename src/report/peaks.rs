@@ -57,7 +57,7 @@ mod tests {
     fn the_latest_peak_of_each_device_and_precision_is_shown() {
         let peak = |t: f64, stamp: &str| {
             let mut r = row("single", 1, 0.0);
-            (r.mode, r.achieved_tflops, r.throughput_img_s) = ("peak".into(), Some(t), None);
+            (r.mode, r.achieved_tflops, r.throughput_img_s) = (crate::results::Mode::Peak, Some(t), None);
             (r.precision, r.timestamp) = ("bf16".into(), stamp.into());
             r
         };

@@ -146,7 +146,7 @@ mod tests {
 
     fn infer(strategy: &str, n: u32, streams: u32, answered: f64, p99: f64) -> Row {
         Row {
-            mode: "infer".into(),
+            mode: crate::results::Mode::Infer,
             scenario: "streams".into(),
             streams: Some(streams),
             fps: Some(5.0),

@@ -58,18 +58,18 @@ macro_rules! columns {
 
             /// A serving row (`gpubench infer`), not a training one.
             fn is_infer(&self) -> bool {
-                self.mode() == "infer"
+                self.mode() == super::Mode::Infer
             }
 
             /// A point of an all-reduce curve (`gpubench allreduce`): a
             /// message size, not a training configuration.
             fn is_allreduce(&self) -> bool {
-                self.mode() == "allreduce"
+                self.mode() == super::Mode::Allreduce
             }
 
             /// A device's measured matmul peak (`gpubench peak --out`), not a run.
             fn is_peak(&self) -> bool {
-                self.mode() == "peak"
+                self.mode() == super::Mode::Peak
             }
         }
 
@@ -148,10 +148,10 @@ columns! {
     implementation as "impl": super::Implementation, unit "", since 2,
         "Who produced the figures: gpubench, pytorch (--impl pytorch, PyTorch's own implementation) or \
           published (reference figures from results/reference/).";
-    mode: String, unit "", since 2,
+    mode: super::Mode, unit "", since 2,
         "What was measured: train (gpubench run), infer (gpubench infer), allreduce (gpubench \
           allreduce) or peak (gpubench peak --out: a device's matmul peak at one precision, in \
-          achieved_tflops); empty in files written before the column existed (training rows).";
+          achieved_tflops). Files written before the column existed read as train.";
     strategy: String, unit "", since 2,
         "Parallel strategy: single, dp or ddp for training; replicas, processes or dp for serving.";
     backend: String, unit "", since 2,

@@ -177,6 +177,52 @@ impl std::str::FromStr for Status {
     }
 }
 
+/// What a row measured, as in the `mode` column: a training run, a serving
+/// load, a point of an all-reduce curve, or a device's matmul peak. Every
+/// analysis that takes one kind of row asks this, not a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Also what a file from before the column existed holds.
+    #[default]
+    Train,
+    Infer,
+    Allreduce,
+    Peak,
+}
+
+impl Mode {
+    pub(crate) const ALL: [Mode; 4] = [Mode::Train, Mode::Infer, Mode::Allreduce, Mode::Peak];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Train => "train",
+            Self::Infer => "infer",
+            Self::Allreduce => "allreduce",
+            Self::Peak => "peak",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Mode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        if s.is_empty() {
+            return Ok(Mode::Train);
+        }
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| serde::de::Error::custom(format!("mode {s:?} is not one of train, infer, allreduce, peak")))
+    }
+}
+
 /// Who produced a row, as in the `impl` column: gpubench itself, PyTorch's
 /// own implementation of the same run, a published figure, or `predict`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize)]
@@ -293,5 +339,21 @@ mod tests {
         let mut r = ::csv::Reader::from_reader("impl\ntensorflow\n".as_bytes());
         let e = r.deserialize::<R>().next().unwrap().unwrap_err().to_string();
         assert!(e.contains("\"tensorflow\" is not one of"), "{e}");
+    }
+
+    #[test]
+    fn modes_read_back_an_empty_one_is_train_and_an_unknown_one_is_refused() {
+        #[derive(Debug, serde::Deserialize)]
+        struct R {
+            mode: Mode,
+        }
+        let text = "mode\ntrain\ninfer\nallreduce\npeak\n\"\"\n";
+        let mut r = ::csv::Reader::from_reader(text.as_bytes());
+        let got: Vec<Mode> = r.deserialize::<R>().map(|x| x.unwrap().mode).collect();
+        assert_eq!(got, [Mode::Train, Mode::Infer, Mode::Allreduce, Mode::Peak, Mode::Train]);
+        // A later gpubench's mode is not taken for a training run.
+        let mut r = ::csv::Reader::from_reader("mode\nfinetune\n".as_bytes());
+        let e = r.deserialize::<R>().next().unwrap().unwrap_err().to_string();
+        assert!(e.contains("mode \"finetune\" is not one of"), "{e}");
     }
 }

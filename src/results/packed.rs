@@ -9,7 +9,7 @@
 //! through `Fields`, the same way as from a `Row`; the columns! list in
 //! `columns.rs` makes both, so a new column needs nothing here.
 use super::columns::{COLUMNS, RESULTS};
-use super::{Implementation, Status};
+use super::{Implementation, Mode, Status};
 
 /// Words of the bitmap of filled columns.
 const BITMAP: usize = COLUMNS.div_ceil(64);
@@ -209,6 +209,7 @@ macro_rules! plain {
 }
 plain!(u32, u64::from, |w| w as u32);
 plain!(Status, |s| Status::ALL.iter().position(|&x| x == s).unwrap_or_default() as u64, |w| Status::ALL[w as usize]);
+plain!(Mode, |m| Mode::ALL.iter().position(|&x| x == m).unwrap_or_default() as u64, |w| Mode::ALL[w as usize]);
 plain!(Implementation, |s| Implementation::ALL.iter().position(|&x| x == s).unwrap_or_default() as u64, |w| {
     Implementation::ALL[w as usize]
 });
@@ -243,7 +244,7 @@ mod tests {
             (p.run_id(), p.host(), p.label(), p.note()),
             ("abc", "node-1", "V100 ×4 \"box\"", row.note.as_str())
         );
-        assert_eq!((p.mode(), p.error()), ("", ""));
+        assert_eq!((p.mode(), p.error()), (Mode::Train, ""));
         assert_eq!(
             (p.implementation(), p.status(), p.n_devices(), p.schema_version()),
             (Implementation::Pytorch, Status::Oom, 4, 5)
@@ -292,6 +293,7 @@ mod tests {
                 "schema_version" => "5".to_string(),
                 "impl" => "published".to_string(),
                 "status" => "diverged".to_string(),
+                "mode" => "infer".to_string(),
                 "channels_last" | "cudnn_benchmark" | "deterministic" | "in_place" => "true".to_string(),
                 _ => format!("{}", i + 1),
             });

@@ -177,7 +177,7 @@ fn roles(cfg: &InferConfig) -> Vec<String> {
 
 /// The serving columns of `row`.
 fn fill(row: &mut Row, cfg: &InferConfig, out: &ServeOutcome, f: &ServeFigures, interference: &[String]) {
-    row.mode = "infer".into();
+    row.mode = crate::results::Mode::Infer;
     row.strategy = cfg.strategy.name().into();
     row.global_batch = None;
     row.batch_per_device = Some(cfg.max_batch as u32);

@@ -200,7 +200,7 @@ mod tests {
     #[test]
     fn streams_rows_get_both_charts_with_the_bound_and_offline_rows_none() {
         let infer = |s: &str, streams: u32, p99: f64, scenario: &str| Row {
-            mode: "infer".into(),
+            mode: crate::results::Mode::Infer,
             scenario: scenario.into(),
             streams: (scenario == "streams").then_some(streams),
             fps: Some(5.0),

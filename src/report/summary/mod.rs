@@ -75,7 +75,7 @@ pub(crate) mod tests {
         let mut points = vec![row("single", 1, 100.0)];
         for bytes in [1024, 1 << 20] {
             let mut r = row("allreduce", 2, 5.0);
-            r.mode = "allreduce".into();
+            r.mode = crate::results::Mode::Allreduce;
             r.bytes = Some(bytes);
             points.push(r);
         }
