@@ -387,47 +387,6 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// A one-step training configuration of `workload` on `devices`, with
-    /// run's defaults: what predict's profile of a ddp step starts from
-    /// (`PredictConfig::run_config` sets its steps, optimizer and Reducer).
-    /// Serving builds its models from the `Workload` alone.
-    pub(crate) fn for_model(workload: &Workload, batch: i64, devices: &Devices) -> RunConfig {
-        RunConfig {
-            strategy: StrategyKind::Single,
-            implementation: Impl::Gpubench,
-            placement: Placement { devices: devices.clone(), node_devices: devices.clone(), world: devices.len() },
-            workload: workload.clone(),
-            batch_per_device: batch,
-            grad_accum: 1,
-            checkpoint: false,
-            schedule: Schedule {
-                timed: Length::Steps(1),
-                warmup: Length::Steps(0),
-                ci_target: 0.02,
-                max_duration: Duration::from_secs(120),
-            },
-            optim: Optim {
-                optimizer: OptimizerKind::Sgd,
-                optimizer_impl: OptimizerImpl::Auto.resolve(),
-                lr: 0.0,
-                momentum: 0.0,
-                weight_decay: 0.0,
-            },
-            host: Host {
-                threads: None,
-                data: "synthetic".into(),
-                workers: 1,
-                sample_interval: Duration::from_millis(100),
-            },
-            output: Output { label: String::new(), out: None, format: Format::Table, quiet: false },
-            instruments: Instruments { breakdown: false, telemetry: None, profile: None, nvtx: false },
-            init: InitSpec::default(),
-            ddp: DdpConfig::default(),
-            cuda_graphs: false,
-            variant: String::new(),
-        }
-    }
-
     /// Images per optimizer step over the job: per device × devices ×
     /// micro-batches.
     pub fn global_batch(&self) -> i64 {
@@ -738,8 +697,6 @@ impl PredictConfig {
         self.scale_to.map_or((self.batch_per_device, self.workload.image_size), |s| (s.batch, s.image_size))
     }
 
-    /// The training configuration of the profiled device, with `threads`
-    /// intra-op threads (CPU: a rank's share of the cores).
     /// The backend the prediction is for: NCCL for GPUs (profiled on one,
     /// or scaled to another's figure), Gloo for CPU ranks.
     pub(crate) fn target_backend(&self) -> Backend {
@@ -750,22 +707,52 @@ impl PredictConfig {
         }
     }
 
+    /// The profiled step as a run configuration: one rank's ddp step on the
+    /// one device, with run's defaults where predict has no option, and
+    /// `threads` intra-op threads (a CPU rank's share of the cores).
     pub(crate) fn run_config(&self, threads: Option<usize>) -> RunConfig {
-        let mut c = RunConfig::for_model(&self.workload, self.batch_per_device, &self.device);
-        c.strategy = StrategyKind::Ddp;
-        (c.schedule.timed, c.schedule.warmup) = (Length::Steps(self.steps), Length::Steps(self.warmup));
-        c.optim.lr = 0.1 * self.batch_per_device as f64 / 256.0;
-        (c.optim.momentum, c.optim.weight_decay) = (0.9, 1e-4);
-        c.host.threads = threads;
-        c.output = Output { out: None, ..self.output.clone() };
-        c.instruments.breakdown = true;
-        c.ddp = DdpConfig {
-            backend: self.target_backend(),
-            bucket_cap_mb: self.bucket_cap_mb,
-            comm_hook: self.comm_hook,
-            ..DdpConfig::default()
-        };
-        c
+        let one = Placement { devices: self.device.clone(), node_devices: self.device.clone(), world: 1 };
+        RunConfig {
+            // The step being profiled is one rank's ddp step, on the one device.
+            strategy: StrategyKind::Ddp,
+            implementation: Impl::Gpubench,
+            placement: one,
+            workload: self.workload.clone(),
+            batch_per_device: self.batch_per_device,
+            grad_accum: 1,
+            checkpoint: false,
+            schedule: Schedule {
+                timed: Length::Steps(self.steps),
+                warmup: Length::Steps(self.warmup),
+                // run's defaults for --duration auto, which a profile never
+                // uses: its length is its steps and --min-time.
+                ci_target: 0.02,
+                max_duration: Duration::from_secs(120),
+            },
+            // run's defaults for SGD at this batch on one device.
+            optim: Optim {
+                optimizer: OptimizerKind::Sgd,
+                optimizer_impl: OptimizerImpl::Auto.resolve(),
+                lr: OptimizerKind::Sgd.lr_at_256() * self.batch_per_device as f64 / 256.0,
+                momentum: 0.9,
+                weight_decay: OptimizerKind::Sgd.default_weight_decay(),
+            },
+            host: Host { threads, data: "synthetic".into(), workers: 1, sample_interval: Duration::from_millis(100) },
+            // The rows are predict's own, written by `commands::predict`.
+            output: Output { out: None, ..self.output.clone() },
+            // The phases are what the prediction is made of.
+            instruments: Instruments { breakdown: true, telemetry: None, profile: None, nvtx: false },
+            init: InitSpec::default(),
+            ddp: DdpConfig {
+                backend: self.target_backend(),
+                bucket_cap_mb: self.bucket_cap_mb,
+                comm_hook: self.comm_hook,
+                broadcast_buffers: self.broadcast_buffers,
+                ..DdpConfig::default()
+            },
+            cuda_graphs: false,
+            variant: String::new(),
+        }
     }
 }
 

@@ -194,18 +194,8 @@ mod tests {
 
     /// A one-CPU run's configuration of `model`, for the optimizer alone.
     fn cpu_config(model: crate::config::ModelKind) -> RunConfig {
-        let cpu = crate::device::Devices::cpu(1);
-        let w = crate::config::Workload {
-            model,
-            num_classes: 10,
-            image_size: 16,
-            precision: crate::config::Precision::Fp32,
-            channels_last: false,
-            cudnn_benchmark: false,
-            seed: 0,
-            deterministic: false,
-        };
-        RunConfig::for_model(&w, 1, &cpu)
+        let a = ["--cpu", "--model", model.name(), "--num-classes", "10", "--image-size", "32", "--batch-size", "1"];
+        crate::cli::run::run_config(&a).unwrap()
     }
 
     /// Parameters after `steps` SGD steps with fixed pseudo-random
