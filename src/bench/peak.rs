@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
 
 use crate::config::Precision;
+use crate::device::DeviceKind;
+use crate::results::csv::Row;
+use crate::results::peak::{self, Peak};
 
 /// What one precision's rounds gave, TFLOP/s.
 #[derive(Debug, Clone, Copy)]
@@ -128,6 +131,105 @@ pub struct PeakPlan {
     pub out: Option<std::path::PathBuf>,
     /// `--label`, in those rows.
     pub label: String,
+}
+
+/// One device's peak at one precision.
+pub(crate) struct Measured {
+    /// The device's name (GPU, or CPU model).
+    pub name: String,
+    pub precision: Precision,
+    pub rounds: PeakRounds,
+    /// The datasheet's figure for this device and precision, where known.
+    pub sheet: Option<f64>,
+}
+
+/// What `gpubench peak` measured: every device × precision, their rows,
+/// the notes (what was skipped or cut), and where the peaks were kept. A
+/// cache that cannot be written loses no measurement: `store_failed` says
+/// why after the figures.
+pub(crate) struct PeakRun {
+    pub measured: Vec<Measured>,
+    pub rows: Vec<Row>,
+    pub notes: Vec<String>,
+    pub kept: Option<std::path::PathBuf>,
+    pub store_failed: Option<anyhow::Error>,
+}
+
+/// Measures every device and precision of `plan`, one after another, and
+/// keeps each peak (`results::peak`).
+pub(crate) fn measure_all(plan: &PeakPlan) -> Result<PeakRun> {
+    let targets: Vec<(Device, String)> = match plan.devices.kind {
+        DeviceKind::Cpu => vec![(Device::Cpu, crate::device::cpu_model())],
+        DeviceKind::Cuda => {
+            plan.devices.ordinals.iter().map(|&o| (Device::Cuda(o), crate::device::device_name(o))).collect()
+        }
+    };
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let skipped = plan.skipped.iter().map(|(p, why)| {
+        format!("{} skipped: {why}; --precisions {} measures it anyway, cut to fit the time budget", p.name(), p.name())
+    });
+    let mut run = PeakRun { measured: vec![], rows: vec![], notes: skipped.collect(), kept: None, store_failed: None };
+    for (device, name) in &targets {
+        for &p in &plan.precisions {
+            if let Device::Cuda(o) = device {
+                let _ = crate::ffi::cuda_set_device(*o);
+            }
+            let r = measure(*device, p, plan.size, plan.rounds, plan.round_time, plan.budget)?;
+            if r.size < plan.size {
+                run.notes.push(format!(
+                    "{name} {}: measured at {n}×{n}, not {m}×{m}: one matmul at {m} would not fit the {} budget",
+                    p.name(),
+                    humantime::format_duration(plan.budget),
+                    n = r.size,
+                    m = plan.size
+                ));
+            }
+            let sheet = peak::datasheet(name, p.name());
+            let entry = Peak { tflops: r.median, lo: r.lo, hi: r.hi, size: r.size, measured_at: now.clone() };
+            match peak::store(name, p.name(), entry) {
+                Ok(path) => run.kept = Some(path),
+                Err(e) => run.store_failed = Some(e),
+            }
+            run.rows.push(peak_row(plan, *device, name, p, &r, sheet));
+            run.measured.push(Measured { name: name.clone(), precision: p, rounds: r, sheet });
+        }
+    }
+    Ok(run)
+}
+
+/// A measured peak as a results row (mode `peak`): the device, precision and
+/// library versions of a run's row, the median TFLOP/s in `achieved_tflops`,
+/// the rounds' range and the matrices in the note.
+fn peak_row(
+    plan: &PeakPlan,
+    device: tch::Device,
+    name: &str,
+    p: crate::config::Precision,
+    r: &PeakRounds,
+    sheet: Option<f64>,
+) -> Row {
+    let devices = match device {
+        tch::Device::Cuda(o) => crate::device::Devices { kind: DeviceKind::Cuda, ordinals: vec![o] },
+        _ => crate::device::Devices { kind: DeviceKind::Cpu, ordinals: vec![0] },
+    };
+    let mut row = crate::bench::row::identity_row(&devices, &plan.label, crate::results::Implementation::Gpubench);
+    row.mode = crate::results::Mode::Peak;
+    row.status = crate::results::Status::Ok;
+    row.device_name = name.to_string();
+    row.devices = devices.ordinals.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(",");
+    row.n_devices = 1;
+    row.precision = p.name().into();
+    row.achieved_tflops = Some(r.median);
+    row.mfu_datasheet_pct = sheet.map(|s| 100.0 * r.median / s);
+    row.note = format!(
+        "matmul peak: {n}x{n}x{n}, median of {} rounds of at least {}, rounds from {:.3} to {:.3} TFLOP/s",
+        plan.rounds,
+        humantime::format_duration(plan.round_time),
+        r.lo,
+        r.hi,
+        n = r.size
+    );
+    row
 }
 
 #[cfg(test)]

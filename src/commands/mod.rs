@@ -2,7 +2,7 @@
 //! engines it drives, what it prints, its exit code). Commands take plain
 //! configurations; parsing and validating the command line is `cli`'s, and
 //! the measuring and the runtimes are the engines' (`bench`, `serve`,
-//! `sweep`, …). `peak` still loops over its devices and precisions here.
+//! `sweep`, …).
 //!
 //! `subcommands!` is the registry of the public subcommands, one line each:
 //! `module Variant Arguments [gate]`. `cli` declares `cli::module` (the
