@@ -319,12 +319,35 @@ pub struct Optim {
     pub weight_decay: f64,
 }
 
+/// `--threads N|auto`, as given: `auto` stays unresolved in the
+/// configuration (the cores other processes leave free are measured where
+/// the run starts, `commands::run`), so a sweep that plans its cells in one
+/// process does not measure a core count per cell that each cell measures
+/// again on its own node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threads {
+    Count(usize),
+    Auto,
+}
+
+/// As given, for the row's `variant`: `auto` stays `auto`, so that the
+/// configuration of a run is the same whatever its neighbours left free.
+impl fmt::Display for Threads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Threads::Count(n) => write!(f, "{n}"),
+            Threads::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 /// The host side of a run: its threads, its input and how often it is
 /// sampled.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Host {
-    /// Intra-op threads of the process (a node's, for ddp); None: the default rule.
-    pub threads: Option<usize>,
+    /// Intra-op threads of the process (a node's, for ddp); None: the
+    /// default rule. `Auto` until the run starts (`count`).
+    pub threads: Option<Threads>,
     /// `synthetic`, or a folder of images.
     pub data: String,
     /// Decode threads per device for `--data PATH` (resolved: the cores
@@ -332,6 +355,17 @@ pub struct Host {
     pub workers: usize,
     /// How often device telemetry and the process are sampled.
     pub sample_interval: Duration,
+}
+
+impl Host {
+    /// The thread count, where one is known: given, or `auto` resolved at
+    /// the run's start; None for the default rule (and for `auto` before).
+    pub fn count(&self) -> Option<usize> {
+        match self.threads {
+            Some(Threads::Count(n)) => Some(n),
+            _ => None,
+        }
+    }
 }
 
 /// What watches a run besides its clock: the phase breakdown, the telemetry
@@ -737,7 +771,12 @@ impl PredictConfig {
                 momentum: 0.9,
                 weight_decay: OptimizerKind::Sgd.default_weight_decay(),
             },
-            host: Host { threads, data: "synthetic".into(), workers: 1, sample_interval: Duration::from_millis(100) },
+            host: Host {
+                threads: threads.map(Threads::Count),
+                data: "synthetic".into(),
+                workers: 1,
+                sample_interval: Duration::from_millis(100),
+            },
             // The rows are predict's own, written by `commands::predict`.
             output: Output { out: None, ..self.output.clone() },
             // The phases are what the prediction is made of.

@@ -439,7 +439,7 @@ pub fn measure(
                     // A CPU run's intra-op threads on this host: --threads, split
                     // among its replicas or ranks, else one per core.
                     let threads = (strat.devices().kind == crate::device::DeviceKind::Cpu)
-                        .then(|| cfg.host.threads.unwrap_or(cores));
+                        .then(|| cfg.host.count().unwrap_or(cores));
                     m.interference = host_window(&a, &b, cores).map(|w| w.notes(threads)).unwrap_or_default();
                 }
                 return Ok(());

@@ -291,7 +291,7 @@ impl Session for LocalRun {
                      multi-GPU measurement)";
         }
         if cfg.placement.devices.kind == DeviceKind::Cpu {
-            let total = cfg.host.threads.unwrap_or_else(device::cpu_cores);
+            let total = cfg.host.count().unwrap_or_else(device::cpu_cores);
             note += &format!("; {} intra-op threads per replica", (total / cfg.placement.devices.len()).max(1));
         }
         note

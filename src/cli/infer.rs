@@ -282,7 +282,7 @@ impl InferArgs {
             warmup_batches: a.warmup_batches,
             cuda_graphs: *a.cuda_graphs,
             overlap: a.overlap,
-            threads: a.host.threads.map(|t| t.resolve()),
+            threads: a.host.threads.map(crate::metrics::interference::resolve_threads),
             output,
             sample_interval: parse_duration("--sample-interval", &a.host.sample_interval)?,
         })

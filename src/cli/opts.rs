@@ -11,7 +11,7 @@ use clap::Args;
 use std::path::PathBuf;
 
 use super::parse::{parse_above_zero, parse_batch_size, parse_branch, parse_commit, parse_fraction, parse_steps};
-use crate::config::{Backend, CommHook, Impl, ModelKind, Precision};
+use crate::config::{Backend, CommHook, Impl, ModelKind, Precision, Threads};
 use crate::report::check::Metric;
 use crate::report::export::Format;
 
@@ -156,53 +156,6 @@ option! {
     WorkersOpt { #[arg(long, value_name = "N")] workers: Option<usize> }
 }
 
-/// `--threads N|auto`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Threads {
-    Count(usize),
-    /// The cores other processes leave free where the configuration is
-    /// built: a sweep's cell re-reads its options on its own node.
-    Auto,
-}
-
-impl Threads {
-    /// The count: `Auto` measures the free cores (300 ms). A count above
-    /// this machine's hardware threads is capped to them, with one line
-    /// (once per process): more intra-op threads than the node has only
-    /// oversubscribe it, and a typo's 100000 would stall the run starting
-    /// them. Every command's `--threads` comes through here.
-    pub(crate) fn resolve(self) -> usize {
-        match self {
-            Threads::Count(n) => capped_threads(n, std::thread::available_parallelism().map_or(1, |c| c.get())),
-            Threads::Auto => free_cores_now(),
-        }
-    }
-}
-
-/// `n` threads on a machine of `cores` hardware threads: at most `cores`,
-/// saying so once.
-fn capped_threads(n: usize, cores: usize) -> usize {
-    if n <= cores {
-        return n;
-    }
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| {
-        eprintln!("gpubench: --threads {n} is more than this machine's {cores} hardware threads; using {cores}")
-    });
-    cores
-}
-
-/// As given, for the row's `variant`: `auto` stays `auto`, so that the
-/// configuration of a run is the same whatever its neighbours left free.
-impl std::fmt::Display for Threads {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Threads::Count(n) => write!(f, "{n}"),
-            Threads::Auto => f.write_str("auto"),
-        }
-    }
-}
-
 fn parse_threads(s: &str) -> Result<Threads, String> {
     if s == "auto" {
         return Ok(Threads::Auto);
@@ -212,15 +165,6 @@ fn parse_threads(s: &str) -> Result<Threads, String> {
         Ok(n) => Ok(Threads::Count(n)),
         Err(_) => Err(format!("{s:?} is not a thread count; give N or auto")),
     }
-}
-
-/// The cores other processes leave free, over 300 ms (this process sleeps).
-fn free_cores_now() -> usize {
-    use crate::metrics::interference::{host_window, HostSnapshot};
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let Some(a) = HostSnapshot::take() else { return cores };
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    HostSnapshot::take().and_then(|b| host_window(&a, &b, cores)).map_or(cores, |w| w.free_cores())
 }
 
 /// The host side of a measured process.
@@ -512,11 +456,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_thread_count_above_the_machine_is_capped_to_it() {
-        assert_eq!(capped_threads(3, 8), 3);
-        assert_eq!(capped_threads(8, 8), 8);
-        assert_eq!(capped_threads(100_000, 8), 8);
+    fn a_thread_count_is_one_or_more_or_auto() {
         assert_eq!(parse_threads("0").unwrap_err(), "--threads must be at least 1 (or auto)");
         assert_eq!(parse_threads("auto"), Ok(Threads::Auto));
+        assert_eq!(parse_threads("3"), Ok(Threads::Count(3)));
     }
 }

@@ -527,7 +527,8 @@ impl RunArgs {
                 weight_decay: a.weight_decay.unwrap_or(a.optimizer.default_weight_decay()),
             },
             host: Host {
-                threads: a.host.threads.map(|t| t.resolve()),
+                // `auto` is measured where the run starts (`commands::run`).
+                threads: a.host.threads,
                 data: a.data.data.clone(),
                 workers: a.workers.unwrap_or_else(|| crate::data::default_workers(node_share)),
                 sample_interval,
@@ -560,6 +561,17 @@ mod tests {
 
     /// AdamW's own defaults (lr 0.001 × global / 256, weight decay 0.05),
     /// named in the variant so its rows never pool with SGD's.
+    /// A sweep plans every cell in one process: `auto` is not measured
+    /// there (300 ms a cell), but where each cell runs (`commands::run`).
+    #[test]
+    fn threads_auto_stays_unresolved_in_the_configuration() {
+        let cfg = run_config(&["--cpu", "--model", "tinycnn", "--image-size", "16", "--threads", "auto"]).unwrap();
+        assert_eq!((cfg.host.threads, cfg.host.count()), (Some(crate::config::Threads::Auto), None));
+        assert!(cfg.variant.contains("threads=auto"), "{}", cfg.variant);
+        let cfg = run_config(&["--cpu", "--model", "tinycnn", "--image-size", "16", "--threads", "3"]).unwrap();
+        assert_eq!(cfg.host.count(), Some(3));
+    }
+
     #[test]
     fn adamw_takes_its_own_defaults_and_names_itself() {
         let cfg = |a: &str| {

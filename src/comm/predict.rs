@@ -205,7 +205,7 @@ pub(crate) fn simulate(p: &Profile, curve: &dyn Curve, n: usize, batch: i64, ddp
 /// the profile is not timed beside a neighbour still building its model.
 fn companion(rc: crate::config::RunConfig, stop: Arc<AtomicBool>, steady: Arc<AtomicUsize>) -> Result<()> {
     use crate::data::DataSource;
-    if let Some(t) = rc.host.threads {
+    if let Some(t) = rc.host.count() {
         tch::set_num_threads(t as i32);
     }
     let (vs, model) = build_model(&rc.workload, Device::Cpu);

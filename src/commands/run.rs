@@ -6,11 +6,15 @@ use crate::bench::ddp::{launcher, worker};
 use crate::bench::session::{self, LocalRun};
 use crate::bench::sinks::Sinks;
 use crate::bench::Role;
-use crate::config::{InitWriter, RunConfig};
+use crate::config::{InitWriter, RunConfig, Threads};
 use crate::error::guarded;
 use crate::init::{default_data_seed, save_init, write_start, Start};
 
-pub(crate) fn run(role: Role, cfg: RunConfig) -> Result<i32> {
+pub(crate) fn run(role: Role, mut cfg: RunConfig) -> Result<i32> {
+    // `--threads auto` is measured here, where the run starts, and a count
+    // the machine cannot use is capped here: once, whichever command line,
+    // sweep cell or rank this process is.
+    cfg.host.threads = cfg.host.threads.map(|t| Threads::Count(crate::metrics::interference::resolve_threads(t)));
     if role != Role::Pytorch {
         // `--save-init`, written by the one process of the job that
         // `cli::run::job` chose (the reference writes its own file).
@@ -35,7 +39,7 @@ pub(crate) fn write_init_only(cfg: &RunConfig, path: &std::path::Path) -> Result
 /// single and dp: the whole run in this process.
 fn local(cfg: &RunConfig) -> Result<i32> {
     let sinks = Sinks::new(cfg, None);
-    if let Some(t) = cfg.host.threads {
+    if let Some(t) = cfg.host.count() {
         tch::set_num_threads(t as i32);
     } else if cfg.placement.devices.kind == crate::device::DeviceKind::Cuda {
         // The host threads of a GPU run stage its batches: a few, not every

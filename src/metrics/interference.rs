@@ -129,6 +129,36 @@ fn descendants(root: i64, procs: &[(i64, i64)]) -> std::collections::HashSet<i64
     tree
 }
 
+/// The intra-op thread count of `--threads`: `auto` is the cores other
+/// processes leave free, measured over 300 ms (this process sleeps); a
+/// count above this machine's hardware threads is capped to them, with one
+/// line (once per process): more intra-op threads than the node has only
+/// oversubscribe it, and a typo's 100000 would stall the run starting them.
+pub(crate) fn resolve_threads(t: crate::config::Threads) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match t {
+        crate::config::Threads::Count(n) => capped_threads(n, cores),
+        crate::config::Threads::Auto => {
+            let Some(a) = HostSnapshot::take() else { return cores };
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            HostSnapshot::take().and_then(|b| host_window(&a, &b, cores)).map_or(cores, |w| w.free_cores())
+        }
+    }
+}
+
+/// `n` threads on a machine of `cores` hardware threads: at most `cores`,
+/// saying so once.
+fn capped_threads(n: usize, cores: usize) -> usize {
+    if n <= cores {
+        return n;
+    }
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!("gpubench: --threads {n} is more than this machine's {cores} hardware threads; using {cores}")
+    });
+    cores
+}
+
 /// The host between two snapshots.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct HostWindow {
@@ -260,6 +290,13 @@ impl Drop for Hogs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_count_above_the_machine_is_capped_to_it() {
+        assert_eq!(capped_threads(3, 8), 3);
+        assert_eq!(capped_threads(8, 8), 8);
+        assert_eq!(capped_threads(100_000, 8), 8);
+    }
 
     #[test]
     fn proc_stat_cpu_line() {

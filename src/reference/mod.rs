@@ -137,7 +137,7 @@ fn script_args(cfg: &RunConfig, init: &Path, json_out: &Path) -> Vec<String> {
         Length::Time(d) => v.extend(["--warmup-time".into(), secs(d)]),
         Length::Auto => unreachable!("--warmup auto is refused with --impl pytorch (cli::run)"),
     }
-    if let Some(t) = cfg.host.threads {
+    if let Some(t) = cfg.host.count() {
         v.extend(["--threads".into(), t.to_string()]);
     }
     v.extend(["--precision".into(), cfg.workload.precision.name().into()]);
@@ -268,7 +268,7 @@ pub(crate) fn run(cfg: &RunConfig) -> Result<i32> {
             .args(&args);
         match local.kind {
             DeviceKind::Cpu => {
-                let total = cfg.host.threads.unwrap_or_else(device::cpu_cores);
+                let total = cfg.host.count().unwrap_or_else(device::cpu_cores);
                 // torch.distributed.run would otherwise set 1 (and say so); the
                 // script sets the same split itself.
                 cmd.env("OMP_NUM_THREADS", (total / local.len()).max(1).to_string());

@@ -118,7 +118,7 @@ impl DataParallel {
     /// For training: the replicas of `cfg`'s model and the master's optimizer.
     pub fn new(cfg: &RunConfig) -> Result<Self> {
         let p = &cfg.placement;
-        let mut dp = DataParallel::replicas(&cfg.workload, &p.devices, cfg.host.threads, cfg.micro_global_batch())?;
+        let mut dp = DataParallel::replicas(&cfg.workload, &p.devices, cfg.host.count(), cfg.micro_global_batch())?;
         dp.opt = Some(build_optimizer(cfg, &dp.replicas[0].vs)?);
         Ok(dp)
     }

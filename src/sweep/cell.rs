@@ -202,7 +202,7 @@ fn keep_previous_cell(final_path: &Path, index: usize) -> Result<()> {
 /// cancellation, preemption or time limit (Slurm sends SIGTERM for each).
 fn interrupted_row(cell: &SweepCell, sig: libc::c_int, ran: std::time::Duration) -> crate::results::csv::Row {
     let mut row = crate::bench::row::base_row(&cell.cfg);
-    row.threads = cell.cfg.host.threads.map(|t| t as u32);
+    row.threads = cell.cfg.host.count().map(|t| t as u32);
     row.status = Status::Failed;
     let name = crate::proc::signal_name(sig);
     row.error = format!(

@@ -76,7 +76,7 @@ pub(crate) fn missing_row(c: &SweepCell, r: &child::ChildResult, mem_limited: bo
     let cfg = &c.cfg;
     let mut row = crate::bench::row::base_row(cfg);
     // The cell's, not this process's.
-    row.threads = cfg.host.threads.map(|t| t as u32);
+    row.threads = cfg.host.count().map(|t| t as u32);
     let (status, error) = child::classify_missing_row(r, mem_limited);
     row.status = status;
     row.error = error;

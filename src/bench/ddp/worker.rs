@@ -40,7 +40,7 @@ pub(crate) fn run(cfg: &RunConfig, env: &DistEnv) -> Result<i32> {
     // them on the CPU; on a GPU, a few each for staging batches.
     tch::set_num_threads(crate::device::threads_per_worker(
         cfg.placement.devices.kind,
-        cfg.host.threads,
+        cfg.host.count(),
         env.ranks_on_node(),
     ) as i32);
     if cfg.placement.devices.kind == DeviceKind::Cuda {
