@@ -768,7 +768,7 @@ impl PredictConfig {
                 optimizer: OptimizerKind::Sgd,
                 optimizer_impl: OptimizerImpl::Auto.resolve(),
                 lr: OptimizerKind::Sgd.lr_at_256() * self.batch_per_device as f64 / 256.0,
-                momentum: 0.9,
+                momentum: SGD_MOMENTUM,
                 weight_decay: OptimizerKind::Sgd.default_weight_decay(),
             },
             host: Host {
@@ -892,6 +892,10 @@ pub enum OptimizerKind {
     Sgd,
     Adamw,
 }
+
+/// SGD's momentum unless `--momentum` says otherwise (run's default, and
+/// predict's profile's).
+pub(crate) const SGD_MOMENTUM: f64 = 0.9;
 
 /// AdamW's betas and epsilon (torch.optim.AdamW's defaults).
 pub(crate) const ADAMW_BETAS: (f64, f64) = (0.9, 0.999);

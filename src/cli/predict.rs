@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use super::opts::{BatchSize, DeviceCounts, DeviceOpts, ModelOpts, Nnodes, OutputOpts, ReducerOpts, StepOpts};
 use super::{Configure, Job};
 use crate::config::{CurveSource, PredictConfig, ScaleTo};
+use crate::results::Fields;
 use crate::report::export::Format;
 use crate::device::{self, Devices};
 use crate::error::usage;
@@ -93,7 +94,7 @@ impl PredictArgs {
                     return Err(usage(format!("--allreduce {}: no such file", p.display())));
                 }
                 let rows = crate::results::csv::read_rows(p)?;
-                if !rows.iter().any(|r| r.mode == crate::results::Mode::Allreduce) {
+                if !rows.iter().any(|r| r.is_allreduce()) {
                     return Err(usage(format!(
                         "--allreduce {}: no all-reduce rows in it; write them with gpubench allreduce --out {}",
                         p.display(),

@@ -75,7 +75,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "LR")]
     pub lr: Option<f64>,
     /// SGD's momentum.
-    #[arg(long, default_value_t = MOMENTUM, value_name = "M")]
+    #[arg(long, default_value_t = crate::config::SGD_MOMENTUM, value_name = "M")]
     pub momentum: f64,
     /// Weight decay, decoupled for AdamW. Default: 1e-4 for SGD, 0.05 for AdamW.
     #[arg(long, value_name = "WD")]
@@ -160,7 +160,6 @@ pub(crate) fn into_job(a: RunArgs, ours: bool) -> Result<Job> {
 
 /// run's defaults for the options `variant` names when they differ.
 const NUM_CLASSES: i64 = 1000;
-const MOMENTUM: f64 = 0.9;
 const BUCKET_CAP_MB: f64 = 25.0;
 const SEED: u64 = 0;
 
@@ -184,7 +183,7 @@ fn variant(a: &RunArgs) -> String {
     word(a.lr.is_some(), format!("lr={}", a.lr.unwrap_or_default()));
     // A bare word: `optimizer=` already names the step's implementation.
     word(a.optimizer != OptimizerKind::Sgd, a.optimizer.name().to_string());
-    word(a.momentum != MOMENTUM && a.optimizer == OptimizerKind::Sgd, format!("momentum={}", a.momentum));
+    word(a.momentum != crate::config::SGD_MOMENTUM && a.optimizer == OptimizerKind::Sgd, format!("momentum={}", a.momentum));
     let wd = a.weight_decay.unwrap_or(a.optimizer.default_weight_decay());
     word(wd != a.optimizer.default_weight_decay(), format!("weight-decay={wd}"));
     // Rows without it ran libtorch's per-parameter loop, as every row did

@@ -156,6 +156,18 @@ pub fn assert_usage_error(a: &str, needle: &str) {
 
 /// `assert_usage_error` for arguments that have spaces.
 pub fn assert_usage_error_argv(argv: &[String], needle: &str) {
+    let (what, line) = (argv.join(" "), usage_line_argv(argv));
+    assert!(line.contains(needle), "{what}: expected {needle:?} in {line:?}");
+}
+
+/// The one line `gpubench ARGS` is refused with, from the library; fails
+/// the test when it runs, panics, is no usage error (exit 2) or says more
+/// than one line.
+pub fn usage_line(a: &str) -> String {
+    usage_line_argv(&args(a))
+}
+
+fn usage_line_argv(argv: &[String]) -> String {
     let what = argv.join(" ");
     let full = std::iter::once("gpubench".to_string()).chain(argv.iter().cloned());
     let e = match std::panic::catch_unwind(|| gpubench::app::run_from(full)) {
@@ -165,8 +177,8 @@ pub fn assert_usage_error_argv(argv: &[String], needle: &str) {
     };
     let line = gpubench::error::one_line(&e);
     assert_eq!(gpubench::error::exit_code(&e), 2, "{what}: not a usage error: {line}");
-    assert!(line.contains(needle), "{what}: expected {needle:?} in {line:?}");
     assert!(!line.contains('\n'), "{what}: not one line: {line:?}");
+    line
 }
 
 /// A usage error through the real binary, for what only a process shows:

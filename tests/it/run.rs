@@ -682,16 +682,6 @@ fn a_thread_count_above_the_machine_is_capped_with_one_line() {
     assert_eq!(rows[0].threads, Some(cores as u32));
 }
 
-/// The one line a command line is refused with (exit 2), from the library.
-fn usage_line(a: &str) -> String {
-    let full = std::iter::once("gpubench".to_string()).chain(super::common::args(a));
-    match gpubench::app::run_from(full) {
-        Err(e) if gpubench::error::exit_code(&e) == 2 => gpubench::error::one_line(&e),
-        Err(e) => panic!("{a}: not a usage error: {e:#}"),
-        Ok(code) => panic!("{a}: ran and exited {code}"),
-    }
-}
-
 /// The workload and the schedule are each checked in one place: run,
 /// infer, predict, max-batch and sweep (whose probes and cells take run's
 /// options) refuse the same bad input with the same line. Before, each
