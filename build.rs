@@ -36,7 +36,7 @@ use std::process::{Command, Stdio};
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/shim");
-    for v in ["GLOO_INCLUDE_DIR", "GPUBENCH_CUDA_INCLUDE", "GPUBENCH_NO_CUDA"] {
+    for v in ["GLOO_INCLUDE_DIR", "GPUBENCH_CUDA_INCLUDE", "GPUBENCH_NO_CUDA", "GPUBENCH_GIT_COMMIT"] {
         println!("cargo:rerun-if-env-changed={v}");
     }
     println!("cargo::rustc-check-cfg=cfg(gpubench_cuda)");
@@ -171,7 +171,12 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// checkout around the crate is not the crate's (build.rs is not tracked in
 /// it). Asks cargo to run this again when HEAD moves: a commit, a checkout,
 /// a branch switch; and when the sources change, which may make it dirty.
+/// `GPUBENCH_GIT_COMMIT` in the environment wins: an image's build context
+/// has no .git, so scripts/image passes the commit in.
 fn git_commit() -> String {
+    if let Some(c) = env::var("GPUBENCH_GIT_COMMIT").ok().filter(|c| !c.is_empty()) {
+        return c;
+    }
     let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
     git_commit_in(&dir).unwrap_or_default()
 }
