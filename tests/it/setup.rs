@@ -16,6 +16,11 @@ fn plan(rows: Option<&str>) -> (String, String) {
 
 /// `plan` with a fake nvidia-smi whose body (sh) is `script`.
 fn plan_with(script: Option<&str>) -> (String, String) {
+    plan_env(script, &[])
+}
+
+/// `plan_with`, with more variables in set-up's environment.
+fn plan_env(script: Option<&str>, vars: &[(&str, &Path)]) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
     if let Some(body) = script {
         let fake = dir.path().join("nvidia-smi");
@@ -29,6 +34,8 @@ fn plan_with(script: Option<&str>) -> (String, String) {
         .env("GPUBENCH_HOME", &home)
         .env_remove("LIBTORCH")
         .env_remove("GPUBENCH_TORCH_INDEX_URL")
+        .env_remove("GPUBENCH_PYTHON")
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     let out = stdout(&o);
@@ -97,4 +104,84 @@ fn an_unknown_argument_is_refused() {
     let o = Command::new(setup()).arg("--plna").output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--plan"));
+}
+
+/// A python package `torch` of version `version` (CUDA `cuda`) in a fresh
+/// folder, for PYTHONPATH: what set-up reads of a torch it may reuse.
+fn torch_package(version: &str, cuda: &str) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("torch")).unwrap();
+    std::fs::write(d.path().join("torch/__init__.py"), "").unwrap();
+    std::fs::write(d.path().join("torch/version.py"), format!("__version__ = '{version}'\ncuda = {cuda}\n")).unwrap();
+    d
+}
+
+#[test]
+fn a_python_with_torch_2_11_is_reused_and_one_of_another_version_is_not() {
+    let py = Path::new("/usr/bin/python3");
+    if !py.exists() {
+        eprintln!("skipped: no /usr/bin/python3 here");
+        return;
+    }
+    let cpu = torch_package("2.11.0+cpu", "None");
+    let (c, _) = plan_env(None, &[("GPUBENCH_PYTHON", py), ("PYTHONPATH", cpu.path())]);
+    let want =
+        format!("torch 2.11.0+cpu already in /usr/bin/python3 ({}): used as it is", cpu.path().join("torch").display());
+    assert!(c.starts_with(&want), "{c}");
+    let old = torch_package("2.5.1+cu124", "'12.4'");
+    let (c, r) = plan_env(None, &[("GPUBENCH_PYTHON", py), ("PYTHONPATH", old.path())]);
+    assert_eq!(c, "torch==2.11.0+cu130 from PyPI");
+    assert!(r.ends_with("/usr/bin/python3 has torch 2.5.1+cu124, not 2.11.0, so set-up installs its own"), "{r}");
+}
+
+#[test]
+fn a_libtorch_of_another_version_is_refused_before_anything_is_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let lt = dir.path().join("libtorch");
+    std::fs::create_dir_all(lt.join("lib")).unwrap();
+    std::fs::write(lt.join("lib/libtorch_cpu.so"), "").unwrap();
+    std::fs::write(lt.join("build-version"), "2.5.1+cu124\n").unwrap();
+    let home = dir.path().join("cache");
+    let o = Command::new(setup()).env("LIBTORCH", &lt).env("GPUBENCH_HOME", &home).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("is libtorch 2.5.1+cu124, and gpubench builds against 2.11.0"), "{err}");
+    assert!(!home.exists(), "set-up made {}", home.display());
+}
+
+/// The real thing: set-up given the torch venv's own python (torch 2.11.0)
+/// makes no venv and downloads nothing; the environment it writes points at
+/// that torch and that python.
+#[test]
+fn setup_given_a_python_with_torch_2_11_downloads_nothing() {
+    let (Some(py), Some(gloo), Some(font)) = (
+        std::env::var_os("GPUBENCH_PYTHON_BIN"),
+        std::env::var_os("GLOO_INCLUDE_DIR"),
+        std::env::var_os("GPUBENCH_FONT"),
+    ) else {
+        panic!(
+            "run through scripts/test: set-up's env.sh gives GPUBENCH_PYTHON_BIN, GLOO_INCLUDE_DIR and GPUBENCH_FONT"
+        );
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("cache");
+    let o = Command::new(setup())
+        .env("GPUBENCH_HOME", &home)
+        .env("GPUBENCH_PYTHON", &py)
+        .env("GLOO_INCLUDE_DIR", &gloo)
+        .env("GPUBENCH_FONT", &font)
+        .env_remove("LIBTORCH")
+        .env_remove("GPUBENCH_TORCH_INDEX_URL")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("nothing downloaded"), "{err}");
+    let made: Vec<_> = std::fs::read_dir(&home).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(made.iter().all(|f| !f.to_string_lossy().starts_with("torch-")), "a venv was made: {made:?}");
+    let env = std::fs::read_to_string(home.join("env.sh")).unwrap();
+    let site = Path::new(&py).parent().unwrap().parent().unwrap();
+    assert!(env.contains(&format!("export LIBTORCH='{}/lib/python", site.display())), "{env}");
+    assert!(env.contains(&format!("export GPUBENCH_PYTHON_BIN='{}'", Path::new(&py).display())), "{env}");
 }
