@@ -35,6 +35,12 @@ fn assert_close(a: &[f64], b: &[f64], what: &str) {
 /// gpubench writes the start (--save-init), PyTorch starts from it
 /// (--init-from); both rows land in the same CSV.
 fn gpubench_vs_pytorch(cfg: &str) {
+    gpubench_vs_pytorch_from(cfg);
+}
+
+/// `gpubench_vs_pytorch`, handing back gpubench's losses (`--seed 3`) and the
+/// start it saved (in the returned folder) for more checks on the same run.
+fn gpubench_vs_pytorch_from(cfg: &str) -> (Vec<f64>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let init = dir.path().join("init.safetensors");
     let out = dir.path().join("r.csv");
@@ -53,6 +59,7 @@ fn gpubench_vs_pytorch(cfg: &str) {
     assert_eq!(rows[0]["strategy"], rows[1]["strategy"]);
     assert_eq!(rows[0]["global_batch"], rows[1]["global_batch"]);
     assert!(num(&rows[1], "throughput_img_s") > 0.0);
+    (ours, dir)
 }
 
 #[test]
@@ -87,9 +94,13 @@ fn fp16_and_bf16_losses_match_pytorch() {
     assert!(j["rows"][0]["note"].as_str().unwrap().contains("seed 6"), "{}", j["rows"][0]);
 }
 
+/// Also `--init-from` on every rank, from the same run's start (one 2-rank
+/// run fewer than a test of its own).
 #[test]
 fn ddp_gloo_two_ranks_tinycnn_losses_match_pytorch() {
-    gpubench_vs_pytorch(&format!("--strategy ddp --cpu 2 {TINY} --batch-size 4"));
+    let cfg = format!("--strategy ddp --cpu 2 {TINY} --batch-size 4");
+    let (seed3, dir) = gpubench_vs_pytorch_from(&cfg);
+    init_from_reproduces(&cfg, &seed3, &dir.path().join("init.safetensors"));
 }
 
 /// The memory levers beside PyTorch's own: accumulation (DDP's no_sync in
@@ -110,25 +121,22 @@ fn ddp_comm_hooks_match_pytorchs_hooks() {
     gpubench_vs_pytorch(&format!("--strategy ddp --cpu 2 {TINY} --batch-size 4 --comm-hook bf16"));
 }
 
-fn init_from_sets_weights_and_data_seed(cfg: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let init = dir.path().join("i.safetensors");
-    let init = init.display();
-    let (seed5, _) = run_json(&format!("{cfg} --seed 5 --save-init {init}"));
+/// `--init-from` sets weights and the data seed: a run of another seed
+/// started from the file `saved` (by a run whose losses were `saved_losses`)
+/// is that run again, exactly.
+fn init_from_reproduces(cfg: &str, saved_losses: &[f64], saved: &std::path::Path) {
     let (seed9, _) = run_json(&format!("{cfg} --seed 9"));
-    assert_ne!(seed5, seed9, "different seeds must give different runs for this test to mean anything");
-    let (from_file, _) = run_json(&format!("{cfg} --seed 9 --init-from {init}"));
-    assert_eq!(from_file, seed5, "--init-from reproduces the --save-init run exactly");
+    assert_ne!(saved_losses, seed9, "different seeds must give different runs for this test to mean anything");
+    let (from_file, _) = run_json(&format!("{cfg} --seed 9 --init-from {}", saved.display()));
+    assert_eq!(from_file, saved_losses, "--init-from reproduces the --save-init run exactly");
 }
 
 #[test]
 fn single_init_from_sets_weights_and_data_seed() {
-    init_from_sets_weights_and_data_seed(&format!("{TINY} --batch-size 8"));
-}
-
-#[test]
-fn ddp_init_from_sets_weights_and_data_seed_on_every_rank() {
-    init_from_sets_weights_and_data_seed(&format!("--strategy ddp --cpu 2 {TINY} --batch-size 4"));
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, init) = (format!("{TINY} --batch-size 8"), dir.path().join("i.safetensors"));
+    let (seed5, _) = run_json(&format!("{cfg} --seed 5 --save-init {}", init.display()));
+    init_from_reproduces(&cfg, &seed5, &init);
 }
 
 #[test]

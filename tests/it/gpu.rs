@@ -162,7 +162,8 @@ fn serving_with_graphs_and_overlap_answers_every_request() {
     for extra in
         ["", "--cuda-graphs", "--cuda-graphs --impl pytorch", "--cuda-graphs --scenario streams --streams 16 --fps 20"]
     {
-        let r = json(&format!("{base} {extra}"));
+        // infer's row is the envelope's rows[0] (docs/json.md).
+        let r = json(&format!("{base} {extra}"))["rows"][0].clone();
         assert_eq!(r["status"], "ok", "{extra}: {r}");
         let (req, done, dropped) =
             (r["requests"].as_u64().unwrap(), r["completed"].as_u64().unwrap(), r["dropped"].as_u64().unwrap());

@@ -13,6 +13,30 @@ fn names(t: &serde_json::Value) -> Vec<String> {
     t["traceEvents"].as_array().unwrap().iter().filter_map(|e| e["name"].as_str().map(String::from)).collect()
 }
 
+/// The python with Holistic Trace Analysis, or None (saying so) where the
+/// HolisticTraceAnalysis package is not installed in the torch venv (`pip
+/// install HolisticTraceAnalysis`); scripts/test installs it and sets
+/// GPUBENCH_REQUIRE_HTA=1, and then a missing package fails.
+fn hta_python() -> Option<String> {
+    let py = std::env::var("GPUBENCH_PYTHON_BIN").unwrap_or_else(|_| "python3".into());
+    let has = std::process::Command::new(&py).args(["-c", "import hta"]).output().is_ok_and(|o| o.status.success());
+    if !has {
+        assert!(
+            !std::env::var("GPUBENCH_REQUIRE_HTA").is_ok_and(|v| v == "1"),
+            "GPUBENCH_REQUIRE_HTA=1 but `import hta` fails for {py}: pip install HolisticTraceAnalysis"
+        );
+        eprintln!(
+            "HTA part skipped: HolisticTraceAnalysis is not installed for {py} (pip install HolisticTraceAnalysis)"
+        );
+    }
+    has.then_some(py)
+}
+
+/// Single and ddp traces hold aten ops, gpubench's ranges, Gloo's
+/// collectives and ranks; trace-summary reads them back, and so does
+/// Holistic Trace Analysis, one rank each, running its temporal breakdown
+/// where there are GPU kernels to break down (it has nothing to say of a
+/// CPU-only trace, and says so by failing). One profiled ddp run for all.
 #[test]
 fn single_and_ddp_traces_hold_ops_ranges_collectives_and_ranks() {
     let dir = tempfile::tempdir().unwrap();
@@ -66,6 +90,15 @@ fn single_and_ddp_traces_hold_ops_ranges_collectives_and_ranks() {
         assert!(parts + 1e-9 >= r["span_ms"].as_f64().unwrap(), "the parts cover the span: {r}");
         assert!(r.get("autograd_threads_ms").is_some(), "the JSON has the table's autograd column: {r}");
     }
+    if let Some(py) = hta_python() {
+        let script = "import sys\nfrom hta.trace_analysis import TraceAnalysis\n\
+                      a = TraceAnalysis(trace_dir=sys.argv[1])\nassert sorted(a.t.traces) == [0, 1], sorted(a.t.traces)\n\
+                      df = a.t.get_trace(0)\n\
+                      if (df['stream'] >= 0).any(): print(a.get_temporal_breakdown(visualize=False))\n\
+                      else: print('no GPU kernels: temporal breakdown skipped')\n";
+        let o = std::process::Command::new(&py).args(["-c", script]).arg(&two).output().unwrap();
+        assert!(o.status.success(), "HTA failed: {}", String::from_utf8_lossy(&o.stderr));
+    }
     assert_usage_error(&format!("trace-summary {}", dir.path().join("missing").display()), "cannot read the directory");
     let empty = tempfile::tempdir().unwrap();
     assert_usage_error(&format!("trace-summary {}", empty.path().display()), "no .json trace");
@@ -85,40 +118,6 @@ fn bad_profile_input_is_one_line_and_exit_2() {
     let o = gpubench(&format!("{s} --warmup 0 --profile {d} --force -q")).run();
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(dir.path().join("rank0.pt.trace.json").is_file() && dir.path().join("old.json").is_file());
-}
-
-/// Holistic Trace Analysis reads the traces, one rank each, and runs its
-/// temporal breakdown where there are GPU kernels to break down (it has
-/// nothing to say of a CPU-only trace, and says so by failing). Skipped,
-/// saying so, when the HolisticTraceAnalysis package is not installed in the
-/// torch venv (`pip install HolisticTraceAnalysis`); scripts/test installs it
-/// and sets GPUBENCH_REQUIRE_HTA=1, and then a missing package fails.
-#[test]
-fn holistic_trace_analysis_reads_the_traces() {
-    let py = std::env::var("GPUBENCH_PYTHON_BIN").unwrap_or_else(|_| "python3".into());
-    let has = std::process::Command::new(&py).args(["-c", "import hta"]).output().is_ok_and(|o| o.status.success());
-    if !has {
-        assert!(
-            !std::env::var("GPUBENCH_REQUIRE_HTA").is_ok_and(|v| v == "1"),
-            "GPUBENCH_REQUIRE_HTA=1 but `import hta` fails for {py}: pip install HolisticTraceAnalysis"
-        );
-        eprintln!("skipped: HolisticTraceAnalysis is not installed for {py} (pip install HolisticTraceAnalysis)");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let o = gpubench(&format!(
-        "run --strategy ddp --cpu 2 {TINY} --batch-size 4 --steps 3 --warmup 1 --profile {} -q",
-        dir.path().display()
-    ))
-    .run();
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let script = "import sys\nfrom hta.trace_analysis import TraceAnalysis\n\
-                  a = TraceAnalysis(trace_dir=sys.argv[1])\nassert sorted(a.t.traces) == [0, 1], sorted(a.t.traces)\n\
-                  df = a.t.get_trace(0)\n\
-                  if (df['stream'] >= 0).any(): print(a.get_temporal_breakdown(visualize=False))\n\
-                  else: print('no GPU kernels: temporal breakdown skipped')\n";
-    let o = std::process::Command::new(&py).args(["-c", script]).arg(dir.path()).output().unwrap();
-    assert!(o.status.success(), "HTA failed: {}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]
