@@ -342,13 +342,21 @@ fn ctrl_c_stops_the_cell_and_its_processes_and_says_how_to_resume() {
     let mut sweep =
         sweep_in(dir.path(), &args).env("GPUBENCH_SWEEP_CHILD", &script).env("GPUBENCH_REAL", bin()).spawn();
     wait_for_rows(&out, 1, &mut sweep);
-    // the second cell's launcher and its two workers are up
+    // The second cell's launcher and its two workers are up. One snapshot is judged, not a count
+    // read twice: while the launcher starts a worker, its forked copy carries the same flag until
+    // it execs, so a count of 3 can be the launcher, one worker and that copy for a moment.
     let t = Instant::now();
-    while processes_with("--warmup-time 60s").len() < 3 && t.elapsed() < Duration::from_secs(60) {
+    let up = loop {
         assert!(sweep.try_wait().unwrap().is_none(), "the sweep ended early");
+        let up = processes_with("--warmup-time 60s");
+        let workers = up.iter().filter(|c| c.contains(" rank run ")).count();
+        if (up.len(), workers) == (3, 2) || t.elapsed() > Duration::from_secs(60) {
+            break up;
+        }
         std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(processes_with("--warmup-time 60s").len(), 3, "{:?}", processes_with("ctrl-c-test"));
+    };
+    let workers = up.iter().filter(|c| c.contains(" rank run ")).count();
+    assert_eq!((up.len(), workers), (3, 2), "launcher and two workers: {up:?}");
     unsafe {
         libc::kill(sweep.id() as i32, libc::SIGINT);
     }
